@@ -1,0 +1,5 @@
+"""`python -m runstore` is the `runstore` command."""
+
+from .cli import main
+
+main()

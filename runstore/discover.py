@@ -1,0 +1,192 @@
+"""Discovery: walk a tree, decide what is a run, classify each of its files.
+
+Contract: `discover(root)` yields one `RunDir` per run found at any depth below `root` (or
+`root` itself). A run is a directory holding a regular file `config.json` or `metrics.jsonl`,
+as upstream's registry decides; discovery never looks inside a run for more runs, and
+directories that are not runs are skipped silently. Symlinked directories are followed once
+(their resolved path identifies the run, so a run reached twice is yielded once). Each file of
+a run is classified into a `SourceFile` with its kind, and for per-iteration artefacts its
+split (`train` / `eval/<label>`) and iteration, in either layout:
+`iteration_NNNNNN/<base>_…` or flat `<base>_iteration_NNNNNN_…`. Nothing here reads file
+contents; only names and `stat` results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat as stat_mod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Literal
+
+FileKind = Literal[
+    "config",
+    "code_diff",
+    "metrics",
+    "metrics_pre_resume",
+    "checkpoints",
+    "timing_spans",
+    "trace_events",
+    "rollouts",
+    "logtree",
+]
+Layout = Literal["iteration_dirs", "flat", "none"]
+
+# Files appended to while a run trains: read from the last offset up to the last newline.
+APPEND_ONLY: frozenset[str] = frozenset({"metrics", "checkpoints", "timing_spans", "trace_events"})
+
+ROOT_FILES: dict[str, FileKind] = {
+    "config.json": "config",
+    "code.diff": "code_diff",
+    "metrics.jsonl": "metrics",
+    "checkpoints.jsonl": "checkpoints",
+    "timing_spans.jsonl": "timing_spans",
+    "trace_events.jsonl": "trace_events",
+}
+PRE_RESUME = re.compile(r"^metrics\.jsonl\.pre_resume_\d+$")
+ITERATION_DIR = re.compile(r"^iteration_(\d{6,})$")
+_SUFFIXES = {"_logtree.json": "logtree", "_rollout_summaries.jsonl": "rollouts"}
+# `<base>` is `train` or `eval_<label>`; labels may themselves contain underscores.
+IN_ITERATION_DIR = re.compile(r"^(train|eval_(.+?))(_logtree\.json|_rollout_summaries\.jsonl)$")
+FLAT = re.compile(r"^(train|eval_(.+?))_iteration_(\d+)(_logtree\.json|_rollout_summaries\.jsonl)$")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file of a run that runstore reads."""
+
+    rel_path: str  # POSIX path relative to the run directory
+    kind: FileKind
+    size: int
+    mtime_ns: int
+    split: str | None = None
+    iteration: int | None = None
+
+
+@dataclass
+class RunDir:
+    """A run directory and the files in it that runstore reads."""
+
+    path: str  # resolved absolute path
+    run_name: str  # POSIX path relative to the ingest root ("." when the root is the run)
+    layout: Layout
+    files: list[SourceFile] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return run_id_for(self.path)
+
+
+def run_id_for(resolved_path: str) -> str:
+    """Stable run id: the same directory gets the same id whatever path reached it."""
+    return hashlib.sha1(resolved_path.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def source_id_for(run_id: str, rel_path: str) -> int:
+    """Stable 63-bit id of one source file of one run."""
+    digest = hashlib.sha1(f"{run_id}/{rel_path}".encode("utf-8", "surrogateescape")).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def _split(base: str, label: str | None) -> str:
+    return "train" if base == "train" else f"eval/{label}"
+
+
+def classify(rel_path: str) -> tuple[FileKind, str | None, int | None] | None:
+    """Kind, split and iteration of a file path relative to its run, or None if not read."""
+    parts = rel_path.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+        if name in ROOT_FILES:
+            return ROOT_FILES[name], None, None
+        if PRE_RESUME.match(name):
+            return "metrics_pre_resume", None, None
+        m = FLAT.match(name)
+        if m:
+            return _SUFFIXES[m.group(4)], _split(m.group(1), m.group(2)), int(m.group(3))  # type: ignore[return-value]
+        return None
+    if len(parts) == 2:
+        d = ITERATION_DIR.match(parts[0])
+        m = IN_ITERATION_DIR.match(parts[1])
+        if d and m:
+            return _SUFFIXES[m.group(3)], _split(m.group(1), m.group(2)), int(d.group(1))  # type: ignore[return-value]
+    return None
+
+
+def _entries(path: str) -> list[os.DirEntry]:
+    try:
+        with os.scandir(path) as it:
+            return sorted(it, key=lambda e: e.name)
+    except OSError:
+        return []
+
+
+def _is_file(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def scan_run(path: str, run_name: str) -> RunDir:
+    """Classify the files of one run directory."""
+    files: list[SourceFile] = []
+    layouts: set[str] = set()
+
+    def add(entry: os.DirEntry, rel: str) -> None:
+        found = classify(rel)
+        if found is None:
+            return
+        try:
+            st = entry.stat()
+        except OSError:
+            return
+        if not stat_mod.S_ISREG(st.st_mode):
+            return
+        kind, split, iteration = found
+        files.append(SourceFile(rel, kind, st.st_size, st.st_mtime_ns, split, iteration))
+        if kind in ("rollouts", "logtree"):
+            layouts.add("iteration_dirs" if "/" in rel else "flat")
+
+    for entry in _entries(path):
+        if _is_dir(entry):
+            if ITERATION_DIR.match(entry.name):
+                for sub in _entries(entry.path):
+                    if _is_file(sub):
+                        add(sub, f"{entry.name}/{sub.name}")
+        elif _is_file(entry):
+            add(entry, entry.name)
+    layout: Layout = "iteration_dirs" if "iteration_dirs" in layouts else ("flat" if layouts else "none")
+    return RunDir(path=path, run_name=run_name, layout=layout, files=files)
+
+
+def is_run(path: str) -> bool:
+    return any(os.path.isfile(os.path.join(path, n)) for n in ("config.json", "metrics.jsonl"))
+
+
+def discover(root: str | os.PathLike[str]) -> Iterator[RunDir]:
+    """Every run at any depth under `root`, in sorted path order."""
+    top = os.path.abspath(root)
+    seen: set[str] = set()
+    stack = [top]
+    while stack:
+        current = stack.pop()
+        resolved = os.path.realpath(current)
+        if resolved in seen:
+            continue
+        seen.add(resolved)
+        if is_run(current):
+            rel = Path(os.path.relpath(current, top)).as_posix()
+            yield scan_run(resolved, rel)
+            continue
+        subdirs = [e.path for e in _entries(current) if _is_dir(e) and not e.name.startswith(".")]
+        stack.extend(reversed(subdirs))

@@ -1,0 +1,360 @@
+"""Ingest: discover → ledger diff → read → normalize → commit, for every run under some paths.
+
+Contract: `ingest(root, paths)` brings the store at `root` up to date with every run found
+under `paths` and returns an `IngestReport`. It holds the store's write lock throughout, reads
+only what the ledger says is new (appended bytes, changed write-once files, whole files that
+shrank), replaces a re-read file's earlier rows, and publishes snapshots as it goes (after
+every ~`batch_rows` staged rows and at the end), so a crash loses at most the unpublished
+batch and the next ingest redoes it. Bad input never stops it: each problem becomes a warning
+naming `file:line`. Sources are only ever opened for reading.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pyarrow as pa
+
+from . import ledger as ledger_mod
+from . import migrate, schema, tables
+from .discover import APPEND_ONLY, RunDir, SourceFile, discover, source_id_for
+from .errors import SourceNotFound
+from .ledger import Entry, Ledger, Plan
+from .normalize import Context
+from .parse import jsonl
+
+RUNNING_WINDOW_S = 120  # a run whose files changed this recently is `running`
+KIND_TABLES: dict[str, tuple[str, ...]] = {
+    "config": ("config",),
+    "code_diff": (),
+    "metrics": ("metrics_raw",),
+    "metrics_pre_resume": ("metrics_raw",),
+    "checkpoints": ("checkpoints",),
+    "timing_spans": ("spans",),
+    "trace_events": ("trace_slices",),
+    "rollouts": ("trajectories", "rollout_steps"),
+    "logtree": ("conversations", "messages"),
+}
+TEXT_LIMIT = 8 << 20  # code.diff kept up to 8 MB
+
+
+@dataclass
+class IngestReport:
+    """What one ingest did."""
+
+    runs_new: int = 0
+    runs_updated: int = 0
+    runs_unchanged: int = 0
+    runs_missing: int = 0
+    rows_added: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    bytes_read: int = 0
+    snapshots: int = 0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes_read / 1e6 / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        rows = ", ".join(f"{k} +{v}" for k, v in sorted(self.rows_added.items()) if v) or "no rows"
+        return (
+            f"runs: {self.runs_new} new, {self.runs_updated} updated, {self.runs_unchanged} "
+            f"unchanged, {self.runs_missing} missing; rows: {rows}; {len(self.warnings)} "
+            f"warning{'s' if len(self.warnings) != 1 else ''}; {self.seconds:.2f} s, "
+            f"{self.bytes_read / 1e6:.1f} MB read at {self.mb_per_s:.1f} MB/s"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runs_new": self.runs_new, "runs_updated": self.runs_updated,
+            "runs_unchanged": self.runs_unchanged, "runs_missing": self.runs_missing,
+            "rows_added": dict(self.rows_added), "warnings": len(self.warnings),
+            "seconds": round(self.seconds, 3), "bytes_read": self.bytes_read,
+        }
+
+
+Progress = Callable[[int, int, int, str], None]  # (runs done, runs total, bytes read, run name)
+
+
+def ingest(root: Path, paths: Iterable[str | os.PathLike[str]], *,
+           progress: Progress | None = None, on_warning: Callable[[str], None] | None = None,
+           lock_timeout: float = 60.0, batch_rows: int = 4_000_000,
+           now: float | None = None) -> IngestReport:
+    started = time.monotonic()
+    roots = [Path(p) for p in paths]
+    for p in roots:
+        if not p.exists():
+            raise SourceNotFound(f"{p} does not exist — pass a directory of runs (or one run).")
+    report = IngestReport()
+    with tables.writer(root, lock_timeout=lock_timeout) as w:
+        migrate.apply(w)
+        assert w.manifest is not None
+        led = Ledger.from_arrow(_read_ledger(root, w.manifest))
+        runs = _discover_all(roots)
+        job = _Job(root, w, led, report, on_warning, now if now is not None else time.time())
+        for i, rd in enumerate(runs):
+            job.run(rd)
+            if progress:
+                progress(i + 1, len(runs), report.bytes_read, rd.run_name)
+            if w.staged_rows >= batch_rows:
+                job.commit()
+        job.mark_missing({rd.run_id for rd in runs})
+        report.seconds = time.monotonic() - started
+        job.commit(final=True)
+        report.rows_added = dict(w.rows_added)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _read_ledger(root: Path, manifest: tables.Manifest) -> pa.Table:
+    import pyarrow.parquet as pq
+
+    if not manifest.ledger:
+        return schema.empty("_ledger")
+    path = root / manifest.ledger
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowException) as e:
+        from .errors import StoreCorrupt
+
+        raise StoreCorrupt(f"cannot read the ingest ledger {path}: {e}. Run `runstore repair`.") from e
+
+
+def _discover_all(roots: list[Path]) -> list[RunDir]:
+    seen: set[str] = set()
+    out: list[RunDir] = []
+    for top in roots:
+        for rd in discover(top):
+            if rd.run_id in seen:
+                continue
+            seen.add(rd.run_id)
+            if rd.run_name == ".":
+                rd.run_name = Path(rd.path).name
+            out.append(rd)
+    return out
+
+
+class _Job:
+    """The state of one ingest: the ledger being updated and the counts being reported."""
+
+    def __init__(self, root: Path, w: tables.Writer, led: Ledger, report: IngestReport,
+                 on_warning: Callable[[str], None] | None, now: float):
+        self.root, self.w, self.led, self.report = root, w, led, report
+        self.on_warning = on_warning
+        self.now = now
+        self.run_rows: list[dict[str, Any]] = []
+        self.replace_runs: list[str] = []
+
+    # -- per run -----------------------------------------------------------------------
+    def run(self, rd: RunDir) -> None:
+        run_id = rd.run_id
+        prev = self.led.get(run_id, "")
+        run_name = prev.state.get("run_name", rd.run_name) if prev else rd.run_name
+        changed = False
+        for f in rd.files:
+            changed |= self.file(rd.path, run_id, run_name, f)
+        newest = max((f.mtime_ns for f in rd.files), default=0)
+        status = self._status(run_id, newest)
+        prev_status = prev.state.get("status") if prev else None
+        if prev is None:
+            self.report.runs_new += 1
+        elif changed or status != prev_status or prev.state.get("layout") != rd.layout:
+            self.report.runs_updated += 1
+        else:
+            self.report.runs_unchanged += 1
+            return
+        self.led.put(Entry(source_id=source_id_for(run_id, ""), run_id=run_id, rel_path="",
+                           kind=ledger_mod.RUN_KIND,
+                           state={"run_name": run_name, "run_path": rd.path, "layout": rd.layout,
+                                  "status": status}))
+        self.run_rows.append(self._run_row(rd, run_id, run_name, status, newest))
+        if prev is not None:
+            self.replace_runs.append(run_id)
+
+    def _status(self, run_id: str, newest_ns: int) -> str:
+        if newest_ns and self.now - newest_ns / 1e9 < RUNNING_WINDOW_S:
+            return "running"
+        ck = self.led.get(run_id, "checkpoints.jsonl")
+        if ck is not None and ck.state.get("final"):
+            return "completed"
+        return "idle"
+
+    def _run_row(self, rd: RunDir, run_id: str, run_name: str, status: str,
+                 newest_ns: int) -> dict[str, Any]:
+        from .normalize import config as config_norm
+
+        info: dict[str, Any] = {}
+        code_diff = None
+        ctx = self._ctx(run_id, run_name, "config.json")
+        ctx.on_warning = None  # already reported when the file itself was read
+        for f in rd.files:
+            if f.kind == "config":
+                data = self._read_quiet(rd.path, f)
+                if data is not None:
+                    info = config_norm.summarize(data, ctx)
+            elif f.kind == "code_diff":
+                data = self._read_quiet(rd.path, f)
+                if data is not None:
+                    code_diff = data[:TEXT_LIMIT].decode("utf-8", errors="replace")
+        metrics = self.led.get(run_id, "metrics.jsonl")
+        return {
+            "run_id": run_id, "run_name": run_name, "run_path": rd.path,
+            "kind": info.get("kind") or "unknown", "layout": rd.layout,
+            "model_name": info.get("model_name"), "learning_rate": info.get("learning_rate"),
+            "config": info.get("config_json"), "code_diff": code_diff, "status": status,
+            "last_step": metrics.state.get("max_step") if metrics else None,
+            "n_metric_rows": metrics.lines if metrics else None,
+            "source_updated_at": (datetime.fromtimestamp(newest_ns / 1e9, timezone.utc)
+                                  if newest_ns else None),
+            "ingested_at": datetime.now(timezone.utc),
+        }
+
+    @staticmethod
+    def _read_quiet(run_path: str, f: SourceFile) -> bytes | None:
+        try:
+            return jsonl.read_span(os.path.join(run_path, f.rel_path), 0, complete_lines=False)
+        except OSError:
+            return None
+
+    def _ctx(self, run_id: str, run_name: str, rel: str, f: SourceFile | None = None) -> Context:
+        return Context(run_id=run_id, source_id=source_id_for(run_id, rel),
+                       rel_path=f"{run_name}/{rel}", split=f.split if f else None,
+                       iteration=f.iteration if f else None,
+                       warnings=self.report.warnings, on_warning=self.on_warning)
+
+    # -- per file ----------------------------------------------------------------------
+    def file(self, run_path: str, run_id: str, run_name: str, f: SourceFile) -> bool:
+        """Read what is new in one file; stage its rows. True when anything changed."""
+        entry = self.led.get(run_id, f.rel_path)
+        ctx = self._ctx(run_id, run_name, f.rel_path, f)
+        full_path = os.path.join(run_path, f.rel_path)
+        append_only = f.kind in APPEND_ONLY
+        tail = None
+        if entry is not None and append_only and f.size > entry.offset and entry.offset > 0:
+            try:
+                tail = jsonl.read_tail(full_path, entry.offset, ledger_mod.TAIL)
+            except OSError:
+                tail = None
+        plan = ledger_mod.plan(entry, f, tail)
+        if plan.action == "skip":
+            if entry is not None and (entry.size, entry.mtime_ns) != (f.size, f.mtime_ns):
+                entry.size, entry.mtime_ns = f.size, f.mtime_ns
+            return False
+        try:
+            data = jsonl.read_span(full_path, plan.start, complete_lines=append_only)
+        except OSError as e:
+            ctx.warn(None, f"skipped: cannot read ({e.strerror or e})")
+            return False
+        self.report.bytes_read += len(data)
+        if plan.replace or entry is None:
+            entry = Entry(source_id=ctx.source_id, run_id=run_id, rel_path=f.rel_path, kind=f.kind)
+            if plan.replace:
+                for t in KIND_TABLES[f.kind]:
+                    self.w.delete(t, f"source_id = {ctx.source_id}")
+        n_lines = jsonl.count_lines(data) if append_only else 0
+        self._normalize(f, data, plan, entry, ctx)
+        entry.size, entry.mtime_ns = f.size, f.mtime_ns
+        if append_only:
+            entry.offset = plan.start + len(data)
+            entry.lines = plan.first_line - 1 + n_lines
+            if entry.offset > 0:
+                entry.state["tail"] = jsonl.read_tail(full_path, entry.offset, ledger_mod.TAIL).hex()
+        else:
+            entry.offset = len(data)
+        self.led.put(entry)
+        return True
+
+    def _normalize(self, f: SourceFile, data: bytes, plan: Plan, entry: Entry, ctx: Context) -> None:
+        from .normalize import checkpoints, config, logtree, metrics, rollouts, timing, trace
+
+        kind = f.kind
+        if kind in ("metrics", "metrics_pre_resume"):
+            table, last = metrics.normalize(data, plan.first_line, ctx,
+                                            pre_resume=kind == "metrics_pre_resume")
+            self.w.append("metrics_raw", table)
+            if last is not None:
+                entry.state["max_step"] = max(last, entry.state.get("max_step", last))
+        elif kind == "timing_spans":
+            table, steps = timing.normalize(data, plan.first_line, ctx)
+            prev_max = entry.state.get("max_step")
+            if prev_max is not None and steps and steps[0] <= prev_max:
+                redo = [s for s in steps if s <= prev_max]
+                self.w.delete("spans", f"source_id = {ctx.source_id} AND step IN "
+                                       f"({', '.join(str(int(s)) for s in redo)})")
+            self.w.append("spans", table)
+            if steps:
+                entry.state["max_step"] = max(steps[-1], prev_max if prev_max is not None else steps[-1])
+        elif kind == "checkpoints":
+            recs = list(jsonl.records(data, plan.first_line, ctx))
+            self._rows(checkpoints.normalize(recs, ctx))
+            if any(isinstance(o, dict) and (o.get("name") == "final" or o.get("final") is True)
+                   for _, o in recs):
+                entry.state["final"] = True
+        elif kind == "trace_events":
+            state = entry.state.get("trace")
+            if state and state.get("open"):
+                # Open B events were stored as null-duration rows of the current segment;
+                # this read may close them, so they are replaced by what it returns.
+                self.w.delete("trace_slices", f"source_id = {ctx.source_id} AND dur_us IS NULL "
+                                              f"AND segment = {int(state.get('segment', 0))}")
+            out, state = trace.normalize(jsonl.records(data, plan.first_line, ctx), state, ctx)
+            self._rows(out)
+            self._rows({"trace_slices": trace.open_rows(state, ctx)})
+            entry.state["trace"] = state
+        elif kind == "rollouts":
+            self._rows(rollouts.normalize(jsonl.records(data, plan.first_line, ctx), ctx))
+        elif kind == "logtree":
+            self._rows(logtree.normalize(data, ctx))
+        elif kind == "config":
+            self._rows(config.normalize(data, ctx))
+
+    def _rows(self, out: dict[str, list[dict[str, Any]]]) -> None:
+        for table, rows in out.items():
+            if rows:
+                self.w.append(table, schema.to_arrow(table, rows))
+
+    # -- end of ingest -----------------------------------------------------------------
+    def mark_missing(self, seen: set[str]) -> None:
+        gone = [e for e in self.led.runs()
+                if e.run_id not in seen and e.state.get("status") != "missing"
+                and not os.path.isdir(e.state.get("run_path", ""))]
+        if not gone:
+            return
+        assert self.w.manifest is not None
+        current = tables.read_table(self.root, self.w.manifest, "runs")
+        by_id = {r["run_id"]: r for r in current.to_pylist()}
+        for e in gone:
+            e.state["status"] = "missing"
+            self.report.runs_missing += 1
+            row = by_id.get(e.run_id)
+            if row is not None:
+                row["status"] = "missing"
+                row["ingested_at"] = datetime.now(timezone.utc)
+                self.run_rows.append(row)
+                self.replace_runs.append(e.run_id)
+
+    def commit(self, final: bool = False) -> None:
+        if self.replace_runs:
+            ids = ", ".join(f"'{i}'" for i in self.replace_runs if _is_hex(i))
+            self.w.delete("runs", f"run_id IN ({ids})")
+        if self.run_rows:
+            self.w.append("runs", schema.to_arrow("runs", self.run_rows))
+        self.run_rows, self.replace_runs = [], []
+        if not self.w.dirty and not final:
+            return
+        if not self.w.dirty and final and self.report.runs_new == self.report.runs_updated == 0 \
+                and self.report.runs_missing == 0:
+            return  # nothing changed: publish nothing (a no-op ingest writes no file)
+        self.w.commit(ledger=self.led.to_arrow(), last_ingest={
+            "at": datetime.now(timezone.utc).isoformat(), **self.report.to_dict()})
+        self.report.snapshots += 1
+
+
+def _is_hex(s: str) -> bool:
+    return all(c in "0123456789abcdef" for c in s)

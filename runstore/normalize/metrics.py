@@ -1,0 +1,135 @@
+"""metrics.jsonl (and its `pre_resume` copies) → `metrics_raw`, one row per (line, key).
+
+Contract: `normalize(data, first_line, ctx, pre_resume=False)` takes complete lines of a
+metrics file starting at line `first_line` and returns an Arrow table in the `metrics_raw`
+schema, plus the largest step seen (or None). Numbers (ints too) go to `value` as doubles, with
+NaN and ±Infinity kept; strings and booleans (`true`/`false`) go to `value_str`; nested values
+go to `value_str` as JSON text; nulls are skipped. A line without `step` gives rows with a null
+step. `seq` is the line number, so a later write of the same (step, key) has a larger seq.
+
+Speed matters here (metrics are most of the bytes): the whole buffer is first handed to
+pyarrow's JSON reader and unpivoted column by column; only buffers it refuses (type changes,
+bad lines, duplicate keys) go through the line-by-line decoder, which reports each bad line.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..parse import jsonl
+from ..schema import schema
+from . import Context
+
+_NUMERIC = (pa.types.is_integer, pa.types.is_floating)
+
+
+def normalize(data: bytes, first_line: int, ctx: Context, *, pre_resume: bool = False
+              ) -> tuple[pa.Table, int | None]:
+    table = _fast(data, first_line, ctx, pre_resume)
+    if table is None:
+        table = _slow(data, first_line, ctx, pre_resume)
+    steps = table.column("step")
+    last = pc.max(steps).as_py() if table.num_rows else None
+    return table, last
+
+
+def _fast(data: bytes, first_line: int, ctx: Context, pre_resume: bool) -> pa.Table | None:
+    if b"\n\n" in data or data.startswith(b"\n"):
+        return None  # blank lines would shift line numbers; the slow path counts them
+    wide = jsonl.fast_table(data)
+    if wide is None:
+        return None
+    n = wide.num_rows
+    if "step" in wide.column_names:
+        step = wide.column("step")
+        if not pa.types.is_integer(step.type) and not pa.types.is_null(step.type):
+            return None
+        step = step.cast(pa.int64())
+    else:
+        step = pa.nulls(n, pa.int64())
+    seq = pa.array(range(first_line, first_line + n), pa.int64())
+    parts = []
+    for name in wide.column_names:
+        if name == "step":
+            continue
+        col = wide.column(name)
+        typ = col.type
+        if pa.types.is_null(typ):
+            continue
+        if any(check(typ) for check in _NUMERIC):
+            value, value_str = col.cast(pa.float64()), None
+        elif pa.types.is_string(typ) or pa.types.is_large_string(typ):
+            value, value_str = None, col.cast(pa.string())
+        elif pa.types.is_boolean(typ):
+            value, value_str = None, pc.if_else(col, "true", "false")
+        else:
+            return None  # nested values: rare, let the line decoder turn them into JSON text
+        mask = pc.is_valid(col)
+        kept = pc.sum(mask).as_py() or 0
+        if not kept:
+            continue
+        parts.append(pa.table({
+            "run_id": pa.repeat(ctx.run_id, kept),
+            "step": pc.filter(step, mask),
+            "key": pa.repeat(name, kept),
+            "value": pc.filter(value, mask) if value is not None else pa.nulls(kept, pa.float64()),
+            "value_str": pc.filter(value_str, mask) if value_str is not None else pa.nulls(kept, pa.string()),
+            "seq": pc.filter(seq, mask),
+            "pre_resume": pa.repeat(pre_resume, kept),
+            "source_id": pa.repeat(ctx.source_id, kept),
+        }))
+    if not parts:
+        return schema("metrics_raw").empty_table()
+    return pa.concat_tables([p.cast(schema("metrics_raw")) for p in parts])
+
+
+def _slow(data: bytes, first_line: int, ctx: Context, pre_resume: bool) -> pa.Table:
+    cols: dict[str, list[Any]] = {k: [] for k in ("step", "key", "value", "value_str", "seq")}
+    for lineno, obj in jsonl.records(data, first_line, ctx):
+        if not isinstance(obj, dict):
+            ctx.warn(lineno, f"skipped: a metrics line must be a JSON object, not {type(obj).__name__}")
+            continue
+        step = obj.get("step")
+        if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+            if isinstance(step, float) and step.is_integer():
+                step = int(step)
+            else:
+                ctx.warn(lineno, f"skipped: `step` must be an integer, got {step!r:.40}")
+                continue
+        for key, v in obj.items():
+            if key == "step" or v is None:
+                continue
+            num, text = _split_value(v)
+            cols["step"].append(step)
+            cols["key"].append(key)
+            cols["value"].append(num)
+            cols["value_str"].append(text)
+            cols["seq"].append(lineno)
+    n = len(cols["key"])
+    return pa.table({
+        "run_id": pa.array([ctx.run_id] * n, pa.string()),
+        "step": pa.array(cols["step"], pa.int64()),
+        "key": pa.array(cols["key"], pa.string()),
+        "value": pa.array(cols["value"], pa.float64()),
+        "value_str": pa.array(cols["value_str"], pa.string()),
+        "seq": pa.array(cols["seq"], pa.int64()),
+        "pre_resume": pa.array([pre_resume] * n, pa.bool_()),
+        "source_id": pa.array([ctx.source_id] * n, pa.int64()),
+    }, schema=schema("metrics_raw"))
+
+
+def _split_value(v: Any) -> tuple[float | None, str | None]:
+    if isinstance(v, bool):
+        return None, "true" if v else "false"
+    if isinstance(v, (int, float)):
+        try:
+            return float(v), None
+        except OverflowError:  # an integer too large for a double
+            return None, str(v)
+    if isinstance(v, str):
+        return None, v
+    return None, json.dumps(v, allow_nan=True)

@@ -1,0 +1,136 @@
+"""Query connections: an in-memory DuckDB with every table and canned view of one snapshot.
+
+Contract: `connect(root, manifest)` returns a fresh in-memory DuckDB connection on which each
+public table is a view over exactly the Parquet files the snapshot lists (DuckDB's own
+Parquet scan, never a directory glob), `settings` holds the store's settings (e.g.
+`kl_threshold`) overridable per query, and every `sql/*.sql` view is created in dependency
+order. No DuckDB database file is ever opened, so readers never block writers or each other.
+`run(con, query, params)` executes one read-only statement with bound parameters.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from . import schema as schema_mod
+from . import tables
+from .resources import sql_dir
+
+DEFAULT_SETTINGS: dict[str, float] = {"kl_threshold": 0.01}
+
+
+@dataclass(frozen=True)
+class View:
+    """One canned view, parsed from its `.sql` file."""
+
+    name: str
+    description: str
+    columns: tuple[tuple[str, str], ...]  # (column, comment)
+    body: str  # the SELECT statement
+    path: Path
+    depends: tuple[str, ...]
+
+
+_COLUMN_DOC = re.compile(r"^--\s*@column\s+([A-Za-z_][A-Za-z0-9_]*)\s*:?\s*(.*)$")
+
+
+def parse_view(path: Path) -> View:
+    """A view file: leading `--` purpose lines, `-- @column name: comment` lines, a SELECT."""
+    lines = path.read_text().splitlines()
+    purpose: list[str] = []
+    columns: list[tuple[str, str]] = []
+    body_start = 0
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped.startswith("--"):
+            if stripped:
+                body_start = i
+                break
+            continue
+        m = _COLUMN_DOC.match(stripped)
+        if m:
+            columns.append((m.group(1), m.group(2).strip()))
+        elif not columns:
+            purpose.append(stripped[2:].strip())
+    body = "\n".join(lines[body_start:]).strip().rstrip(";")
+    return View(path.stem, " ".join(p for p in purpose if p).strip(), tuple(columns), body, path,
+                _dependencies(body))
+
+
+def _dependencies(body: str) -> tuple[str, ...]:
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(body, read="duckdb")
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    names = {t.name for t in tree.find_all(exp.Table)} - ctes
+    return tuple(sorted(names))
+
+
+@lru_cache(maxsize=4)
+def _views_in(directory: str) -> tuple[View, ...]:
+    views = {p.stem: parse_view(p) for p in sorted(Path(directory).glob("*.sql"))}
+    ordered: list[View] = []
+    done: set[str] = set()
+
+    def visit(name: str, trail: tuple[str, ...]) -> None:
+        if name in done or name not in views:
+            return
+        if name in trail:
+            raise ValueError(f"views depend on each other in a cycle: {' -> '.join(trail + (name,))}")
+        for dep in views[name].depends:
+            visit(dep, trail + (name,))
+        done.add(name)
+        ordered.append(views[name])
+
+    for name in views:
+        visit(name, ())
+    return tuple(ordered)
+
+
+def views() -> tuple[View, ...]:
+    """Every canned view, in dependency order."""
+    return _views_in(str(sql_dir()))
+
+
+def connect(root: Path, manifest: tables.Manifest, params: dict[str, Any] | None = None) -> Any:
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    for name in schema_mod.TABLES:
+        files = tables.table_files(root, manifest, name)
+        if files:
+            con.read_parquet(files, union_by_name=True).create_view(name)
+        else:
+            con.register(f"_empty_{name}", schema_mod.empty(name))
+            con.execute(f'create view "{name}" as select * from "_empty_{name}"')
+    settings = {**DEFAULT_SETTINGS, **(manifest.settings or {})}
+    for k, v in (params or {}).items():
+        if k in DEFAULT_SETTINGS:
+            settings[k] = v
+    con.execute("create table settings (name varchar, value_num double, value_str varchar)")
+    for k, v in settings.items():
+        num, text = _setting_value(v)
+        con.execute("insert into settings values (?, ?, ?)", [k, num, text])
+    for view in views():
+        con.execute(f'create view "{view.name}" as {view.body}')
+    return con
+
+
+def _setting_value(v: Any) -> tuple[float | None, str | None]:
+    try:
+        return float(v), None
+    except (TypeError, ValueError):
+        return None, str(v)
+
+
+def run(con: Any, query: str, params: dict[str, Any] | None = None) -> pa.Table:
+    """Execute one statement with the params it names bound; the result as Arrow."""
+    used = {k: v for k, v in (params or {}).items() if re.search(rf"\${re.escape(k)}\b", query)}
+    return con.sql(query, params=used or None).to_arrow_table()

@@ -1,0 +1,179 @@
+"""The store's table schemas, in one place.
+
+Every public table (see docs/schema.md) is declared here as a pyarrow schema. Normalizers
+produce rows whose keys are these column names; `to_arrow` turns such rows into a table of
+exactly this schema (missing keys become null, unknown keys are an error). Two internal
+columns ride along on every data table: `source_id` (which source file produced the row, so a
+re-read file can replace its own rows) and, for `runs`, nothing else. `_ledger` is internal.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import pyarrow as pa
+
+STR = pa.string()
+I64 = pa.int64()
+I32 = pa.int32()
+F64 = pa.float64()
+BOOL = pa.bool_()
+TS = pa.timestamp("us", tz="UTC")
+
+# Column comments double as the schema documentation (docs/schema.md is checked against them).
+TABLES: dict[str, list[tuple[str, pa.DataType, str]]] = {
+    "runs": [
+        ("run_id", STR, "stable id of the run: a hash of its resolved source directory"),
+        ("run_name", STR, "POSIX path of the run relative to the directory first given to ingest"),
+        ("run_path", STR, "absolute resolved source directory"),
+        ("kind", STR, "rl / sl / dpo / unknown, inferred from config keys as tinker-cookbook does"),
+        ("layout", STR, "iteration_dirs / flat / none: how per-iteration artefacts are laid out"),
+        ("model_name", STR, "config.json `model_name`"),
+        ("learning_rate", F64, "config.json `learning_rate`"),
+        ("config", STR, "config.json as JSON text"),
+        ("code_diff", STR, "code.diff text"),
+        ("status", STR, "running / completed / idle / missing"),
+        ("last_step", I64, "largest `step` in metrics.jsonl"),
+        ("n_metric_rows", I64, "lines read from metrics.jsonl (including superseded ones)"),
+        ("source_updated_at", TS, "newest modification time of any source file of the run"),
+        ("ingested_at", TS, "when this row was written"),
+    ],
+    "config": [
+        ("run_id", STR, "run"),
+        ("key", STR, "dotted path of the leaf, e.g. `dataset_builder.group_size`"),
+        ("value", STR, "the leaf as JSON text (lists stay one leaf)"),
+        ("value_num", F64, "the leaf as a number when it is one (booleans too: 1/0)"),
+        ("value_str", STR, "the leaf as text when it is a string"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "metrics_raw": [
+        ("run_id", STR, "run"),
+        ("step", I64, "`step` of the line; null for step-less summary rows"),
+        ("key", STR, "metric name as written, e.g. `optim/kl_sample_train_v1`"),
+        ("value", F64, "numeric value; NaN and ±Infinity kept as IEEE values"),
+        ("value_str", STR, "string and boolean values (`true`/`false`)"),
+        ("seq", I64, "write order within the run: line number (1-based) in the file"),
+        ("pre_resume", BOOL, "true for rows read from `metrics.jsonl.pre_resume_*` copies (not live)"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "checkpoints": [
+        ("run_id", STR, "run"),
+        ("name", STR, "`000050` or `final`"),
+        ("batch", I64, "`batch` (RL: the next batch)"),
+        ("epoch", I64, "`epoch`"),
+        ("final", BOOL, "`final` flag as written (null when absent)"),
+        ("state_path", STR, "`tinker://.../weights/<name>`"),
+        ("sampler_path", STR, "`tinker://.../sampler_weights/<name>`"),
+        ("rolling", BOOL, "`rolling` flag (rolling saves have state_path only)"),
+        ("extra", STR, "every other key of the record, as JSON text"),
+        ("seq", I64, "write order: line number in checkpoints.jsonl"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "trajectories": [
+        ("run_id", STR, "run"),
+        ("split", STR, "`train` or `eval/<label>`"),
+        ("iteration", I64, "training step of the batch"),
+        ("group_idx", I64, "group within the batch"),
+        ("traj_idx", I64, "trajectory within the group"),
+        ("tags", pa.list_(STR), "env tags"),
+        ("sampling_client_step", I64, "policy version that sampled it (null if unknown)"),
+        ("total_reward", F64, "sum of step rewards + final_reward"),
+        ("final_reward", F64, "reward given at episode end"),
+        ("final_ob_len", I64, "tokens of the final observation"),
+        ("n_steps", I64, "number of env steps"),
+        ("metrics", STR, "`trajectory_metrics` as JSON text"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "rollout_steps": [
+        ("run_id", STR, "run"),
+        ("split", STR, "`train` or `eval/<label>`"),
+        ("iteration", I64, "training step of the batch"),
+        ("group_idx", I64, "group within the batch"),
+        ("traj_idx", I64, "trajectory within the group"),
+        ("step_idx", I64, "env step within the trajectory"),
+        ("ob_len", I64, "observation tokens"),
+        ("ac_len", I64, "action tokens"),
+        ("reward", F64, "step reward"),
+        ("episode_done", BOOL, "episode ended at this step"),
+        ("metrics", STR, "step metrics as JSON text"),
+        ("logs", STR, "step logs as JSON text"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "conversations": [
+        ("run_id", STR, "run"),
+        ("split", STR, "`train` or `eval/<label>`"),
+        ("iteration", I64, "training step"),
+        ("conversation_id", STR, "unique id: `<source_id>:<index in file>`"),
+        ("section", STR, "header path in the logtree, joined with ` / `"),
+        ("group_idx", I64, "group, where the tree tells (index of its `Group Rollout` section)"),
+        ("traj_idx", I64, "trajectory within the group, where the tree tells"),
+        ("n_messages", I64, "messages in the conversation"),
+        ("title", STR, "logtree title, e.g. `RL Iteration 3`"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "messages": [
+        ("run_id", STR, "run"),
+        ("conversation_id", STR, "conversation it belongs to"),
+        ("message_idx", I64, "position in the conversation"),
+        ("role", STR, "system / user / assistant / tool"),
+        ("content", STR, "all text parts joined with a newline (thinking parts included)"),
+        ("parts", STR, "the content list as JSON text (null for plain-string content)"),
+        ("tool_calls", STR, "tool calls as JSON text"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "spans": [
+        ("run_id", STR, "run"),
+        ("step", I64, "training step"),
+        ("name", STR, "span name"),
+        ("duration_s", F64, "perf_counter duration in seconds"),
+        ("wall_start_s", F64, "start, seconds after the step's earliest span start"),
+        ("wall_end_s", F64, "end, seconds after the step's earliest span start"),
+        ("depth", I32, "nesting depth from interval containment (0 = top level)"),
+        ("parent", STR, "name of the tightest enclosing span, null at top level"),
+        ("span_idx", I32, "position in the record (completion order)"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "trace_slices": [
+        ("run_id", STR, "run"),
+        ("name", STR, "event name"),
+        ("start_us", F64, "B timestamp (process-local perf_counter, microseconds)"),
+        ("dur_us", F64, "E minus B; null when no E was found"),
+        ("pid", I64, "fake pid as written (restarts at 0 after a resume)"),
+        ("track", STR, "`args.track` (asyncio task or `sync:<thread>`)"),
+        ("thread", STR, "`args.thread`"),
+        ("args", STR, "merged args of B and E (minus track/thread) as JSON text"),
+        ("depth", I32, "nesting depth within (segment, pid, track)"),
+        ("segment", I32, "process session: 0, then +1 each time a resumed process restarts the clock"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+}
+
+LEDGER: list[tuple[str, pa.DataType, str]] = [
+    ("source_id", I64, "hash of run_id and the file's path in the run"),
+    ("run_id", STR, "run"),
+    ("rel_path", STR, "file path relative to the run directory"),
+    ("kind", STR, "file kind (see discover.FileKind)"),
+    ("size", I64, "size when last read"),
+    ("mtime_ns", I64, "mtime when last read"),
+    ("offset", I64, "bytes consumed (append-only files: up to the last complete line)"),
+    ("lines", I64, "complete lines consumed"),
+    ("state", STR, "normalizer state carried between incremental reads (JSON)"),
+]
+
+# Which tables a run's row set is spread over; `runs` is keyed by run_id, the rest by source_id.
+DATA_TABLES = [t for t in TABLES if t != "runs"]
+
+
+def schema(table: str) -> pa.Schema:
+    """The pyarrow schema of `table` (a public table or `_ledger`)."""
+    cols = LEDGER if table == "_ledger" else TABLES[table]
+    return pa.schema([pa.field(name, typ) for name, typ, _ in cols])
+
+
+def to_arrow(table: str, rows: Iterable[dict[str, Any]]) -> pa.Table:
+    """Rows (dicts keyed by column name) → a pyarrow table of exactly `table`'s schema."""
+    return pa.Table.from_pylist(list(rows), schema=schema(table))
+
+
+def empty(table: str) -> pa.Table:
+    return schema(table).empty_table()
