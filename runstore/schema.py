@@ -97,6 +97,8 @@ TABLES: dict[str, list[tuple[str, pa.DataType, str]]] = {
         ("episode_done", BOOL, "episode ended at this step"),
         ("metrics", STR, "step metrics as JSON text"),
         ("logs", STR, "step logs as JSON text"),
+        ("stop_reason", STR, "`stop_reason` of the step, when written"),
+        ("extra", STR, "other keys of the step (e.g. `trace`) as JSON text"),
         ("source_id", I64, "internal: source file id"),
     ],
     "conversations": [
@@ -118,7 +120,10 @@ TABLES: dict[str, list[tuple[str, pa.DataType, str]]] = {
         ("role", STR, "system / user / assistant / tool"),
         ("content", STR, "all text parts joined with a newline (thinking parts included)"),
         ("parts", STR, "the content list as JSON text (null for plain-string content)"),
-        ("tool_calls", STR, "tool calls as JSON text"),
+        ("tool_calls", STR, "tool calls as JSON text (unparsed ones as {type: unparsed, ...})"),
+        ("tool_call_id", STR, "for a tool message: the call it answers"),
+        ("name", STR, "`name` of the message, when given"),
+        ("trainable", BOOL, "`trainable` flag, when given"),
         ("source_id", I64, "internal: source file id"),
     ],
     "spans": [

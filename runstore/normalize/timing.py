@@ -6,8 +6,9 @@ several times in the buffer (a resumed run re-does steps; the file is never trun
 its last record is kept; the caller deletes earlier stored rows of those steps. Nesting is
 recovered from the intervals: a span's ancestors are the spans of the same step whose interval
 contains it (1 µs slack for float noise) and that completed after it (spans are listed in
-completion order, and a parent finishes after its children). `depth` counts ancestors;
-`parent` names the tightest one.
+completion order, and a parent finishes after its children) and that has another name
+(concurrent calls of one span, e.g. `policy_sample` started together, overlap without
+nesting). `depth` counts ancestors; `parent` names the tightest one.
 
 The work is one DuckDB statement over the Arrow buffer (a range self-join per step), because
 a timing file of a long run holds ~100k spans and Python loops would dominate ingest time.
@@ -51,7 +52,7 @@ select c.step, c.name, c.duration_s, c.wall_start_s, c.wall_end_s,
        c.span_idx
 from flat c
 left join flat p
-  on p.step = c.step and p.span_idx > c.span_idx
+  on p.step = c.step and p.span_idx > c.span_idx and p.name <> c.name
  and p.wall_start_s <= c.wall_start_s + 1e-6 and p.wall_end_s >= c.wall_end_s - 1e-6
 group by c.step, c.span_idx, c.name, c.duration_s, c.wall_start_s, c.wall_end_s
 order by c.step, c.span_idx

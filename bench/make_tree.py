@@ -1,0 +1,65 @@
+"""Write the benchmark run tree: `python bench/make_tree.py OUT_DIR [--runs N] [--steps S] [--seed K]`.
+
+A thin CLI around `runstore.demo.generate_tree(bench_specs(...))`. Prints the time taken and
+the size written. Uses two worker processes by default (the benchmark machine has two cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _load_demo() -> ModuleType:
+    """Import runstore.demo; fall back to loading the file directly.
+
+    demo.py imports only the standard library, so the benchmark tree can be built even while
+    the rest of the package (runstore/__init__.py) is being changed.
+    """
+    sys.path.insert(0, str(REPO))
+    try:
+        from runstore import demo
+        return demo
+    except ImportError:
+        path = REPO / "runstore" / "demo.py"
+        spec = importlib.util.spec_from_file_location("runstore_demo_standalone", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # worker processes look functions up by module name
+        spec.loader.exec_module(module)
+        return module
+
+
+def _tree_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    args = parser.parse_args(argv)
+
+    demo = _load_demo()
+    start = time.perf_counter()
+    specs = demo.generate_tree(args.out_dir, demo.bench_specs(args.runs, args.steps),
+                               seed=args.seed, workers=args.workers)
+    elapsed = time.perf_counter() - start
+    size = _tree_bytes(args.out_dir)
+    print(f"wrote {len(specs)} runs x {args.steps} steps to {args.out_dir} in {elapsed:.1f} s "
+          f"({size / 1e6:.1f} MB, {size / max(len(specs), 1) / 1e6:.1f} MB per run)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

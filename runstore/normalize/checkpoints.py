@@ -1,0 +1,116 @@
+"""checkpoints.jsonl records → `checkpoints` rows, one per record.
+
+Contract: `normalize(records, ctx) -> {"checkpoints": rows}` where `records` yields
+`(line_number, decoded_object)` pairs. Known keys map to columns: `name` (str), `batch` and
+`epoch` (int), `final` and `rolling` (bool), `state_path` and `sampler_path` (str). Every other
+key goes, in file order, into `extra` as one JSON object text (null when there is none). `seq` is
+the line number, so "the latest checkpoint" is the one with the largest `seq`.
+
+Tolerance: a record that is not an object is reported and skipped. A known key with an unusable
+value is reported (once per line, listing the fields) and stored as null; values that are
+unambiguous spellings of the right type are coerced silently (an integral float `20.0` or a digit
+string `"20"` for an int, an int `50` for the name). A missing key is simply null: upstream omits
+known keys whose value is None, and a record may lack `name`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from runstore.normalize import Context
+
+__all__ = ["normalize", "KNOWN_KEYS"]
+
+KNOWN_KEYS = ("name", "batch", "epoch", "final", "state_path", "sampler_path", "rolling")
+
+
+def _clean_str(text: str) -> str:
+    """Replace lone UTF-16 surrogates (which Arrow cannot encode) by U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def _json_text(value: Any) -> str:
+    return _clean_str(json.dumps(value, ensure_ascii=False, allow_nan=True))
+
+
+_BAD = object()  # sentinel: present but unusable
+
+
+def _as_int(value: Any) -> Any:
+    if isinstance(value, bool):
+        return _BAD
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else _BAD
+    if isinstance(value, str):
+        text = value.strip()
+        if text and (text.isdigit() or (text[0] in "+-" and text[1:].isdigit())):
+            return int(text)
+    return _BAD
+
+
+def _as_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return _BAD
+
+
+def _as_str(value: Any) -> Any:
+    if isinstance(value, str):
+        return _clean_str(value)
+    return _BAD
+
+
+def _as_name(value: Any) -> Any:
+    # A step number written as an int is still a usable name; anything else is not.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _as_str(value)
+
+
+_COERCE = {
+    "name": _as_name,
+    "batch": _as_int,
+    "epoch": _as_int,
+    "final": _as_bool,
+    "state_path": _as_str,
+    "sampler_path": _as_str,
+    "rolling": _as_bool,
+}
+
+
+def normalize(records: Iterable[tuple[int, Any]], ctx: Context) -> dict[str, list[dict]]:
+    base = ctx.base()
+    rows: list[dict] = []
+    for line, rec in records:
+        if not isinstance(rec, dict):
+            ctx.warn(line, f"checkpoint record is a JSON {type(rec).__name__}, not an object; skipped")
+            continue
+        row: dict[str, Any] = {**base, "seq": line}
+        bad: list[str] = []
+        for key in KNOWN_KEYS:
+            value = rec.get(key)
+            if value is None:
+                row[key] = None
+                continue
+            coerced = _COERCE[key](value)
+            if coerced is _BAD:
+                bad.append(f"{key}={json.dumps(value, allow_nan=True)[:60]}")
+                coerced = None
+            row[key] = coerced
+        extra = {k: v for k, v in rec.items() if k not in _COERCE}
+        row["extra"] = _json_text(extra) if extra else None
+        if bad:
+            ctx.warn(line, "checkpoint fields of the wrong type stored as null: " + ", ".join(bad))
+        rows.append(row)
+    return {"checkpoints": rows}
