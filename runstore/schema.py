@@ -182,3 +182,38 @@ def to_arrow(table: str, rows: Iterable[dict[str, Any]]) -> pa.Table:
 
 def empty(table: str) -> pa.Table:
     return schema(table).empty_table()
+
+
+TABLE_DOCS: dict[str, str] = {
+    "runs": "One row per run directory. Sources: `config.json`, `code.diff`, the ledger of the "
+            "run's files (status, last step, modification times).",
+    "config": "One row per leaf of `config.json`, nested keys flattened with dots.",
+    "metrics_raw": "One row per (line, key) of `metrics.jsonl` and its `metrics.jsonl.pre_resume_*` "
+                   "copies, as written. The `metrics` view keeps the live value per (run, step, key).",
+    "checkpoints": "One row per record of `checkpoints.jsonl`.",
+    "trajectories": "One row per record of `*_rollout_summaries.jsonl` (either layout).",
+    "rollout_steps": "One row per element of a trajectory record's `steps`.",
+    "conversations": "One row per conversation node (`data.type == \"conversation\"`) of a "
+                      "`*_logtree.json` file.",
+    "messages": "One row per message of a logtree conversation.",
+    "spans": "One row per span of the latest record of each step of `timing_spans.jsonl`.",
+    "trace_slices": "One row per B/E pair (or X event) of `trace_events.jsonl`; a B whose E never "
+                    "came is kept with a null `dur_us`.",
+}
+
+
+def markdown() -> str:
+    """docs/schema.md: every table and column with its type and source (checked by a test)."""
+    out = ["# Schema", "",
+           "Every table carries `run_id`. The names below are the public contract; columns may be "
+           "added, never renamed. `source_id` is internal (which source file produced the row, so "
+           "a re-read file replaces exactly its own rows). Generated from `runstore/schema.py` by "
+           "`schema.markdown()` (see tests/test_packaging.py); a test keeps this file in step.", ""]
+    for name, cols in TABLES.items():
+        out += [f"## `{name}`", "", TABLE_DOCS[name], "", "| column | type | meaning / source |",
+                "|---|---|---|"]
+        out += [f"| `{c}` | {t} | {doc} |" for c, t, doc in cols]
+        out.append("")
+    out += ["## Views", "",
+            "`metrics` and the other canned views are described in [views.md](views.md).", ""]
+    return "\n".join(out)

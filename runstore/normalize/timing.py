@@ -40,7 +40,7 @@ with rec as (
     where step is not null
     qualify row_number() over (partition by step order by r desc) = 1
 ), s as (
-    select step, unnest(generate_series(1, len(spans))) as i, unnest(spans) as sp from rec
+    select step, generate_subscripts(spans, 1) as i, unnest(spans) as sp from rec
 ), flat as (
     select step, cast(i - 1 as integer) as span_idx, sp.name as name,
            sp.duration as duration_s, sp.wall_start as wall_start_s, sp.wall_end as wall_end_s

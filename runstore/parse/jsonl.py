@@ -78,7 +78,7 @@ def count_lines(data: bytes) -> int:
 def fast_table(data: bytes, schema: pa.Schema | None = None) -> pa.Table | None:
     import pyarrow.json as pj
 
-    if not data.strip():
+    if not data or data.isspace():
         return None
     if data.startswith(b"\xef\xbb\xbf") or b"\r" in data[:4096]:
         return None  # BOM / CRLF: leave it to the line decoder

@@ -1,0 +1,57 @@
+"""The wheel carries sql/ and migrations/; the docs that are generated stay in step."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from runstore import schema
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_schema_doc_is_current() -> None:
+    assert (REPO / "docs" / "schema.md").read_text() == schema.markdown(), (
+        "docs/schema.md is stale: regenerate it with "
+        "python -c \"from runstore import schema; print(schema.markdown(), end='')\" > docs/schema.md"
+    )
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_ingests(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",
+                    str(dist), str(REPO)], check=True, capture_output=True)
+    wheel = next(dist.glob("runstore-*.whl"))
+    env_dir = tmp_path / "venv"
+    # System site-packages provide duckdb, polars, … without a download; the wheel itself is
+    # installed into the venv, which comes first on sys.path.
+    venv.EnvBuilder(system_site_packages=True, with_pip=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
+                   capture_output=True)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    from runstore import demo
+
+    demo.generate_tree(work / "runs", [demo.RunSpec(name="exp/a", steps=12)], seed=1)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    found = subprocess.run(
+        [str(py), "-c", "import runstore.resources as r; print(r.sql_dir()); print(r.migrations_dir())"],
+        cwd=work, env=env, check=True, capture_output=True, text=True).stdout.split()
+    assert all(str(env_dir) in p for p in found), found
+    assert Path(found[0], "kl_health.sql").is_file() or Path(found[0], "metrics.sql").is_file()
+    assert Path(found[1], "0001_initial.py").is_file()
+    run = subprocess.run([str(env_dir / "bin" / "runstore"), "--store", "st", "ingest", "runs"],
+                         cwd=work, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "runs: 1 new" in run.stderr
+    out = subprocess.run([str(env_dir / "bin" / "runstore"), "--store", "st", "sql",
+                          "select run_name, kind from runs", "--format", "csv"],
+                         cwd=work, env=env, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["run_name,kind", "exp/a,rl"]
