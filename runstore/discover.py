@@ -178,7 +178,12 @@ def discover(root: str | os.PathLike[str]) -> Iterator[RunDir]:
     top = os.path.abspath(root)
     seen: set[str] = set()
     stack = [top]
-    while stack:
+    # Symlinked directories are walked only after every real one, so a run reachable both
+    # directly and through a link is named by its real path, whatever the names sort as.
+    linked: list[str] = []
+    while stack or linked:
+        if not stack:
+            stack.append(linked.pop(0))
         current = stack.pop()
         resolved = os.path.realpath(current)
         if resolved in seen:
@@ -188,5 +193,8 @@ def discover(root: str | os.PathLike[str]) -> Iterator[RunDir]:
             rel = Path(os.path.relpath(current, top)).as_posix()
             yield scan_run(resolved, rel)
             continue
-        subdirs = [e.path for e in _entries(current) if _is_dir(e) and not e.name.startswith(".")]
+        subdirs = []
+        for e in _entries(current):
+            if _is_dir(e) and not e.name.startswith("."):
+                (linked if e.is_symlink() else subdirs).append(e.path)
         stack.extend(reversed(subdirs))

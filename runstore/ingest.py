@@ -41,6 +41,7 @@ KIND_TABLES: dict[str, tuple[str, ...]] = {
     "logtree": ("conversations", "messages"),
 }
 TEXT_LIMIT = 8 << 20  # code.diff kept up to 8 MB
+BATCH_ROWS = 4_000_000  # publish a snapshot after about this many staged rows
 
 
 @dataclass
@@ -84,9 +85,13 @@ Progress = Callable[[int, int, int, str], None]  # (runs done, runs total, bytes
 
 def ingest(root: Path, paths: Iterable[str | os.PathLike[str]], *,
            progress: Progress | None = None, on_warning: Callable[[str], None] | None = None,
-           lock_timeout: float = 60.0, batch_rows: int = 4_000_000,
+           lock_timeout: float = 60.0, batch_rows: int | None = None,
            now: float | None = None) -> IngestReport:
     started = time.monotonic()
+    if batch_rows is None:
+        # $RUNSTORE_BATCH_ROWS lets tests make a real `runstore ingest` process publish many
+        # snapshots (the crash test kills it between and during them).
+        batch_rows = int(os.environ.get("RUNSTORE_BATCH_ROWS") or BATCH_ROWS)
     roots = [Path(p) for p in paths]
     for p in roots:
         if not p.exists():
@@ -192,7 +197,8 @@ class _Job:
         info: dict[str, Any] = {}
         code_diff = None
         ctx = self._ctx(run_id, run_name, "config.json")
-        ctx.on_warning = None  # already reported when the file itself was read
+        # Already reported when the file itself was read: neither print nor report it again.
+        ctx.on_warning, ctx.warnings = None, []
         for f in rd.files:
             if f.kind == "config":
                 data = self._read_quiet(rd.path, f)
@@ -236,7 +242,10 @@ class _Job:
         full_path = os.path.join(run_path, f.rel_path)
         append_only = f.kind in APPEND_ONLY
         tail = None
-        if entry is not None and append_only and f.size > entry.offset and entry.offset > 0:
+        # Also when the size is unchanged but the mtime moved: a file rewritten to the same
+        # length (truncated on resume, then re-logged) must not be mistaken for unchanged.
+        if (entry is not None and append_only and entry.offset > 0 and f.size >= entry.offset
+                and (f.size, f.mtime_ns) != (entry.size, entry.mtime_ns)):
             try:
                 tail = jsonl.read_tail(full_path, entry.offset, ledger_mod.TAIL)
             except OSError:

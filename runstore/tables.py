@@ -132,16 +132,28 @@ def read_table(root: Path, manifest: Manifest, table: str) -> pa.Table:
     files = table_files(root, manifest, table)
     if not files:
         return schema_mod.empty(table)
+    target = schema_mod.schema(table)
     parts = []
     for f in files:
         try:
-            parts.append(pq.read_table(f))
+            parts.append(_conform(pq.read_table(f), target))
         except (OSError, pa.ArrowException) as e:
             raise StoreCorrupt(
                 f"cannot read {f}: {e}. Run `runstore repair` to drop it from the store, then "
                 "`runstore ingest` the runs again."
             ) from e
-    return pa.concat_tables(parts, promote_options="default").select(schema_mod.schema(table).names)
+    return pa.concat_tables(parts)
+
+
+def _conform(part: pa.Table, target: pa.Schema) -> pa.Table:
+    """`part` with exactly `target`'s columns and types.
+
+    Files rewritten by a Delta delete come back with `string_view` columns, which
+    `concat_tables` refuses to merge with `string`; columns a file predates become nulls.
+    """
+    cols = [part.column(f.name).cast(f.type) if f.name in part.column_names
+            else pa.nulls(part.num_rows, f.type) for f in target]
+    return pa.Table.from_arrays(cols, schema=target)
 
 
 class Lock:

@@ -8,8 +8,18 @@ from pathlib import Path
 import pytest
 
 from runstore import demo
+from runstore.demo import RunSpec
 
 SHARED_SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "sample-runs"
+
+# A tree small enough to ingest in a fraction of a second: RL in both layouts (one with trace
+# events and logtrees), and SL, nested 2 and 3 levels deep.
+SMALL_SPECS = [
+    RunSpec("a/rl_dirs", steps=12, eval_every=5, save_every=5, logtree_every=10, groups_to_log=1,
+            trace=True),
+    RunSpec("a/rl_flat", layout="flat", steps=12, eval_every=5, save_every=5, logtree=False),
+    RunSpec("b/c/sl", kind="sl", steps=12, eval_every=5, save_every=5),
+]
 
 
 @pytest.fixture(scope="session")
@@ -38,6 +48,21 @@ def demo_tree(_demo_template: Path, tmp_path: Path) -> Path:
 def awkward_tree(_awkward_template: Path, tmp_path: Path) -> Path:
     dst = tmp_path / "awkward"
     shutil.copytree(_awkward_template, dst, symlinks=True)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def _small_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("small") / "runs"
+    demo.generate_tree(root, SMALL_SPECS, seed=3)
+    return root
+
+
+@pytest.fixture
+def small_tree(_small_template: Path, tmp_path: Path) -> Path:
+    """A private copy of the three-run SMALL_SPECS tree (tests may change it)."""
+    dst = tmp_path / "small"
+    shutil.copytree(_small_template, dst, symlinks=True)
     return dst
 
 

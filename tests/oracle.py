@@ -7,6 +7,8 @@ a second implementation rather than with itself.
 
 from __future__ import annotations
 
+import hashlib
+import html
 import json
 import os
 import re
@@ -46,7 +48,7 @@ def complete_lines(path: Path) -> Iterator[tuple[int, Any]]:
             continue
 
 
-def _good_step(obj: dict) -> bool:
+def good_step(obj: dict) -> bool:
     s = obj.get("step")
     if s is None:
         return True
@@ -59,7 +61,7 @@ def metric_rows(path: Path) -> list[tuple[Any, str, Any, int]]:
     """(step, key, value, line) for every non-null value of a metrics file."""
     out = []
     for line, obj in complete_lines(path):
-        if not isinstance(obj, dict) or not _good_step(obj):
+        if not isinstance(obj, dict) or not good_step(obj):
             continue
         step = obj.get("step")
         for k, v in obj.items():
@@ -89,12 +91,13 @@ def per_iteration_files(run: Path) -> list[Path]:
     return files
 
 
-def conversations_in(path: Path) -> int:
+def _conversation_data(path: Path) -> list[dict]:
+    """The `data` objects of every conversation node of a logtree file ([] if unreadable)."""
     try:
         tree = json.loads(path.read_bytes().decode("utf-8"))
     except (ValueError, RecursionError):
-        return 0
-    n = 0
+        return []
+    found = []
     stack = [tree.get("root")] if isinstance(tree, dict) else []
     while stack:
         node = stack.pop()
@@ -102,11 +105,19 @@ def conversations_in(path: Path) -> int:
             continue
         data = node.get("data")
         if isinstance(data, dict) and data.get("type") == "conversation":
-            n += 1
+            found.append(data)
         children = node.get("children")
         if isinstance(children, list):
             stack.extend(children)
-    return n
+    return found
+
+
+def conversations_in(path: Path) -> int:
+    return len(_conversation_data(path))
+
+
+def messages_in(path: Path) -> int:
+    return sum(len(d.get("messages") or []) for d in _conversation_data(path))
 
 
 def expected_counts(root: Path) -> dict[str, int]:
@@ -145,6 +156,7 @@ def expected_counts(root: Path) -> dict[str, int]:
                         c["rollout_steps"] += len(o.get("steps") or [])
             else:
                 c["conversations"] += conversations_in(f)
+                c["messages"] += messages_in(f)
     return dict(c)
 
 
@@ -158,10 +170,441 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def kind_of(config: dict) -> str:
+    """Upstream's rule (tinker-cookbook stores/registry.py): keys first, then the builder type."""
     if "dpo_beta" in config:
         return "dpo"
     if "loss_fn" in config:
         return "rl"
     if "num_epochs" in config:
         return "sl"
+    builder = config.get("dataset_builder")
+    type_name = builder.get("__type__") if isinstance(builder, dict) else None
+    if isinstance(type_name, str):
+        if "RL" in type_name:
+            return "rl"
+        if "Supervised" in type_name or "SL" in type_name:
+            return "sl"
     return "unknown"
+
+
+def run_kind(run: Path) -> str:
+    """kind_of(config.json), or "unknown" when the run has no readable JSON-object config."""
+    try:
+        config = json.loads((run / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "unknown"
+    return kind_of(config) if isinstance(config, dict) else "unknown"
+
+
+def layout_of(run: Path) -> str:
+    """`iteration_dirs` if any iteration_NNNNNN/ holds a rollout/logtree file, else `flat` if
+    the run root holds `<base>_iteration_NNNNNN_*` rollout/logtree files, else `none`."""
+    files = per_iteration_files(run)
+    if any(f.parent != run for f in files):
+        return "iteration_dirs"
+    return "flat" if files else "none"
+
+
+def has_final_checkpoint(run: Path) -> bool:
+    ck = run / "checkpoints.jsonl"
+    if not ck.is_file():
+        return False
+    return any(isinstance(o, dict) and (o.get("name") == "final" or o.get("final") is True)
+               for _, o in complete_lines(ck))
+
+
+def file_rows(path: Path) -> int:
+    """Complete, decodable JSON-object lines of a JSON-lines file."""
+    return sum(1 for _, o in complete_lines(path) if isinstance(o, dict))
+
+
+def fingerprint(root: Path) -> dict[str, tuple[str, int, int]]:
+    """rel path → (sha256, size, mtime_ns) of every file under root (symlinks not followed)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            p = Path(dirpath) / name
+            st = p.lstat()
+            digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "link"
+            out[p.relative_to(root).as_posix()] = (digest, st.st_size, st.st_mtime_ns)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Canned views, recomputed from the source files (tests/test_views.py compares them with SQL).
+# Same rule as above: no runstore import; every number comes from the JSON files themselves.
+
+KL_FAMILIES = {"v1": ("optim/kl_sample_train_v1", "kl_sample_train_v1"),
+               "v2": ("optim/kl_sample_train_v2", "kl_sample_train_v2")}
+REWARD_KEY = "env/all/reward/total"
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _isnan(v: float) -> bool:
+    return v != v
+
+
+def run_name(root: Path, run: Path) -> str:
+    return run.relative_to(root).as_posix()
+
+
+def live_numbers(run: Path) -> dict[tuple[int, str], float]:
+    """(step, key) → float of the live write when that write is a number (not a bool/string)."""
+    return {k: float(v) for k, v in live_metrics(run).items() if _is_number(v)}
+
+
+def kl_health(root: Path, threshold: float = 0.01) -> dict[str, dict[str, Any]]:
+    """run_name → the kl_health row, for runs that log a KL metric (prefixed name preferred)."""
+    out: dict[str, dict[str, Any]] = {}
+    for run in run_dirs(root):
+        live = live_numbers(run)
+        names = {n for pair in KL_FAMILIES.values() for n in pair}
+        per_step: dict[int, dict[str, float]] = defaultdict(dict)
+        for step in sorted({s for s, k in live if k in names}):
+            for fam, (prefixed, bare) in KL_FAMILIES.items():
+                if (step, prefixed) in live:
+                    per_step[step][fam] = live[(step, prefixed)]
+                elif (step, bare) in live:
+                    per_step[step][fam] = live[(step, bare)]
+        if not per_step:
+            continue
+        steps = sorted(per_step)
+
+        def over(v: float | None) -> bool:
+            return v is not None and not _isnan(v) and v > threshold
+
+        flags = [any(over(per_step[s].get(f)) for f in KL_FAMILIES) for s in steps]
+        longest = streak = 0
+        for f in flags:
+            streak = streak + 1 if f else 0
+            longest = max(longest, streak)
+        over_steps = [s for s, f in zip(steps, flags) if f]
+        row: dict[str, Any] = {}
+        for fam in KL_FAMILIES:
+            logged = [(s, per_step[s][fam]) for s in steps if fam in per_step[s]]
+            not_nan = [v for _, v in logged if not _isnan(v)]
+            row[f"max_kl_{fam}"] = max(not_nan) if not_nan else None
+            row[f"last_kl_{fam}"] = logged[-1][1] if logged else None
+        row.update(
+            steps_over=len(over_steps),
+            first_step_over=over_steps[0] if over_steps else None,
+            last_step_over=over_steps[-1] if over_steps else None,
+            longest_streak_over=longest,
+            nan_steps=sum(1 for s in steps if any(_isnan(v) for v in per_step[s].values())),
+            flagged=bool(over_steps),
+        )
+        out[run_name(root, run)] = row
+    return out
+
+
+def all_kl_writes(run: Path) -> list[float]:
+    """Every KL value ever written for the run, superseded and pre_resume copies included."""
+    names = {n for pair in KL_FAMILIES.values() for n in pair}
+    values = []
+    for f in sorted(run.iterdir()):
+        if f.name == "metrics.jsonl" or f.name.startswith("metrics.jsonl.pre_resume_"):
+            values += [float(v) for _, k, v, _ in metric_rows(f) if k in names and _is_number(v)]
+    return values
+
+
+def reward_trends(root: Path) -> dict[tuple[str, int], tuple[float, float | None, float | None]]:
+    """(run_name, step) → (reward, mean of non-NaN rewards over the last 10 logged steps,
+    best non-NaN reward so far)."""
+    out: dict[tuple[str, int], tuple[float, float | None, float | None]] = {}
+    for run in run_dirs(root):
+        live = live_numbers(run)
+        series = sorted((s, v) for (s, k), v in live.items() if k == REWARD_KEY)
+        best: float | None = None
+        for i, (step, value) in enumerate(series):
+            window = [v for _, v in series[max(0, i - 9): i + 1] if not _isnan(v)]
+            if not _isnan(value):
+                best = value if best is None else max(best, value)
+            out[(run_name(root, run), step)] = (
+                value, sum(window) / len(window) if window else None, best)
+    return out
+
+
+def live_spans(run: Path) -> dict[int, list[dict[str, Any]]]:
+    """step → spans of the last timing_spans.jsonl record of that step."""
+    spans: dict[int, list[dict[str, Any]]] = {}
+    path = run / "timing_spans.jsonl"
+    if path.is_file():
+        for _, obj in complete_lines(path):
+            if isinstance(obj, dict) and isinstance(obj.get("step"), int) \
+                    and isinstance(obj.get("spans"), list):
+                spans[obj["step"]] = obj["spans"]
+    return spans
+
+
+def top_level(spans: list[dict[str, Any]], eps: float = 1e-6) -> list[dict[str, Any]]:
+    """Spans of one step that no other span contains. A container has another name, an
+    interval around this one (1 µs slack for float noise) and completes later (comes later
+    in the file, which lists spans in completion order)."""
+    out = []
+    for i, s in enumerate(spans):
+        contained = any(
+            p["name"] != s["name"] and p["wall_start"] <= s["wall_start"] + eps
+            and p["wall_end"] >= s["wall_end"] - eps
+            for p in spans[i + 1:])
+        if not contained:
+            out.append(s)
+    return out
+
+
+def _percentile_cont(sorted_values: list[float], q: float) -> float:
+    pos = q * (len(sorted_values) - 1)
+    lo = int(pos // 1)
+    hi = min(lo + 1, len(sorted_values) - 1) if pos != lo else lo
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def slowest_spans(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """(run_name, span name) → calls, total_s, mean_s, p50_s, p95_s, max_s, share, rank."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for run in run_dirs(root):
+        name = run_name(root, run)
+        by_step = live_spans(run)
+        durations: dict[str, list[float]] = defaultdict(list)
+        for spans in by_step.values():
+            for s in spans:
+                durations[s["name"]].append(float(s["duration"]))
+        if not durations:
+            continue
+        live = live_numbers(run)
+        totals = [v for (_, k), v in live.items() if k == "time/total" and not _isnan(v)]
+        if totals:
+            denominator = sum(totals)
+        else:
+            denominator = sum(float(s["duration"]) for spans in by_step.values()
+                              for s in top_level(spans))
+        ranked = sorted(durations, key=lambda n: (-sum(durations[n]), n))
+        for rank, span in enumerate(ranked, start=1):
+            values = sorted(durations[span])
+            total = sum(values)
+            out[(name, span)] = {
+                "calls": len(values), "total_s": total, "mean_s": total / len(values),
+                "p50_s": _percentile_cont(values, 0.5), "p95_s": _percentile_cont(values, 0.95),
+                "max_s": values[-1], "share": total / denominator if denominator else None,
+                "rank": rank}
+    return out
+
+
+def checkpoint_records(run: Path) -> list[dict[str, Any]]:
+    path = run / "checkpoints.jsonl"
+    if not path.is_file():
+        return []
+    return [o for _, o in complete_lines(path) if isinstance(o, dict)]
+
+
+def latest_checkpoints(root: Path) -> dict[str, dict[str, Any]]:
+    """run_name → the latest checkpoint record, the latest with a sampler path, the final one."""
+    out: dict[str, dict[str, Any]] = {}
+    for run in run_dirs(root):
+        records = checkpoint_records(run)
+        if not records:
+            continue
+        last = records[-1]
+        samplers = [r for r in records if r.get("sampler_path") is not None]
+        finals = [r for r in records if r.get("final") is True or r.get("name") == "final"]
+        out[run_name(root, run)] = {
+            "n_checkpoints": len(records), "latest_name": last.get("name"),
+            "batch": last.get("batch"),
+            "epoch": last.get("epoch"), "rolling": last.get("rolling") is True,
+            "state_path": last.get("state_path"), "sampler_path": last.get("sampler_path"),
+            "sampler_name": samplers[-1].get("name") if samplers else None,
+            "latest_sampler_path": samplers[-1]["sampler_path"] if samplers else None,
+            "final_name": finals[-1].get("name") if finals else None,
+            "final_state_path": finals[-1].get("state_path") if finals else None,
+            "final_sampler_path": finals[-1].get("sampler_path") if finals else None,
+        }
+    return out
+
+
+def eval_metrics(root: Path) -> dict[tuple[str, int, str, str], float | None]:
+    """(run_name, step, evaluator, metric) → value, for live keys `<evaluator>/env/...`."""
+    out: dict[tuple[str, int, str, str], float | None] = {}
+    for run in run_dirs(root):
+        for (step, key), value in live_metrics(run).items():
+            i = key.find("/env/")
+            if i > 0:
+                out[(run_name(root, run), step, key[:i], key[i + 1:])] = (
+                    float(value) if _is_number(value) else None)
+    return out
+
+
+def run_summary(root: Path) -> dict[str, dict[str, Any]]:
+    """run_name → run_summary row (without status, which depends on file times and the clock)."""
+    kl = kl_health(root)
+    trends = reward_trends(root)
+    ckpts = latest_checkpoints(root)
+    out: dict[str, dict[str, Any]] = {}
+    for run in run_dirs(root):
+        name = run_name(root, run)
+        try:
+            config = json.loads((run / "config.json").read_text())
+        except (OSError, ValueError):
+            config = {}
+        steps = {s for s, _ in live_metrics(run)}
+        rewards = sorted((s, v) for (n, s), v in trends.items() if n == name)
+        k = kl.get(name)
+        maxes = [v for v in (k["max_kl_v1"], k["max_kl_v2"]) if v is not None] if k else []
+        lr = config.get("learning_rate")
+        out[name] = {
+            "kind": kind_of(config),
+            "model_name": config.get("model_name"),
+            "learning_rate": float(lr) if _is_number(lr) else None,
+            "n_steps": len(steps) if steps else None,
+            "last_step": max(steps) if steps else None,
+            "last_reward_ma10": rewards[-1][1][1] if rewards else None,
+            "best_reward": rewards[-1][1][2] if rewards else None,
+            "max_kl": max(maxes) if maxes else None,
+            "kl_flagged": k["flagged"] if k else None,
+            "n_checkpoints": ckpts[name]["n_checkpoints"] if name in ckpts else 0,
+            "last_checkpoint": ckpts[name]["latest_name"] if name in ckpts else None,
+        }
+    return out
+
+
+# Transcripts: messages of logtree conversations and the reward the logtree shows for each.
+
+def _split_iteration(run: Path, f: Path) -> tuple[str, int]:
+    m = re.match(r"^(train|eval_(.+?))(?:_iteration_(\d+))?(_logtree\.json|_rollout_summaries\.jsonl)$",
+                 f.name)
+    assert m, f
+    split = "train" if m.group(1) == "train" else "eval/" + (m.group(2) or "")
+    iteration = m.group(3) if m.group(3) is not None else f.parent.name.split("_")[1]
+    return split, int(iteration)
+
+
+def _node_text(node: Any) -> str:
+    if isinstance(node, str):
+        return node
+    if isinstance(node, dict):
+        return "".join(_node_text(c) for c in node.get("children") or [])
+    return ""
+
+
+def _header_of(node: dict) -> str | None:
+    for child in node.get("children") or []:
+        if isinstance(child, dict) and child.get("tag") in ("h1", "h2", "h3", "h4", "h5", "h6"):
+            return html.unescape(_node_text(child)).strip()
+    return None
+
+
+def _reward_cell(node: dict) -> str | None:
+    """The value cell of the `reward` row of a Reward section's table."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, dict):
+            continue
+        if n.get("tag") == "tr":
+            cells = [c for c in n.get("children") or [] if isinstance(c, dict)]
+            if len(cells) == 2 and _node_text(cells[0]).strip() == "reward":
+                return _node_text(cells[1]).strip()
+        stack.extend(n.get("children") or [])
+    return None
+
+
+def _message_text(content: Any) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    parts = []
+    for p in content:
+        if isinstance(p, str):
+            parts.append(p)
+        elif isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str):
+            parts.append(p["text"])
+        elif isinstance(p, dict) and p.get("type") == "thinking" \
+                and isinstance(p.get("thinking"), str):
+            parts.append(p["thinking"])
+    return "\n".join(parts)
+
+
+def logtree_conversations(root: Path) -> list[dict[str, Any]]:
+    """Every conversation of every readable logtree, in document order within its file:
+    run_name, split, iteration, index (k-th conversation of the file), messages
+    [(role, text)], and the `reward` cell of the Reward section that closes its trajectory
+    unit inside a `Group Rollout` section (None outside one)."""
+    out: list[dict[str, Any]] = []
+    for run in run_dirs(root):
+        for f in per_iteration_files(run):
+            if not f.name.endswith("_logtree.json"):
+                continue
+            try:
+                tree = json.loads(f.read_bytes().decode("utf-8"))
+            except (ValueError, RecursionError):
+                continue
+            if not isinstance(tree, dict) or not isinstance(tree.get("root"), dict):
+                continue
+            split, iteration = _split_iteration(run, f)
+            found: list[dict[str, Any]] = []
+            pending: list[dict[str, Any]] = []
+
+            def walk(node: Any) -> None:
+                if not isinstance(node, dict):
+                    return
+                data = node.get("data")
+                if isinstance(data, dict) and data.get("type") == "conversation":
+                    conv = {"run_name": run_name(root, run), "split": split,
+                            "iteration": iteration, "index": len(found), "reward": None,
+                            "messages": [(m.get("role"), _message_text(m.get("content")))
+                                         for m in data.get("messages") or []]}
+                    found.append(conv)
+                    pending.append(conv)
+                if node.get("tag") == "section":
+                    header = _header_of(node)
+                    if header == "Group Rollout":
+                        pending.clear()
+                    elif header == "Reward":
+                        cell = _reward_cell(node)
+                        for conv in pending:
+                            conv["reward"] = cell
+                        pending.clear()
+                for child in node.get("children") or []:
+                    walk(child)
+
+            walk(tree["root"])
+            out += found
+    return out
+
+
+def rollout_rewards(root: Path) -> dict[tuple[str, str, int, int, int], float]:
+    """(run_name, split, iteration, group_idx, traj_idx) → total_reward from rollout summaries."""
+    out: dict[tuple[str, str, int, int, int], float] = {}
+    for run in run_dirs(root):
+        for f in per_iteration_files(run):
+            if not f.name.endswith("_rollout_summaries.jsonl"):
+                continue
+            for _, o in complete_lines(f):
+                if isinstance(o, dict):
+                    out[(run_name(root, run), o["split"], o["iteration"], o["group_idx"],
+                         o["traj_idx"])] = float(o["total_reward"])
+    return out
+
+
+def trace_slices(path: Path) -> list[tuple[str, float, float | None]]:
+    """(name, B ts, E ts - B ts or None) of a trace written by ONE process (no resume).
+
+    B and E pair by (pid, args.track, name), last in first out; an E with no open B is
+    ignored; X events carry their own `dur`."""
+    open_: dict[tuple, list[tuple[str, float]]] = defaultdict(list)
+    out: list[tuple[str, float, float | None]] = []
+    for _, o in complete_lines(path):
+        if not isinstance(o, dict):
+            continue
+        args = o.get("args") if isinstance(o.get("args"), dict) else {}
+        key = (o.get("pid"), args.get("track"), o.get("name"))
+        if o.get("ph") == "B":
+            open_[key].append((o["name"], float(o["ts"])))
+        elif o.get("ph") == "E" and open_[key]:
+            name, ts = open_[key].pop()
+            out.append((name, ts, float(o["ts"]) - ts))
+        elif o.get("ph") == "X":
+            out.append((o["name"], float(o["ts"]), float(o["dur"])))
+    out += [(name, ts, None) for stack in open_.values() for name, ts in stack]
+    return sorted(out, key=lambda r: (r[1], r[0], -1 if r[2] is None else r[2]))
