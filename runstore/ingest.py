@@ -22,24 +22,14 @@ import pyarrow as pa
 
 from . import ledger as ledger_mod
 from . import migrate, schema, tables
-from .discover import APPEND_ONLY, RunDir, SourceFile, discover, source_id_for
+from .discover import RunDir, SourceFile, discover, source_id_for
 from .errors import SourceNotFound
-from .ledger import Entry, Ledger, Plan
+from .ledger import Entry, Ledger
 from .normalize import Context
 from .parse import jsonl
+from .work import FileResult, FileTask, process_file
 
 RUNNING_WINDOW_S = 120  # a run whose files changed this recently is `running`
-KIND_TABLES: dict[str, tuple[str, ...]] = {
-    "config": ("config",),
-    "code_diff": (),
-    "metrics": ("metrics_raw",),
-    "metrics_pre_resume": ("metrics_raw",),
-    "checkpoints": ("checkpoints",),
-    "timing_spans": ("spans",),
-    "trace_events": ("trace_slices",),
-    "rollouts": ("trajectories", "rollout_steps"),
-    "logtree": ("conversations", "messages"),
-}
 TEXT_LIMIT = 8 << 20  # code.diff kept up to 8 MB
 BATCH_ROWS = 4_000_000  # publish a snapshot after about this many staged rows
 
@@ -163,7 +153,8 @@ class _Job:
         run_name = prev.state.get("run_name", rd.run_name) if prev else rd.run_name
         changed = False
         for f in rd.files:
-            changed |= self.file(rd.path, run_id, run_name, f)
+            task = FileTask(rd.path, run_id, run_name, f, self.led.get(run_id, f.rel_path))
+            changed |= self._apply(task, process_file(task))
         newest = max((f.mtime_ns for f in rd.files), default=0)
         status = self._status(run_id, newest)
         prev_status = prev.state.get("status") if prev else None
@@ -196,9 +187,9 @@ class _Job:
 
         info: dict[str, Any] = {}
         code_diff = None
-        ctx = self._ctx(run_id, run_name, "config.json")
-        # Already reported when the file itself was read: neither print nor report it again.
-        ctx.on_warning, ctx.warnings = None, []
+        # Problems with these files were reported when the files themselves were read.
+        ctx = Context(run_id=run_id, source_id=source_id_for(run_id, "config.json"),
+                      rel_path=f"{run_name}/config.json")
         for f in rd.files:
             if f.kind == "config":
                 data = self._read_quiet(rd.path, f)
@@ -228,105 +219,24 @@ class _Job:
         except OSError:
             return None
 
-    def _ctx(self, run_id: str, run_name: str, rel: str, f: SourceFile | None = None) -> Context:
-        return Context(run_id=run_id, source_id=source_id_for(run_id, rel),
-                       rel_path=f"{run_name}/{rel}", split=f.split if f else None,
-                       iteration=f.iteration if f else None,
-                       warnings=self.report.warnings, on_warning=self.on_warning)
-
-    # -- per file ----------------------------------------------------------------------
-    def file(self, run_path: str, run_id: str, run_name: str, f: SourceFile) -> bool:
-        """Read what is new in one file; stage its rows. True when anything changed."""
-        entry = self.led.get(run_id, f.rel_path)
-        ctx = self._ctx(run_id, run_name, f.rel_path, f)
-        full_path = os.path.join(run_path, f.rel_path)
-        append_only = f.kind in APPEND_ONLY
-        tail = None
-        # Also when the size is unchanged but the mtime moved: a file rewritten to the same
-        # length (truncated on resume, then re-logged) must not be mistaken for unchanged.
-        if (entry is not None and append_only and entry.offset > 0 and f.size >= entry.offset
-                and (f.size, f.mtime_ns) != (entry.size, entry.mtime_ns)):
-            try:
-                tail = jsonl.read_tail(full_path, entry.offset, ledger_mod.TAIL)
-            except OSError:
-                tail = None
-        plan = ledger_mod.plan(entry, f, tail)
-        if plan.action == "skip":
-            if entry is not None and (entry.size, entry.mtime_ns) != (f.size, f.mtime_ns):
-                entry.size, entry.mtime_ns = f.size, f.mtime_ns
-            return False
-        try:
-            data = jsonl.read_span(full_path, plan.start, complete_lines=append_only)
-        except OSError as e:
-            ctx.warn(None, f"skipped: cannot read ({e.strerror or e})")
-            return False
-        self.report.bytes_read += len(data)
-        if plan.replace or entry is None:
-            entry = Entry(source_id=ctx.source_id, run_id=run_id, rel_path=f.rel_path, kind=f.kind)
-            if plan.replace:
-                for t in KIND_TABLES[f.kind]:
-                    self.w.delete(t, f"source_id = {ctx.source_id}")
-        n_lines = jsonl.count_lines(data) if append_only else 0
-        self._normalize(f, data, plan, entry, ctx)
-        entry.size, entry.mtime_ns = f.size, f.mtime_ns
-        if append_only:
-            entry.offset = plan.start + len(data)
-            entry.lines = plan.first_line - 1 + n_lines
-            if entry.offset > 0:
-                entry.state["tail"] = jsonl.read_tail(full_path, entry.offset, ledger_mod.TAIL).hex()
-        else:
-            entry.offset = len(data)
-        self.led.put(entry)
-        return True
-
-    def _normalize(self, f: SourceFile, data: bytes, plan: Plan, entry: Entry, ctx: Context) -> None:
-        from .normalize import checkpoints, config, logtree, metrics, rollouts, timing, trace
-
-        kind = f.kind
-        if kind in ("metrics", "metrics_pre_resume"):
-            table, last = metrics.normalize(data, plan.first_line, ctx,
-                                            pre_resume=kind == "metrics_pre_resume")
-            self.w.append("metrics_raw", table)
-            if last is not None:
-                entry.state["max_step"] = max(last, entry.state.get("max_step", last))
-        elif kind == "timing_spans":
-            table, steps = timing.normalize(data, plan.first_line, ctx)
-            prev_max = entry.state.get("max_step")
-            if prev_max is not None and steps and steps[0] <= prev_max:
-                redo = [s for s in steps if s <= prev_max]
-                self.w.delete("spans", f"source_id = {ctx.source_id} AND step IN "
-                                       f"({', '.join(str(int(s)) for s in redo)})")
-            self.w.append("spans", table)
-            if steps:
-                entry.state["max_step"] = max(steps[-1], prev_max if prev_max is not None else steps[-1])
-        elif kind == "checkpoints":
-            recs = list(jsonl.records(data, plan.first_line, ctx))
-            self._rows(checkpoints.normalize(recs, ctx))
-            if any(isinstance(o, dict) and (o.get("name") == "final" or o.get("final") is True)
-                   for _, o in recs):
-                entry.state["final"] = True
-        elif kind == "trace_events":
-            state = entry.state.get("trace")
-            if state and state.get("open"):
-                # Open B events were stored as null-duration rows of the current segment;
-                # this read may close them, so they are replaced by what it returns.
-                self.w.delete("trace_slices", f"source_id = {ctx.source_id} AND dur_us IS NULL "
-                                              f"AND segment = {int(state.get('segment', 0))}")
-            out, state = trace.normalize(jsonl.records(data, plan.first_line, ctx), state, ctx)
-            self._rows(out)
-            self._rows({"trace_slices": trace.open_rows(state, ctx)})
-            entry.state["trace"] = state
-        elif kind == "rollouts":
-            self._rows(rollouts.normalize(jsonl.records(data, plan.first_line, ctx), ctx))
-        elif kind == "logtree":
-            self._rows(logtree.normalize(data, ctx))
-        elif kind == "config":
-            self._rows(config.normalize(data, ctx))
-
-    def _rows(self, out: dict[str, list[dict[str, Any]]]) -> None:
-        for table, rows in out.items():
-            if rows:
-                self.w.append(table, schema.to_arrow(table, rows))
+    def _apply(self, task: FileTask, res: FileResult) -> bool:
+        """Stage one file's result; True when the file was read."""
+        for text in res.warnings:
+            self.report.warnings.append(text)
+            if self.on_warning is not None:
+                self.on_warning(text)
+        self.report.bytes_read += res.bytes_read
+        for table, pred in res.deletes:
+            self.w.delete(table, pred)
+        for table, parts in res.appends.items():
+            for part in parts:
+                self.w.append(table, part)
+        if res.entry is not None:
+            self.led.put(res.entry)
+            return True
+        if res.size_mtime is not None and task.entry is not None:
+            task.entry.size, task.entry.mtime_ns = res.size_mtime
+        return False
 
     # -- end of ingest -----------------------------------------------------------------
     def mark_missing(self, seen: set[str]) -> None:

@@ -1,4 +1,4 @@
-"""Unit tests for the normalizers: config, checkpoints, rollouts, logtree, trace, spans.
+"""Unit tests for the normalizers: config, checkpoints, rollouts, logtree, trace, timing spans.
 
 Expected rows are written out by hand from the inputs (not computed with the code under test).
 The last section runs over the real sample runs when `../shared/sample-runs` exists.
@@ -16,7 +16,7 @@ import pytest
 
 from runstore import schema
 from runstore.normalize import Context
-from runstore.normalize import checkpoints, config, logtree, rollouts, spans, trace
+from runstore.normalize import checkpoints, config, logtree, rollouts, timing, trace
 
 RUN = "run-1"
 SRC = 42
@@ -628,56 +628,85 @@ def test_trace_state_is_not_mutated():
 # spans
 
 
-def brute_nest(starts, ends):
-    """The rule written independently: all pairs, ancestors complete later."""
+def brute_nest(starts, ends, names):
+    """The rule written independently: all pairs; ancestors complete later, bear another name."""
     depths, parents = [], []
     for i in range(len(starts)):
         anc = [j for j in range(len(starts))
-               if j > i and starts[j] <= starts[i] + 1e-6 and ends[j] >= ends[i] - 1e-6]
+               if j > i and names[j] != names[i]
+               and starts[j] <= starts[i] + 1e-6 and ends[j] >= ends[i] - 1e-6]
         depths.append(len(anc))
-        parents.append(min(anc, key=lambda j: (ends[j] - starts[j], j)) if anc else None)
+        parents.append(names[min(anc, key=lambda j: (ends[j] - starts[j], j))] if anc else None)
     return depths, parents
+
+
+def timing_lines(steps):
+    """timing_spans.jsonl text for [(step, [(name, start, end), ...]), ...]."""
+    return "".join(json.dumps({"step": st, "spans": [
+        {"name": n, "duration": e - s, "wall_start": s, "wall_end": e} for n, s, e in sp]}) + "\n"
+        for st, sp in steps).encode()
+
+
+def nest_of(starts, ends, names, step=0):
+    table, _ = timing.normalize(timing_lines([(step, list(zip(names, starts, ends)))]), 1, make_ctx("timing_spans.jsonl"))
+    return table.column("depth").to_pylist(), table.column("parent").to_pylist()
 
 
 def test_nest_hand_example():
     # completion order: two children, their parent, the root; then a later top-level span
     starts = [0.0, 1.0, 0.0, 0.0, 3.0]
     ends = [1.0, 2.0, 2.5, 3.0, 4.0]
-    assert spans.nest(starts, ends, ["a", "b", "parent", "root", "other"]) == ([2, 2, 1, 0, 0], [2, 2, 3, None, None])
+    assert nest_of(starts, ends, ["a", "b", "parent", "root", "other"]) == (
+        [2, 2, 1, 0, 0], ["parent", "parent", "root", None, None])
 
 
 def test_nest_equal_bounds_chain_and_float_noise():
     # run_single_evaluation, run_evaluations_parallel, run_evals: identical bounds
-    assert spans.nest([0.0, 0.0, 0.0], [5.0, 5.0, 5.0], ["s", "p", "e"]) == ([2, 1, 0], [1, 2, None])
+    assert nest_of([0.0, 0.0, 0.0], [5.0, 5.0, 5.0], ["s", "p", "e"]) == ([2, 1, 0], ["p", "e", None])
     # the child starts 2.4e-7 s "before" its parent and ends 1e-7 s "after" it
-    assert spans.nest([0.0, 2.384e-07], [1.0000001, 1.0], ["c", "p"]) == ([1, 0], [1, None])
+    assert nest_of([0.0, 2.384e-07], [1.0000001, 1.0], ["c", "p"]) == ([1, 0], ["p", None])
     # beyond the tolerance it is not contained
-    assert spans.nest([0.0, 2e-06], [1.0, 1.0], ["c", "p"]) == ([0, 0], [None, None])
+    assert nest_of([0.0, 2e-06], [1.0, 1.0], ["c", "p"]) == ([0, 0], [None, None])
 
 
-def test_nest_concurrent_siblings_caveat():
-    # two concurrent calls starting together, then their parent: the earlier-finishing call is
-    # contained by its later-finishing sibling too (timing spans carry no task identity)
-    assert spans.nest([0.0, 0.0, 0.0], [1.0, 2.0, 2.0], ["s1", "s2", "parent"]) == ([2, 1, 0], [1, 2, None])
+def test_nest_concurrent_calls_of_one_span_are_siblings():
+    # two concurrent policy_sample calls starting together, then their parent
+    assert nest_of([0.0, 0.0, 0.0], [1.0, 2.0, 2.0], ["ps", "ps", "rollout"]) == (
+        [1, 1, 0], ["rollout", "rollout", None])
 
 
 def test_nest_small_and_degenerate():
-    assert spans.nest([], [], []) == ([], [])
-    assert spans.nest([1.0], [2.0], ["x"]) == ([0], [None])
+    assert nest_of([1.0], [2.0], ["x"]) == ([0], [None])
     nan = float("nan")
-    assert spans.nest([0.0, nan, 0.0], [1.0, 2.0, 3.0], ["a", "b", "c"]) == ([1, 0, 0], [2, None, None])
+    assert nest_of([0.0, nan, 0.0], [1.0, 2.0, 3.0], ["a", "b", "c"]) == ([1, 0, 0], ["c", None, None])
+
+
+def test_timing_later_record_of_a_step_wins_and_steps_are_sorted():
+    text = timing_lines([(1, [("a", 0.0, 1.0)]), (0, [("b", 0.0, 1.0)]), (1, [("c", 0.0, 2.0), ("d", 0.0, 3.0)])])
+    table, steps = timing.normalize(text, 1, make_ctx("timing_spans.jsonl"))
+    assert steps == [0, 1]
+    assert table.select(["step", "name", "span_idx"]).to_pylist() == [
+        {"step": 0, "name": "b", "span_idx": 0}, {"step": 1, "name": "c", "span_idx": 0},
+        {"step": 1, "name": "d", "span_idx": 1}]
 
 
 def test_nest_matches_brute_force_on_random_spans():
     rng = random.Random(7)
-    for _ in range(3000):
-        n = rng.randint(0, 25)
-        starts, ends = [], []
+    records = []
+    for step in range(600):
+        n = rng.randint(1, 25)
+        sp = []
         for _ in range(n):
             a = rng.choice([0.0, 1.0, 2.0, rng.random() * 4, 1.0 + rng.choice([3e-7, -3e-7, 2e-6])])
-            starts.append(a)
-            ends.append(a + rng.choice([0.0, 1.0, 3e-7, rng.random() * 3, -0.25]))
-        assert spans.nest(starts, ends, ["s"] * n) == brute_nest(starts, ends), (starts, ends)
+            sp.append((rng.choice("abcd"), a, a + rng.choice([0.0, 1.0, 3e-7, rng.random() * 3, -0.25])))
+        records.append((step, sp))
+    table, _ = timing.normalize(timing_lines(records), 1, make_ctx("timing_spans.jsonl"))
+    got = table.select(["step", "depth", "parent"]).to_pylist()
+    want = []
+    for step, sp in records:
+        d, p = brute_nest([s for _, s, _ in sp], [e for _, _, e in sp], [n for n, _, _ in sp])
+        want += [{"step": step, "depth": x, "parent": y} for x, y in zip(d, p)]
+    assert got == want
 
 
 # =============================================================================================
@@ -789,10 +818,15 @@ def test_samples_rollouts_checkpoints_configs_spans():
         "dpo/hh_llama-3.1-8b_beta0.1": "dpo",
     }
     for path in sorted(SAMPLES.rglob("timing_spans.jsonl")):
+        last = {}
         for line in path.read_text().splitlines():
-            sp = json.loads(line)["spans"]
-            starts = [s["wall_start"] for s in sp]
-            ends = [s["wall_end"] for s in sp]
-            depths, parents = spans.nest(starts, ends, [s["name"] for s in sp])
-            assert (depths, parents) == brute_nest(starts, ends)
-            assert depths[-1] == 0  # the last span to complete has nothing completing after it
+            rec = json.loads(line)
+            last[rec["step"]] = rec["spans"]
+        want = []
+        for step in sorted(last):
+            sp = last[step]
+            d, p = brute_nest([s["wall_start"] for s in sp], [s["wall_end"] for s in sp], [s["name"] for s in sp])
+            assert d[-1] == 0  # the last span to complete has nothing completing after it
+            want += [{"step": step, "depth": x, "parent": y} for x, y in zip(d, p)]
+        table, _ = timing.normalize(path.read_bytes(), 1, make_ctx("timing_spans.jsonl"))
+        assert table.select(["step", "depth", "parent"]).to_pylist() == want

@@ -10,15 +10,18 @@ completion order, and a parent finishes after its children) and that has another
 (concurrent calls of one span, e.g. `policy_sample` started together, overlap without
 nesting). `depth` counts ancestors; `parent` names the tightest one.
 
-The work is one DuckDB statement over the Arrow buffer (a range self-join per step), because
-a timing file of a long run holds ~100k spans and Python loops would dominate ingest time.
+The nesting is vectorised with numpy (per record, n × n masks of "p contains c"), because a
+timing file of a long run holds ~100k spans and a Python loop or a SQL self-join per step
+would dominate ingest time.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..parse import jsonl
 from ..schema import schema
@@ -34,59 +37,107 @@ RECORD = pa.schema([
     ]))),
 ])
 
-NEST_SQL = """
-with rec as (
-    select step, spans from buf
-    where step is not null
-    qualify row_number() over (partition by step order by r desc) = 1
-), s as (
-    select step, generate_subscripts(spans, 1) as i, unnest(spans) as sp from rec
-), flat as (
-    select step, cast(i - 1 as integer) as span_idx, sp.name as name,
-           sp.duration as duration_s, sp.wall_start as wall_start_s, sp.wall_end as wall_end_s
-    from s
-)
-select c.step, c.name, c.duration_s, c.wall_start_s, c.wall_end_s,
-       cast(count(p.span_idx) as integer) as depth,
-       arg_min(p.name, p.wall_end_s - p.wall_start_s) as parent,
-       c.span_idx
-from flat c
-left join flat p
-  on p.step = c.step and p.span_idx > c.span_idx and p.name <> c.name
- and p.wall_start_s <= c.wall_start_s + 1e-6 and p.wall_end_s >= c.wall_end_s - 1e-6
-group by c.step, c.span_idx, c.name, c.duration_s, c.wall_start_s, c.wall_end_s
-order by c.step, c.span_idx
-"""
-
-_con: Any = None
-
-
-def _connection() -> Any:
-    global _con
-    if _con is None:
-        import duckdb
-
-        _con = duckdb.connect(":memory:")
-    return _con
+EPS = 1e-6  # seconds of slack: wall_* carry float noise such as 2.384e-07
+MAX_CELLS = 4_000_000  # records × n × n booleans compared at once (bounds memory)
 
 
 def normalize(data: bytes, first_line: int, ctx: Context) -> tuple[pa.Table, list[int]]:
     buf = None if b"\n\n" in data else jsonl.fast_table(data, RECORD)
     if buf is None:
         buf = _decode(data, first_line, ctx)
-    buf = buf.append_column("r", pa.array(range(buf.num_rows), pa.int64()))
-    con = _connection()
-    con.register("buf", buf)
-    try:
-        out = con.sql(NEST_SQL).to_arrow_table()
-        steps = [r[0] for r in con.execute(
-            "select distinct step from buf where step is not null order by 1").fetchall()]
-    finally:
-        con.unregister("buf")
-    n = out.num_rows
-    out = out.append_column("run_id", pa.repeat(ctx.run_id, n))
-    out = out.append_column("source_id", pa.repeat(ctx.source_id, n))
-    return out.select(schema("spans").names).cast(schema("spans")), steps
+    # The last record of each step wins (a resumed run logs a step again).
+    last: dict[int, int] = {}
+    for i, step in enumerate(buf.column("step").to_pylist()):
+        if step is not None:
+            last[step] = i
+    steps = sorted(last)
+    records = buf.take(pa.array([last[s] for s in steps], pa.int64()))
+    lists = records.column("spans").combine_chunks()
+    flat = pc.list_flatten(lists)
+    owner = pc.list_parent_indices(lists)
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    span_idx = np.arange(len(flat)) - starts
+    table = pa.table({
+        "step": records.column("step").combine_chunks().take(owner),
+        "name": flat.field("name"),
+        "duration_s": flat.field("duration"),
+        "wall_start_s": flat.field("wall_start"),
+        "wall_end_s": flat.field("wall_end"),
+    })
+    depth, parent = _nest(table, lengths)
+    n = table.num_rows
+    table = table.append_column("depth", pa.array(depth, pa.int32()))
+    table = table.append_column("parent", parent)
+    table = table.append_column("span_idx", pa.array(span_idx, pa.int32()))
+    table = table.append_column("run_id", pa.repeat(ctx.run_id, n))
+    table = table.append_column("source_id", pa.repeat(ctx.source_id, n))
+    return table.select(schema("spans").names).cast(schema("spans")), steps
+
+
+def _nest(table: pa.Table, lengths: np.ndarray) -> tuple[np.ndarray, pa.Array]:
+    """Depth and parent name of every span, computed per record with padded n × n masks.
+
+    Records are padded to the longest one in a chunk; chunks are sized so that the boolean
+    masks stay under MAX_CELLS cells.
+    """
+    n_total = table.num_rows
+    depth = np.zeros(n_total, np.int32)
+    parent_code = np.full(n_total, -1, np.int64)
+    if n_total == 0:
+        return depth, pa.nulls(0, pa.string())
+    names = pc.dictionary_encode(table.column("name").combine_chunks())
+    codes = pc.fill_null(names.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    start = _floats(table.column("wall_start_s"))
+    end = _floats(table.column("wall_end_s"))
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    order = np.argsort(lengths, kind="stable")  # similar lengths together: less padding
+    pos = 0
+    while pos < len(order):
+        width = int(lengths[order[pos]]) or 1
+        take = [order[pos]]
+        pos += 1
+        while pos < len(order):
+            w = max(width, int(lengths[order[pos]]))
+            if (len(take) + 1) * w * w > MAX_CELLS:
+                break
+            width = w
+            take.append(order[pos])
+            pos += 1
+        _nest_chunk(np.array(take), width, lengths, offsets, codes, start, end, depth, parent_code)
+    dictionary = names.dictionary
+    parent = pc.take(dictionary, pa.array(np.where(parent_code < 0, 0, parent_code)))
+    parent = pc.if_else(pa.array(parent_code >= 0), parent, pa.nulls(n_total, pa.string()))
+    return depth, parent
+
+
+def _floats(col: pa.ChunkedArray) -> np.ndarray:
+    return pc.fill_null(col.combine_chunks(), float("nan")).to_numpy(zero_copy_only=False)
+
+
+def _nest_chunk(recs: np.ndarray, width: int, lengths: np.ndarray, offsets: np.ndarray,
+                codes: np.ndarray, start: np.ndarray, end: np.ndarray, depth: np.ndarray,
+                parent_code: np.ndarray) -> None:
+    k = len(recs)
+    col = np.arange(width)
+    valid = col[None, :] < lengths[recs][:, None]  # (k, width)
+    flat_idx = np.where(valid, offsets[recs][:, None] + col[None, :], 0)
+    s = np.where(valid, start[flat_idx], np.nan)
+    e = np.where(valid, end[flat_idx], np.nan)
+    c = np.where(valid, codes[flat_idx], -2)
+    # anc[r, child, p]: p completes after child, is another span name, and contains it.
+    later = col[None, :] > col[:, None]  # (width, width): p index > child index
+    anc = (later[None, :, :] & valid[:, None, :]
+           & (c[:, None, :] != c[:, :, None])
+           & (s[:, None, :] <= s[:, :, None] + EPS)
+           & (e[:, None, :] >= e[:, :, None] - EPS))
+    d = anc.sum(axis=2)
+    size = np.where(anc, (e - s)[:, None, :], np.inf)
+    tight = size.argmin(axis=2)  # first minimum: the smallest index on ties
+    rows = flat_idx[valid]
+    depth[rows] = d[valid]
+    has = (d > 0) & valid
+    parent_code[flat_idx[has]] = c[np.arange(k)[:, None].repeat(width, 1)[has], tight[has]]
 
 
 def _decode(data: bytes, first_line: int, ctx: Context) -> pa.Table:
