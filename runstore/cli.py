@@ -9,7 +9,6 @@ share one set of output options (`--format`, `--output`).
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 import sys
 import time
@@ -171,7 +170,8 @@ def ingest(ctx: click.Context, paths: tuple[str, ...], quiet: bool, watch: float
 @click.argument("query", required=False)
 @click.option("--file", "-f", "file", type=click.File("r"), help="Read the query from FILE ('-' for stdin).")
 @click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE",
-              help="Bind $NAME to VALUE (repeatable); never pasted into the SQL text.")
+              help="Bind $NAME to VALUE (repeatable); never pasted into the SQL text. A NAME "
+                   "that is a setting (kl_threshold) overrides it for this query.")
 @output_options
 @click.pass_context
 @handle_errors
@@ -179,11 +179,21 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
         fmt: str | None, output: str | None) -> None:
     """Run one read-only SQL query over the store's tables and views.
 
+    The query comes from QUERY, from -f FILE, or from stdin (QUERY '-' or a pipe). Only
+    queries run: INSERT, CREATE, COPY, ATTACH, SET and every other statement are refused.
+    `runstore views` and `runstore schema` list what there is to query.
+
     Example:
 
-        runstore sql "select run_name, max_kl_v1 from kl_health where flagged" --format json
+    \b
+        runstore sql "select run_name, max_kl_v1 from kl_health where flagged" -F json
+        runstore sql "select * from kl_health where flagged" --param kl_threshold=0.02
+        runstore sql 'select * from runs where run_name glob $g' --param g='math_rl/*'
+        runstore sql -f question.sql -o answer.parquet --format parquet
     """
     if file is not None:
+        if query is not None:
+            raise click.UsageError("give the query as QUERY or with -f FILE, not both")
         query = file.read()
     elif query is None or query == "-":
         if sys.stdin is None or sys.stdin.isatty():
@@ -191,6 +201,82 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
         query = sys.stdin.read()
     table = _store(ctx).arrow(query, parse_params(params))
     emit(table, fmt, output)
+
+
+@main.command()
+@click.option("--kind", type=click.Choice(["rl", "sl", "dpo", "unknown"]),
+              help="Only runs of this kind.")
+@click.option("--name", metavar="GLOB", help="Only runs whose run_name matches GLOB (* matches / too).")
+@click.option("--where", metavar="SQL-EXPR",
+              help="Only runs for which this SQL condition over run_summary's columns holds.")
+@output_options
+@click.pass_context
+@handle_errors
+def runs(ctx: click.Context, kind: str | None, name: str | None, where: str | None,
+         fmt: str | None, output: str | None) -> None:
+    """List runs with their summary (the run_summary view), ordered by name.
+
+    Example:
+
+    \b
+        runstore runs --kind rl --name 'math_rl_sweep/*'
+        runstore runs --where "best_reward > 0.5 and not kl_flagged" -F csv
+    """
+    from .statements import runs_query
+
+    emit(_store(ctx).arrow(*runs_query(kind=kind, name=name, where=where)), fmt, output)
+
+
+@main.command()
+@click.option("--dialect", type=click.Choice(["spark", "trino"]),
+              help="Print every view as CREATE OR REPLACE [TEMP] VIEW for this engine instead.")
+@output_options
+@handle_errors
+def views(dialect: str | None, fmt: str | None, output: str | None) -> None:
+    """List the canned views with their descriptions and columns.
+
+    With --dialect, print them transpiled for Spark or Trino, in dependency order, ready to
+    run over tables with runstore's names. With --format, one row per view column.
+
+    Example:
+
+    \b
+        runstore views
+        runstore views --dialect spark > runstore_views.sql
+    """
+    from . import catalog
+
+    if dialect is not None:
+        _write_text(catalog.views_ddl(dialect), output)
+    elif fmt is not None:
+        emit(catalog.views_table(), fmt, output)
+    else:
+        _write_text(catalog.views_text(), output)
+
+
+@main.command()
+@click.argument("table", required=False)
+@output_options
+@handle_errors
+def schema(table: str | None, fmt: str | None, output: str | None) -> None:
+    """List the tables (or one TABLE) with their columns, types and comments.
+
+    Example:
+
+    \b
+        runstore schema
+        runstore schema metrics_raw
+    """
+    from . import catalog
+
+    emit(catalog.schema_table(table), fmt, output)
+
+
+def _write_text(text: str, output: str | None) -> None:
+    if output:
+        Path(output).write_text(text)
+    else:
+        click.echo(text, nl=False)
 
 
 @main.command()
@@ -248,7 +334,7 @@ def demo(ctx: click.Context, directory: str | None) -> None:
 
         runstore demo /tmp/runstore-demo
     """
-    from .demo import run_demo
+    from .showcase import run_demo
 
     base = Path(directory or "runstore-demo")
     run_demo(base, store=ctx.obj.get("store"), echo=click.echo)

@@ -3,9 +3,12 @@
 Contract: `render(table, fmt, width=None)` returns text for `table`, `csv`, `json` (one array
 of objects), `jsonl` and `markdown`; `write_parquet(table, path)` writes `parquet`. Floats that
 are NaN or infinite are written as the bare tokens `NaN`, `Infinity`, `-Infinity` in JSON
-(as the source files write them) and as text elsewhere; timestamps as ISO-8601. The table
-format aligns columns, cuts long cells with `…`, fits the terminal width and ends with the
-row count.
+(as the source files write them) and as text elsewhere; timestamps as ISO-8601; DECIMAL
+values as JSON numbers; any other value JSON cannot hold as its text. The table format aligns
+columns, cuts long text cells with `…` (narrowing the widest text columns first), fits the
+terminal width and ends with the row count; it and `markdown`, being for people, show floats
+with 6 significant digits. Numbers are never cut: when the table is still too wide, floats
+are shown with fewer significant digits, down to 3, and past that the lines overflow.
 """
 
 from __future__ import annotations
@@ -14,18 +17,22 @@ import csv
 import io
 import json
 import math
-from datetime import date, datetime
+from datetime import date, datetime, time
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 
 FORMATS = ("table", "csv", "json", "jsonl", "markdown", "parquet")
-MAX_CELL = 40
+MAX_CELL = 40  # longest cell of the table format before it is cut with …
+MIN_CELL = 6  # narrowest a column gets when fitting the terminal width
 
 
 def _plain(v: Any) -> Any:
-    if isinstance(v, (datetime, date)):
+    if isinstance(v, (datetime, date, time)):
         return v.isoformat()
+    if isinstance(v, Decimal):
+        return float(v)  # DuckDB types literals like 1.5 as DECIMAL; JSON has one number type
     if isinstance(v, bytes):
         return v.decode("utf-8", errors="replace")
     if isinstance(v, dict):
@@ -38,6 +45,8 @@ def _plain(v: Any) -> Any:
 def _text(v: Any) -> str:
     if v is None:
         return ""
+    if isinstance(v, Decimal):
+        return str(v)
     if isinstance(v, float):
         if math.isnan(v):
             return "NaN"
@@ -45,7 +54,7 @@ def _text(v: Any) -> str:
             return "Infinity" if v > 0 else "-Infinity"
         return repr(v)
     if isinstance(v, (list, dict)):
-        return json.dumps(_plain(v), allow_nan=True, ensure_ascii=False)
+        return json.dumps(_plain(v), allow_nan=True, ensure_ascii=False, default=str)
     return str(_plain(v))
 
 
@@ -55,9 +64,11 @@ def rows(table: pa.Table) -> list[dict[str, Any]]:
 
 def render(table: pa.Table, fmt: str, *, width: int | None = None) -> str:
     if fmt == "json":
-        return json.dumps(rows(table), allow_nan=True, ensure_ascii=False, indent=1) + "\n"
+        return json.dumps(rows(table), allow_nan=True, ensure_ascii=False, indent=1,
+                          default=str) + "\n"
     if fmt == "jsonl":
-        return "".join(json.dumps(r, allow_nan=True, ensure_ascii=False) + "\n" for r in rows(table))
+        return "".join(json.dumps(r, allow_nan=True, ensure_ascii=False, default=str) + "\n"
+                       for r in rows(table))
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -72,8 +83,21 @@ def render(table: pa.Table, fmt: str, *, width: int | None = None) -> str:
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
-def _cell(v: Any, limit: int) -> str:
-    s = _text(v).replace("\n", "⏎").replace("\r", "").replace("\x00", "\\0")
+def _human(v: Any, digits: int = 6) -> str:
+    # People read 6 significant digits; csv/json keep every digit for programs.
+    if isinstance(v, float) and math.isfinite(v):
+        return f"{v:.{digits}g}"
+    return _text(v)
+
+
+# Control characters in cells (ANSI escapes and NULs occur in real transcripts) would move the
+# cursor or recolour a terminal; people see them escaped instead.
+_CONTROLS = {c: f"\\x{c:02x}" for c in range(32) if chr(c) not in "\n\r\t"}
+_CONTROLS.update({ord("\n"): "⏎", ord("\r"): "", ord("\t"): " ", 0: "\\0", 0x7F: "\\x7f"})
+
+
+def _cell(v: Any, limit: int, digits: int = 6) -> str:
+    s = _human(v, digits).translate(_CONTROLS)
     return s if len(s) <= limit else s[: max(1, limit - 1)] + "…"
 
 
@@ -88,25 +112,45 @@ def _markdown(table: pa.Table) -> str:
 def _table(table: pa.Table, width: int) -> str:
     names = table.column_names
     data = table.to_pylist()
-    limit = MAX_CELL
-    while True:
-        cells = [[_cell(r[c], limit) for c in names] for r in data]
-        widths = [max([len(n)] + [len(row[i]) for row in cells]) for i, n in enumerate(names)]
-        total = sum(widths) + 2 * (len(widths) - 1)
-        if total <= width or limit <= 8:
+    numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+               for t in table.schema.types]
+    for digits in (6, 5, 4, 3):
+        widths, fits = _fit(names, data, numeric, width, digits)
+        if fits:
             break
-        limit -= 4
-    numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) for t in table.schema.types]
+    cells = [[_cell(r[c], w, digits) for c, w in zip(names, widths)] for r in data]
 
     def line(values: list[str]) -> str:
         return "  ".join(v.rjust(w) if num else v.ljust(w)
                          for v, w, num in zip(values, widths, numeric)).rstrip()
 
-    out = [line(list(names)), "  ".join("-" * w for w in widths)]
+    out = [line([_cell(n, w) for n, w in zip(names, widths)]), "  ".join("-" * w for w in widths)]
     out += [line(row) for row in cells]
     n = table.num_rows
     out.append(f"({n} row{'s' if n != 1 else ''})")
     return "\n".join(out) + "\n"
+
+
+def _fit(names: list[str], data: list[dict[str, Any]], numeric: list[bool], width: int,
+         digits: int) -> tuple[list[int], bool]:
+    """Column widths for `width` characters, and whether they fit.
+
+    The widest text column loses one character at a time (down to MIN_CELL), so short
+    columns stay whole while long text gives way; then numeric columns' headers are cut,
+    never their values (a cut number reads as a different number).
+    """
+    values = [max([0] + [len(_cell(r[c], MAX_CELL, digits)) for r in data]) for c in names]
+    widths = [min(max(len(n), v), MAX_CELL) for n, v in zip(names, values)]
+    floors = [max(v, MIN_CELL) if num else MIN_CELL for v, num in zip(values, numeric)]
+    gaps = 2 * max(len(widths) - 1, 0)
+    for shrinkable in ([not num for num in numeric], [True] * len(widths)):
+        while sum(widths) + gaps > width:
+            candidates = [i for i, ok in enumerate(shrinkable) if ok and widths[i] > floors[i]]
+            if not candidates:
+                break
+            widest = max(candidates, key=lambda i: widths[i])
+            widths[widest] -= 1
+    return widths, sum(widths) + gaps <= width
 
 
 def write_parquet(table: pa.Table, path: str) -> None:

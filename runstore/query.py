@@ -3,9 +3,11 @@
 Contract: `connect(root, manifest)` returns a fresh in-memory DuckDB connection on which each
 public table is a view over exactly the Parquet files the snapshot lists (DuckDB's own
 Parquet scan, never a directory glob), `settings` holds the store's settings (e.g.
-`kl_threshold`) overridable per query, and every `sql/*.sql` view is created in dependency
+`kl_threshold`) overridable per query (a param named like a setting overrides it; a numeric
+setting refuses a non-numeric value), and every `sql/*.sql` view is created in dependency
 order. No DuckDB database file is ever opened, so readers never block writers or each other.
 `run(con, query, params)` executes one read-only statement with bound parameters.
+`views()` lists the canned views parsed from their files (`parse_view`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import pyarrow as pa
 
 from . import schema as schema_mod
 from . import tables
+from .errors import QueryError
 from .resources import sql_dir
+from .sqlcheck import identifier
 
 DEFAULT_SETTINGS: dict[str, float] = {"kl_threshold": 0.01}
 
@@ -103,23 +107,29 @@ def connect(root: Path, manifest: tables.Manifest, params: dict[str, Any] | None
     import duckdb
 
     con = duckdb.connect(":memory:")
+    # No progress bar: DuckDB draws one on stderr for long queries, garbling CLI output.
+    con.execute("set enable_progress_bar = false")
     for name in schema_mod.TABLES:
         files = tables.table_files(root, manifest, name)
         if files:
             con.read_parquet(files, union_by_name=True).create_view(name)
         else:
             con.register(f"_empty_{name}", schema_mod.empty(name))
-            con.execute(f'create view "{name}" as select * from "_empty_{name}"')
+            con.execute(f"create view {identifier(name)} as select * from "
+                        f"{identifier('_empty_' + name)}")
     settings = {**DEFAULT_SETTINGS, **(manifest.settings or {})}
     for k, v in (params or {}).items():
         if k in DEFAULT_SETTINGS:
+            if isinstance(DEFAULT_SETTINGS[k], float) and _setting_value(v)[0] is None:
+                raise QueryError(f"setting {k} must be a number, got {v!r} "
+                                 f"(e.g. --param {k}={DEFAULT_SETTINGS[k]})")
             settings[k] = v
     con.execute("create table settings (name varchar, value_num double, value_str varchar)")
     for k, v in settings.items():
         num, text = _setting_value(v)
         con.execute("insert into settings values (?, ?, ?)", [k, num, text])
     for view in views():
-        con.execute(f'create view "{view.name}" as {view.body}')
+        con.execute(f"create view {identifier(view.name)} as {view.body}")
     return con
 
 

@@ -1,23 +1,50 @@
-"""SQL through sqlglot: the read-only guard, identifier quoting, transpiling views.
+"""SQL through sqlglot: the read-only guard, conditions, identifier quoting, transpiling views.
 
 Contract:
 
 * `guard(query)` parses a user statement (DuckDB dialect) and returns the names of the
   `$name` parameters it uses, or raises `QueryError`: "runstore sql only runs queries (found
   DROP)" for anything but a single query — writes and DDL anywhere in the tree (a `DELETE`
-  inside a CTE too), `COPY`, `ATTACH`, `INSTALL`, `LOAD`, `SET`, `PRAGMA`, `EXPORT`, `CALL`,
-  several statements — and "syntax error at line L, column C near '…'" for what does not parse.
+  inside a CTE too), `COPY`, `ATTACH`, `DETACH`, `INSTALL`, `LOAD`, `SET`, `PRAGMA`, `EXPORT`,
+  `CALL`, several statements — and, for what does not parse, "syntax error at line L, column C
+  near '…': <short reason>" followed by the offending line with carets under the token
+  (line and column are sqlglot's: the column is where the offending token ends).
+* `condition(text, what)` parses one SQL condition (a `--where` filter) into a sqlglot
+  expression, refusing anything that is not a plain expression (statements, subqueries,
+  parameters, forbidden functions).
 * `identifier(name)` quotes any metric name (`env/all/reward/total`) as a SQL identifier.
-* `transpile(sql, dialect)` rewrites DuckDB SQL for another engine (Spark, Trino).
+* `transpile(sql, dialect)` rewrites DuckDB SQL for another engine (Spark, Trino);
+  `view_ddl(name, body, dialect)` wraps a view body in that engine's `CREATE OR REPLACE` form.
+
+sqlglot is imported inside the functions: `runstore --help` must not pay for it.
 """
 
 from __future__ import annotations
+
+import logging
+import re
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from .errors import QueryError
 
 # Table functions that run arbitrary SQL text or write: refused even inside a SELECT.
 FORBIDDEN_FUNCTIONS = frozenset({"query", "query_table", "export_database", "checkpoint",
                                  "force_checkpoint", "set_variable"})
+
+# First words of statements that are not queries. A statement that does not parse and starts
+# with one of these is refused by name; any other unparsable text is a syntax error (so a
+# typo such as `selec` is reported as one, not as a refused statement).
+NON_QUERY_KEYWORDS = frozenset({
+    "INSERT", "UPDATE", "DELETE", "MERGE", "UPSERT", "REPLACE", "TRUNCATE", "CREATE", "DROP",
+    "ALTER", "COMMENT", "COPY", "ATTACH", "DETACH", "INSTALL", "FORCE", "LOAD", "SET", "RESET",
+    "PRAGMA", "EXPORT", "IMPORT", "CALL", "USE", "BEGIN", "START", "COMMIT", "END", "ROLLBACK",
+    "ABORT", "CHECKPOINT", "VACUUM", "ANALYZE", "EXPLAIN", "PREPARE", "EXECUTE", "DEALLOCATE",
+    "GRANT", "REVOKE", "UPDATE_EXTENSIONS",
+})
+QUERY_KEYWORDS = frozenset({"SELECT", "WITH", "FROM", "VALUES", "(", "TABLE", "DESCRIBE",
+                            "SUMMARIZE", "SHOW", "PIVOT", "UNPIVOT"})
+
 _QUERY_TYPES: tuple[type, ...] = ()
 
 
@@ -27,26 +54,48 @@ def _query_types() -> tuple[type, ...]:
         from sqlglot import exp
 
         _QUERY_TYPES = (exp.Select, exp.SetOperation, exp.Subquery, exp.Values, exp.Describe,
-                        exp.Summarize, exp.Show)
+                        exp.Summarize, exp.Show, exp.Pivot)
     return _QUERY_TYPES
 
 
-def _first_keywords(query: str) -> list[str]:
-    """The first word of each statement (used to name what was refused)."""
+def _write_types() -> tuple[Any, ...]:
+    from sqlglot import exp
+
+    return (exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Create, exp.Drop, exp.Alter,
+            exp.Copy, exp.Command, exp.Set, exp.Pragma, exp.Attach, exp.Detach, exp.Install,
+            exp.Use, exp.Transaction, exp.Commit, exp.Rollback, exp.TruncateTable)
+
+
+@contextmanager
+def _quiet_sqlglot() -> Iterator[None]:
+    """sqlglot logs a warning when it falls back to an opaque `Command` (`LOAD x`, `CALL f()`);
+    the guard reports those itself, so the log line would only be noise on stderr."""
+    logger = logging.getLogger("sqlglot")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _first_tokens(query: str) -> list[tuple[str, int, int]]:
+    """(first word, line, end column) of each statement (used to name what was refused)."""
     from sqlglot.tokens import Tokenizer, TokenType
 
-    words: list[str] = []
+    words: list[tuple[str, int, int]] = []
     expect = True
     try:
         tokens = Tokenizer().tokenize(query)
     except Exception:  # sqlglot's tokenizer errors have no common base we can rely on
-        return [query.strip().split(None, 1)[0].upper()] if query.strip() else []
+        word = query.strip().split(None, 1)[0] if query.strip() else ""
+        return [(word.upper(), 1, len(word))] if word else []
     for tok in tokens:
         if tok.token_type == TokenType.SEMICOLON:
             expect = True
             continue
         if expect:
-            words.append(tok.text.upper())
+            words.append((tok.text.upper(), tok.line, tok.col))
             expect = False
     return words
 
@@ -56,47 +105,149 @@ def refuse(found: str) -> QueryError:
 
 
 def guard(query: str) -> list[str]:
+    """Check that `query` is one read-only query; the `$name` parameters it uses."""
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import ParseError, TokenError
 
-    words = _first_keywords(query)
+    first = _first_tokens(query)
+    words = [w for w, _, _ in first]
     if len(words) > 1:
         raise refuse(f"{len(words)} statements: {', '.join(words)}")
     if not words:
         raise QueryError("empty query: give a SELECT statement")
     try:
-        trees = [t for t in sqlglot.parse(query, read="duckdb") if t is not None]
+        with _quiet_sqlglot():
+            trees = [t for t in sqlglot.parse(query, read="duckdb") if t is not None]
     except (ParseError, TokenError) as e:
-        if words[0] not in ("SELECT", "WITH", "FROM", "VALUES", "(", "TABLE", "DESCRIBE",
-                            "SUMMARIZE", "SHOW"):
+        if words[0] in NON_QUERY_KEYWORDS:
             raise refuse(words[0]) from e
-        raise QueryError(_syntax_message(e)) from e
+        if words[0] not in QUERY_KEYWORDS:
+            # sqlglot would read `selec * from t` as an expression and blame a later token.
+            _, line, col = first[0]
+            raise QueryError(
+                f"syntax error at line {line}, column {col} near '{words[0].lower()}': a query "
+                "starts with SELECT, WITH, FROM, VALUES, DESCRIBE, SUMMARIZE or SHOW"
+                + _pointer(query, line, col, len(words[0]))) from e
+        raise QueryError(syntax_message(e, query)) from e
     if len(trees) != 1:
         raise refuse(f"{len(trees)} statements")
     tree = trees[0]
     if not isinstance(tree, _query_types()):
-        raise refuse(words[0])
-    for node in tree.walk():
-        if isinstance(node, (exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Create,
-                             exp.Drop, exp.Alter, exp.Copy, exp.Command, exp.Set, exp.Pragma,
-                             exp.Attach, exp.Detach, exp.Install, exp.Use, exp.Transaction)):
-            raise refuse(node.key.upper())
-        if isinstance(node, (exp.Anonymous, exp.Func)):
-            fname = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
-            if fname in FORBIDDEN_FUNCTIONS:
-                raise refuse(f"{fname}()")
+        raise refuse(words[0] if words[0] not in QUERY_KEYWORDS else tree.key.upper())
+    _check_nodes(tree, refuse)
     return sorted({p.name for p in tree.find_all(exp.Placeholder) if p.name})
 
 
-def _syntax_message(e: Exception) -> str:
+def _check_nodes(tree: Any, fail: Any) -> None:
+    """Refuse writes and DDL anywhere in `tree` (a DELETE in a CTE too) and forbidden functions."""
+    from sqlglot import exp
+
+    writes = _write_types()
+    for node in tree.walk():
+        if isinstance(node, writes):
+            raise fail(node.key.upper())
+        if isinstance(node, (exp.Anonymous, exp.Func)):
+            fname = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
+            if fname in FORBIDDEN_FUNCTIONS:
+                raise fail(f"{fname}()")
+
+
+def condition(text: str, what: str = "--where") -> Any:
+    """`text` parsed as one SQL condition (a sqlglot expression), or `QueryError`.
+
+    Only expressions are accepted: no statements, subqueries, `$params` or forbidden
+    functions, so the condition can be placed in a WHERE clause built with sqlglot.
+    """
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError, TokenError
+
+    hint = f"{what} takes one SQL condition, e.g. \"kind = 'rl' and best_reward > 0.5\""
+    if not text.strip():
+        raise QueryError(f"{hint}; got an empty string")
+    try:
+        with _quiet_sqlglot():
+            tree = sqlglot.parse_one(text, read="duckdb", into=exp.Condition)
+    except (ParseError, TokenError) as e:
+        raise QueryError(f"{hint}: {syntax_message(e, text)}") from e
+
+    def fail(found: str) -> QueryError:
+        return QueryError(f"{hint} (found {found})")
+
+    _check_nodes(tree, fail)
+    for node in tree.walk():
+        if isinstance(node, (exp.Query, exp.Subquery, exp.Exists)):
+            raise fail("a subquery")
+        if isinstance(node, exp.Placeholder):
+            raise fail(f"parameter {node.sql(dialect='duckdb')}")
+        if isinstance(node, exp.Star):
+            raise fail("*")
+    return tree
+
+
+# ---------------------------------------------------------------------------------------------
+# Syntax errors: sqlglot's position and token, a short reason, the line with carets.
+
+_CLASS = re.compile(r"<class '(?:[\w]+\.)*(\w+)'>")
+_REQUIRED = re.compile(r"^Required keyword: '\w+' missing for <class '(?:[\w]+\.)*(\w+)'>$")
+_CLAUSES = {"Where": "WHERE clause", "Limit": "LIMIT clause", "Offset": "OFFSET clause",
+            "Having": "HAVING clause", "Group": "GROUP BY", "Order": "ORDER BY",
+            "From": "FROM clause", "Join": "JOIN", "Select": "SELECT", "Paren": "parentheses",
+            "Cast": "CAST", "Case": "CASE expression", "Alias": "alias", "In": "IN list",
+            "Between": "BETWEEN", "Like": "LIKE", "Not": "NOT"}
+
+
+def _short(description: str) -> str:
+    """sqlglot's description, shortened (its class names mean nothing to a user)."""
+    m = _REQUIRED.match(description)
+    if m:
+        name = m.group(1)
+        if name in _CLAUSES:
+            return f"incomplete {_CLAUSES[name]}"
+        return "an operator is missing its right-hand side"
+    if description.startswith("Invalid expression / Unexpected token"):
+        return "unexpected token"
+    if description.startswith("Expecting "):
+        return "expected " + description[len("Expecting "):]
+    return _CLASS.sub(lambda c: c.group(1), description)
+
+
+def _pointer(query: str, line: int, col: int, width: int) -> str:
+    """The offending line and a row of carets under the token that ends at `col`."""
+    lines = query.splitlines() or [""]
+    if not 1 <= line <= len(lines):
+        return ""
+    text = lines[line - 1].expandtabs(1)
+    start = max(col - width, 0)
+    return f"\n  {text}\n  {' ' * start}{'^' * max(width, 1)}"
+
+
+def syntax_message(e: Exception, query: str) -> str:
+    """A one-line reason with sqlglot's line/column and token, then the line with carets."""
     errors = getattr(e, "errors", None) or []
     if errors:
         first = errors[0]
         near = (first.get("highlight") or "").strip()
-        return (f"syntax error at line {first.get('line')}, column {first.get('col')} near "
-                f"'{near}': {first.get('description')}")
+        line, col = first.get("line") or 1, first.get("col") or 1
+        head = (f"syntax error at line {line}, column {col} near '{near}': "
+                f"{_short(str(first.get('description') or ''))}")
+        return head + _pointer(query, line, col, len(near))
+    # TokenError (e.g. an unterminated string): sqlglot gives only the text it had read.
+    end = getattr(e, "end", None)
+    if isinstance(end, int) and 0 <= end <= len(query):
+        # Point at the opening quote of the string that never ends (0-based offset `pos`).
+        pos = max(query.rfind("'", 0, end), query.rfind('"', 0, end))
+        pos = pos if pos >= 0 else max(end - 1, 0)
+        line = query.count("\n", 0, pos) + 1
+        col = pos - (query.rfind("\n", 0, pos) + 1) + 1
+        return (f"syntax error at line {line}, column {col}: unterminated string or quoted name"
+                + _pointer(query, line, col, 1))
     return f"syntax error: {e}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Identifiers and other dialects
 
 
 def identifier(name: str) -> str:
@@ -107,6 +258,44 @@ def identifier(name: str) -> str:
 
 
 def transpile(sql: str, dialect: str) -> str:
+    """DuckDB SQL (one statement) rewritten for `dialect`, pretty-printed.
+
+    One correction to sqlglot: it writes `percentile_cont(q) WITHIN GROUP (ORDER BY x)` as
+    Spark's `PERCENTILE_APPROX`, which returns a nearby data value instead of the
+    interpolated percentile; Spark's `PERCENTILE(x, q)` is exact and interpolates the same way
+    as DuckDB, so Spark gives the same answer.
+    """
     import sqlglot
 
-    return sqlglot.transpile(sql, read="duckdb", write=dialect, pretty=True)[0]
+    tree = sqlglot.parse_one(sql, read="duckdb")
+    if dialect in ("spark", "databricks"):
+        tree = tree.transform(_exact_percentile)
+    return tree.sql(dialect=dialect, pretty=True)
+
+
+def _exact_percentile(node: Any) -> Any:
+    from sqlglot import exp
+
+    if isinstance(node, exp.WithinGroup) and isinstance(node.this, exp.PercentileCont):
+        order = node.expression
+        if (isinstance(order, exp.Order) and len(order.expressions) == 1
+                and not order.expressions[0].args.get("desc")):
+            return exp.Quantile(this=order.expressions[0].this.copy(),
+                                quantile=node.this.this.copy())
+    return node
+
+
+# Spark has session-scoped temporary views; Trino has only persistent ones.
+_CREATE_VIEW = {"spark": "CREATE OR REPLACE TEMP VIEW", "databricks": "CREATE OR REPLACE TEMP VIEW",
+                "trino": "CREATE OR REPLACE VIEW"}
+
+
+def view_ddl(name: str, body: str, dialect: str) -> str:
+    """`CREATE OR REPLACE [TEMP] VIEW name AS <body transpiled>;` for `dialect`."""
+    from sqlglot import exp
+
+    if dialect not in _CREATE_VIEW:
+        raise QueryError(f"no view DDL for dialect {dialect!r}; choose one of "
+                         f"{', '.join(sorted(_CREATE_VIEW))}")
+    ident = exp.to_identifier(name).sql(dialect=dialect)
+    return f"{_CREATE_VIEW[dialect]} {ident} AS\n{transpile(body, dialect)};"

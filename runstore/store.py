@@ -4,7 +4,11 @@ Contract: a `Store` names a store location (`--store`, else `$RUNSTORE_STORE`, e
 `./.runstore`). Writing methods (`ingest`, `compact`, `migrate`) take the store's write lock for
 their duration. Reading methods build a fresh in-memory DuckDB over the newest snapshot for
 each call, so a long-lived `Store` always sees the latest committed state and never blocks
-anyone. Results are polars DataFrames (polars is imported only when a method needs it).
+anyone. Queries are read-only (`sqlcheck.guard`) and take values only as bound parameters;
+a parameter that the query does not use and that names no setting is an error (a typo in
+`kl_threshold` must not pass silently). Results are polars DataFrames (`sql`, `metrics`,
+`runs`), a LazyFrame (`table`, `sql(lazy=True)`) or Arrow (`arrow`); polars is imported only
+when a method needs it, so importing runstore stays cheap.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import pyarrow as pa
 
 from . import migrate as migrate_mod
-from . import query, sqlcheck, tables
+from . import query, sqlcheck, statements, tables
 from .errors import QueryError
 from .ingest import IngestReport, Progress
+from .query import View
 
 if TYPE_CHECKING:
     import polars as pl
@@ -82,6 +87,29 @@ class Store:
         with tables.writer(self.path, lock_timeout=lock_timeout) as w:
             return [m.name for m in migrate_mod.apply(w)]
 
+    def set_setting(self, name: str, value: float | str, *, lock_timeout: float = 60.0) -> None:
+        """Store a setting (e.g. `kl_threshold`) that every later query sees by default.
+
+        A query can still override it with a param of the same name. Known settings:
+        `kl_threshold` (a number; 0.01 unless set).
+        """
+        if name not in query.DEFAULT_SETTINGS:
+            raise QueryError(f"unknown setting {name!r}; settings: "
+                             f"{', '.join(query.DEFAULT_SETTINGS)}")
+        if isinstance(query.DEFAULT_SETTINGS[name], float):
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                raise QueryError(f"setting {name} must be a number, got {value!r}") from None
+        self.manifest()
+        with tables.writer(self.path, lock_timeout=lock_timeout) as w:
+            assert w.manifest is not None
+            w.commit(ledger=None, settings={**w.manifest.settings, name: value})
+
+    def settings(self) -> dict[str, Any]:
+        """The settings queries see by default: the built-in defaults, then the store's own."""
+        return {**query.DEFAULT_SETTINGS, **(self.manifest().settings or {})}
+
     # -- reading -------------------------------------------------------------------------
     def manifest(self) -> tables.Manifest:
         m = tables.require_store(self.path)
@@ -93,15 +121,26 @@ class Store:
         return query.connect(self.path, self.manifest(), params)
 
     def arrow(self, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
-        """Run one read-only query; the result as a pyarrow Table."""
+        """Run one read-only query; the result as a pyarrow Table.
+
+        Example:
+            >>> store.arrow("select count(*) as n from runs").column("n").to_pylist()
+            [11]
+        """
         names = sqlcheck.guard(sql)
-        missing = [n for n in names if n not in (params or {})]
+        params = dict(params or {})
+        missing = [n for n in names if n not in params]
         if missing:
             raise QueryError(f"the query uses ${missing[0]} but no value was given: pass "
                              f"--param {missing[0]}=VALUE (params={{'{missing[0]}': ...}})")
+        unused = [k for k in params if k not in names and k not in query.DEFAULT_SETTINGS]
+        if unused:
+            raise QueryError(
+                f"param {unused[0]!r} is neither used by the query (as ${unused[0]}) nor a "
+                f"setting ({', '.join(query.DEFAULT_SETTINGS)})")
         con = self.connect(params)
         try:
-            bound = {k: v for k, v in (params or {}).items() if k in names}
+            bound = {k: v for k, v in params.items() if k in names}
             return con.sql(sql, params=bound or None).to_arrow_table()
         except Exception as e:  # duckdb.Error subclasses; keep the import lazy
             if type(e).__module__.startswith("duckdb") or "duckdb" in type(e).__module__:
@@ -114,17 +153,88 @@ class Store:
             lazy: bool = False) -> "pl.DataFrame | pl.LazyFrame":
         """Run one read-only query; a polars DataFrame (LazyFrame with `lazy=True`).
 
+        Values go in `params` and are bound to the query's `$name` placeholders, never pasted
+        into its text. A param named like a setting (`kl_threshold`) overrides that setting
+        for this query.
+
         Example:
-            >>> store.sql("select kind, count(*) as n from runs group by kind order by kind")  # doctest: +SKIP
+            >>> store.sql("select run_name from kl_health where flagged")["run_name"].to_list()
+            ['gsm8k_tool_rl/sweep/lr_1e-3/seed_0']
+            >>> store.sql("select count(*) as n from kl_health where flagged",
+            ...           params={"kl_threshold": 0.002}).item()
+            3
+            >>> store.sql("select run_name from runs where run_name glob $g order by 1",
+            ...           params={"g": "math_rl_sweep/qwen3-8b/*"}).height
+            3
+            >>> store.sql("select * from metrics", lazy=True).collect_schema().names()
+            ['run_id', 'step', 'key', 'value', 'value_str', 'seq']
         """
+        df = self._frame(sql, params)
+        return df.lazy() if lazy else df
+
+    def _frame(self, sql: str, params: dict[str, Any] | None) -> "pl.DataFrame":
         import polars as pl
 
         df = pl.from_arrow(self.arrow(sql, params))
-        assert isinstance(df, pl.DataFrame)
-        return df.lazy() if lazy else df
+        assert isinstance(df, pl.DataFrame)  # from_arrow gives a Series only for arrays
+        return df
+
+    def metrics(self, keys: str | Sequence[str], *, runs: str | None = None,
+                wide: bool = False) -> "pl.DataFrame":
+        """Live metrics of `keys` (the `metrics` view), optionally for runs matching a GLOB.
+
+        `runs` is a GLOB over `run_name` (`*` matches `/` too). Long form (default): one row
+        per run, step and key with `run_id, run_name, step, key, value, value_str`. With
+        `wide=True`: one row per run and step, with `run_id, run_name, step` and one column
+        per key named exactly like the key (numeric values; a step that logs only some of
+        the keys has nulls in the others).
+
+        Example:
+            >>> df = store.metrics(["env/all/reward/total", "optim/kl_sample_train_v1"],
+            ...                    runs="math_rl_sweep/*", wide=True)
+            >>> df.columns
+            ['run_id', 'run_name', 'step', 'env/all/reward/total', 'optim/kl_sample_train_v1']
+            >>> df["run_name"].n_unique(), df.height
+            (4, 160)
+            >>> store.metrics("env/all/reward/total").columns
+            ['run_id', 'run_name', 'step', 'key', 'value', 'value_str']
+        """
+        return self._frame(*statements.metrics_query(keys, runs=runs, wide=wide))
+
+    def runs(self, *, kind: str | None = None, name: str | None = None,
+             where: str | None = None) -> "pl.DataFrame":
+        """`run_summary` as a DataFrame, one row per run, ordered by `run_name`.
+
+        `kind` filters on the run kind (`rl`, `sl`, `dpo`, `unknown`), `name` is a GLOB over
+        `run_name`, `where` one SQL condition over run_summary's columns (checked to be a
+        plain expression: no statements or subqueries).
+
+        Example:
+            >>> store.runs().height
+            11
+            >>> store.runs(kind="rl", where="best_reward > 0.5")["run_name"].to_list()[:2]
+            ['gsm8k_tool_rl/sweep/lr_1e-3/seed_0', 'gsm8k_tool_rl/sweep/lr_1e-4/seed_0']
+        """
+        return self._frame(*statements.runs_query(kind=kind, name=name, where=where))
+
+    def views(self) -> tuple[View, ...]:
+        """The canned views (name, description, documented columns, SQL), in dependency order.
+
+        Example:
+            >>> [v.name for v in store.views()][:3]
+            ['metrics', 'eval_metrics', 'kl_health']
+            >>> dict(next(v for v in store.views() if v.name == "kl_health").columns)["flagged"]
+            'true when any step is over the threshold'
+        """
+        return query.views()
 
     def table(self, name: str) -> "pl.LazyFrame":
-        """One table of the newest snapshot as a polars LazyFrame (scanning its live files)."""
+        """One table of the newest snapshot as a polars LazyFrame (scanning its live files).
+
+        Example:
+            >>> store.table("trajectories").select("split").unique().sort("split").collect()["split"].to_list()
+            ['eval/aime2025', 'eval/test', 'train']
+        """
         import polars as pl
 
         from . import schema
@@ -137,6 +247,7 @@ class Store:
         return pl.scan_parquet(files, missing_columns="insert", extra_columns="ignore")
 
     def tables(self) -> Sequence[str]:
+        """The public table names (see `runstore schema`)."""
         from . import schema
 
         return list(schema.TABLES)

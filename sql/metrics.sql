@@ -13,6 +13,7 @@ from (
     select run_id, step, key, value, value_str, seq,
            row_number() over (partition by run_id, step, key order by seq desc) as rn
     from metrics_raw
-    where step is not null and not pre_resume
+    -- coalesce: Parquet files written before the column existed read it as null.
+    where step is not null and not coalesce(pre_resume, false)
 ) as ranked
 where rn = 1

@@ -51,7 +51,9 @@ def normalize(data: bytes, first_line: int, ctx: Context) -> tuple[pa.Table, lis
         if step is not None:
             last[step] = i
     steps = sorted(last)
-    records = buf.take(pa.array([last[s] for s in steps], pa.int64()))
+    keep = [last[s] for s in steps]
+    # Usually every step appears once, in order: then there is nothing to take.
+    records = buf if keep == list(range(buf.num_rows)) else buf.take(pa.array(keep, pa.int64()))
     lists = records.column("spans").combine_chunks()
     flat = pc.list_flatten(lists)
     owner = pc.list_parent_indices(lists)

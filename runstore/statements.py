@@ -1,0 +1,123 @@
+"""Queries the library builds for its own commands, as sqlglot expression trees.
+
+Contract: each function returns `(sql, params)` — DuckDB SQL text and the values its `$name`
+placeholders take — ready for `Store.arrow(sql, params)` / `Store.sql(sql, params)`, which
+guard and bind them. User-supplied values (run-name globs, metric keys, kinds) only ever
+travel as bound parameters; user-supplied names (metric keys as column names) only as
+identifiers quoted by sqlglot; a user-supplied `--where` condition only after
+`sqlcheck.condition` has checked it is a plain expression. Nothing is pasted into SQL text.
+
+* `runs_query(kind=, name=, where=)`: `run_summary`, filtered, ordered by `run_name`.
+* `metrics_query(keys, runs=, wide=)`: live metrics of some keys, long (one row per run, step
+  and key) or wide (one row per run and step, one column per key, named by the key).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from . import sqlcheck
+from .errors import QueryError
+
+Statement = tuple[str, dict[str, Any]]
+
+# Wide metric frames are keyed by these; a metric with one of these names would collide.
+WIDE_KEY_COLUMNS = ("run_id", "run_name", "step")
+
+
+def runs_query(*, kind: str | None = None, name: str | None = None,
+               where: str | None = None) -> Statement:
+    """`run_summary` rows, optionally filtered by kind, a run-name GLOB and a SQL condition.
+
+    >>> sql, params = runs_query(kind="rl", name="math_rl_sweep/*")
+    >>> sql
+    'SELECT * FROM run_summary WHERE kind = $kind AND run_name GLOB $name ORDER BY run_name'
+    >>> params
+    {'kind': 'rl', 'name': 'math_rl_sweep/*'}
+    """
+    from sqlglot import exp
+
+    query = exp.select("*").from_("run_summary")
+    params: dict[str, Any] = {}
+    if kind is not None:
+        query = query.where(exp.column("kind").eq(exp.Placeholder(this="kind")))
+        params["kind"] = kind
+    if name is not None:
+        query = query.where(exp.Glob(this=exp.column("run_name"),
+                                     expression=exp.Placeholder(this="name")))
+        params["name"] = name
+    if where is not None:
+        query = query.where(exp.paren(sqlcheck.condition(where, "--where"), copy=False))
+    query = query.order_by(exp.column("run_name"))
+    return query.sql(dialect="duckdb"), params
+
+
+def _keys(keys: str | Sequence[str]) -> list[str]:
+    """Keys as a list without duplicates (first occurrence wins), checked."""
+    items = [keys] if isinstance(keys, str) else list(keys)
+    if not items:
+        raise QueryError("give at least one metric key, e.g. keys=['env/all/reward/total']")
+    out: list[str] = []
+    for k in items:
+        if not isinstance(k, str):
+            raise QueryError(f"metric keys are strings, got {k!r}")
+        if k not in out:
+            out.append(k)
+    return out
+
+
+def metrics_query(keys: str | Sequence[str], *, runs: str | None = None,
+                  wide: bool = False) -> Statement:
+    """Live metrics (the `metrics` view) of `keys`, for runs whose name matches the GLOB `runs`.
+
+    Long form: `run_id, run_name, step, key, value, value_str`, ordered by run, step, key.
+    Wide form: `run_id, run_name, step` and one DOUBLE column per key, named exactly like the
+    key (string values are null there); one row per run and step that logs any of the keys.
+
+    >>> sql, params = metrics_query(["env/all/reward/total"], runs="math/*", wide=True)
+    >>> print(sql)  # doctest: +NORMALIZE_WHITESPACE
+    SELECT m.run_id, r.run_name, m.step,
+      MAX(m.value) FILTER(WHERE m.key = $k0) AS "env/all/reward/total"
+    FROM metrics AS m JOIN runs AS r ON r.run_id = m.run_id
+    WHERE m.key IN ($k0) AND r.run_name GLOB $runs
+    GROUP BY m.run_id, r.run_name, m.step ORDER BY r.run_name, m.step
+    >>> params
+    {'k0': 'env/all/reward/total', 'runs': 'math/*'}
+    """
+    from sqlglot import exp
+
+    names = _keys(keys)
+    if wide:
+        clash = [k for k in names if k in WIDE_KEY_COLUMNS]
+        if clash:
+            raise QueryError(f"metric {clash[0]!r} would collide with a key column of the wide "
+                             "frame; use wide=False")
+    params: dict[str, Any] = {f"k{i}": k for i, k in enumerate(names)}
+    placeholder = {k: exp.Placeholder(this=f"k{i}") for i, k in enumerate(names)}
+
+    def col(name: str, table: str) -> exp.Column:
+        return exp.column(name, table=table)
+
+    ids = [col("run_id", "m"), col("run_name", "r"), col("step", "m")]
+    if wide:
+        # One row per (run, step, key) in `metrics`, so MAX picks the one value (NaN too).
+        columns: list[Any] = [
+            exp.alias_(exp.Filter(this=exp.Max(this=col("value", "m")),
+                                  expression=exp.Where(this=col("key", "m").eq(placeholder[k]))),
+                       exp.to_identifier(k, quoted=True))
+            for k in names]
+        query = exp.select(*ids, *columns)
+    else:
+        query = exp.select(*ids, col("key", "m"), col("value", "m"), col("value_str", "m"))
+    query = (query.from_(exp.table_("metrics", alias="m"))
+             .join(exp.table_("runs", alias="r"), on=col("run_id", "r").eq(col("run_id", "m")))
+             .where(col("key", "m").isin(*placeholder.values())))
+    if runs is not None:
+        query = query.where(exp.Glob(this=col("run_name", "r"),
+                                     expression=exp.Placeholder(this="runs")))
+        params["runs"] = runs
+    if wide:
+        query = query.group_by(*ids).order_by(col("run_name", "r"), col("step", "m"))
+    else:
+        query = query.order_by(col("run_name", "r"), col("step", "m"), col("key", "m"))
+    return query.sql(dialect="duckdb"), params

@@ -1,0 +1,87 @@
+-- KL health: one row per run that logs any KL metric, with how high, when and how long its
+-- KL between the sampling and the training policy went above the threshold.
+-- The KL families are `optim/kl_sample_train_v1` / `optim/kl_sample_train_v2` (0.6.x) and the
+-- same names without `optim/` (older releases); when a step logs both spellings the prefixed
+-- one is used. Only live values count (the `metrics` view: the latest write of each step, no
+-- `metrics.jsonl.pre_resume_*` rows), so a spike that a resume overwrote does not flag.
+-- A step is over when v1 or v2 is strictly greater than the `kl_threshold` setting (0.01
+-- unless `--param kl_threshold=...` or a store setting says otherwise). NaN never counts as
+-- over; +Infinity does.
+-- @column run_id: run
+-- @column run_name: run path relative to the ingest root
+-- @column max_kl_v1: largest v1 value, NaN ignored (+Infinity kept); null when v1 is never logged or only NaN
+-- @column max_kl_v2: largest v2 value, NaN ignored (+Infinity kept); null when v2 is never logged or only NaN
+-- @column last_kl_v1: v1 at the last step that logs it, as logged (NaN included)
+-- @column last_kl_v2: v2 at the last step that logs it, as logged (NaN included)
+-- @column steps_over: number of steps where v1 or v2 is above the threshold
+-- @column first_step_over: first step over the threshold (null when none)
+-- @column last_step_over: last step over the threshold (null when none)
+-- @column longest_streak_over: most consecutive KL-logging steps all over the threshold (0 when none); a logged step that is not over (a NaN one included) ends a streak, a step that logs no KL does not
+-- @column nan_steps: number of steps where v1 or v2 is NaN
+-- @column flagged: true when any step is over the threshold
+with kl as (
+    -- One row per (run, step) with both families; each (run, step, key) is unique in
+    -- `metrics`, so max() just picks the one value (NaN included).
+    select run_id, step,
+           coalesce(max(case when key = 'optim/kl_sample_train_v1' then value end),
+                    max(case when key = 'kl_sample_train_v1' then value end)) as v1,
+           coalesce(max(case when key = 'optim/kl_sample_train_v2' then value end),
+                    max(case when key = 'kl_sample_train_v2' then value end)) as v2
+    from metrics
+    where key in ('optim/kl_sample_train_v1', 'optim/kl_sample_train_v2',
+                  'kl_sample_train_v1', 'kl_sample_train_v2')
+      and value is not null
+    group by run_id, step
+),
+flags as (
+    -- NaN > 0.01 is true in DuckDB (and Spark): NaN sorts above every number. So NaN is
+    -- tested first and never reaches the comparison; +Infinity > 0.01 is true, as it should be.
+    select run_id, step, v1, v2,
+           coalesce(isnan(v1), false) or coalesce(isnan(v2), false) as is_nan,
+           coalesce(not isnan(v1) and v1 > (select value_num from settings where name = 'kl_threshold'), false)
+           or coalesce(not isnan(v2) and v2 > (select value_num from settings where name = 'kl_threshold'), false)
+               as is_over
+    from kl
+),
+islands as (
+    -- Gaps and islands: consecutive over-steps share one difference of row numbers.
+    select run_id, step, is_over,
+           row_number() over (partition by run_id order by step)
+           - row_number() over (partition by run_id, is_over order by step) as island
+    from flags
+),
+streaks as (
+    select run_id, max(n) as longest
+    from (select run_id, island, count(*) as n from islands where is_over group by run_id, island) as s
+    group by run_id
+),
+per_run as (
+    select run_id,
+           max(case when not isnan(v1) then v1 end) as max_kl_v1,
+           max(case when not isnan(v2) then v2 end) as max_kl_v2,
+           max(case when v1 is not null then step end) as last_step_v1,
+           max(case when v2 is not null then step end) as last_step_v2,
+           count(case when is_over then 1 end) as steps_over,
+           min(case when is_over then step end) as first_step_over,
+           max(case when is_over then step end) as last_step_over,
+           count(case when is_nan then 1 end) as nan_steps
+    from flags
+    group by run_id
+)
+select p.run_id,
+       r.run_name,
+       p.max_kl_v1,
+       p.max_kl_v2,
+       l1.v1 as last_kl_v1,
+       l2.v2 as last_kl_v2,
+       p.steps_over,
+       p.first_step_over,
+       p.last_step_over,
+       coalesce(s.longest, 0) as longest_streak_over,
+       p.nan_steps,
+       p.steps_over > 0 as flagged
+from per_run as p
+left join runs as r on r.run_id = p.run_id
+left join flags as l1 on l1.run_id = p.run_id and l1.step = p.last_step_v1
+left join flags as l2 on l2.run_id = p.run_id and l2.step = p.last_step_v2
+left join streaks as s on s.run_id = p.run_id

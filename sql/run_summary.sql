@@ -1,0 +1,50 @@
+-- One row per run: what it is, how far it got, how well it did and whether its KL misbehaved.
+-- Every ingested run appears, including runs with only config.json (their step and reward
+-- columns are null). Steps are counted over the live metrics, straight from `metrics_raw`
+-- (distinct steps do not depend on which duplicate write wins, and skipping the `metrics`
+-- window keeps this view fast on large stores).
+-- @column run_id: run
+-- @column run_name: run path relative to the ingest root
+-- @column kind: rl / sl / dpo / unknown
+-- @column model_name: config.json `model_name`
+-- @column learning_rate: config.json `learning_rate`
+-- @column status: running / completed / idle / missing (see the `runs` table)
+-- @column n_steps: distinct steps with live metrics (an RL run's extra final-eval row counts)
+-- @column last_step: largest step with live metrics
+-- @column last_reward_ma10: `reward_ma10` of the run's last reward step (see `reward_trends`)
+-- @column best_reward: largest non-NaN `env/all/reward/total`
+-- @column max_kl: largest non-NaN KL of either family (see `kl_health`); null when the run logs no KL
+-- @column kl_flagged: `kl_health.flagged`; null when the run logs no KL
+-- @column n_checkpoints: checkpoint records written (0 when none)
+-- @column last_checkpoint: name of the latest checkpoint by write order (see `latest_checkpoints`)
+with steps as (
+    select run_id, count(distinct step) as n_steps, max(step) as last_step
+    from metrics_raw
+    where step is not null and not coalesce(pre_resume, false)
+    group by run_id
+),
+reward as (
+    select run_id, max(best_so_far) as best_reward, max(step) as last_reward_step
+    from reward_trends
+    group by run_id
+)
+select r.run_id,
+       r.run_name,
+       r.kind,
+       r.model_name,
+       r.learning_rate,
+       r.status,
+       s.n_steps,
+       s.last_step,
+       t.reward_ma10 as last_reward_ma10,
+       w.best_reward,
+       greatest(k.max_kl_v1, k.max_kl_v2) as max_kl,
+       k.flagged as kl_flagged,
+       coalesce(c.n_checkpoints, 0) as n_checkpoints,
+       c.latest_name as last_checkpoint
+from runs as r
+left join steps as s on s.run_id = r.run_id
+left join reward as w on w.run_id = r.run_id
+left join reward_trends as t on t.run_id = r.run_id and t.step = w.last_reward_step
+left join kl_health as k on k.run_id = r.run_id
+left join latest_checkpoints as c on c.run_id = r.run_id

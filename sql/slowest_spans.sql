@@ -1,0 +1,55 @@
+-- Where step time goes: one row per run and span name, over the live timing spans of every
+-- step (`spans`: when a resumed run logs a step twice only the later record counts).
+-- Spans nest (a parent's duration includes its children), so the shares of one run add up
+-- to more than 1; compare names at the same depth, or look at `rank`.
+-- p50/p95 are exact, interpolated percentiles (`percentile_cont`); `runstore views --dialect
+-- spark` writes them as Spark's exact `percentile()`, not sqlglot's default approximation.
+-- @column run_id: run
+-- @column run_name: run path relative to the ingest root
+-- @column name: span name
+-- @column calls: number of spans with this name (over all steps)
+-- @column total_s: summed duration in seconds
+-- @column mean_s: mean duration in seconds
+-- @column p50_s: median duration in seconds
+-- @column p95_s: 95th percentile of the duration in seconds
+-- @column max_s: longest duration in seconds
+-- @column share: total_s divided by the run's summed `time/total` metric, or by the summed duration of its top-level spans (depth 0) when the run logs no `time/total`
+-- @column rank: 1 for the name with the largest total_s in the run, 2 for the next, ... (ties broken by name)
+with per_name as (
+    select run_id, name,
+           count(*) as calls,
+           sum(duration_s) as total_s,
+           avg(duration_s) as mean_s,
+           percentile_cont(0.5) within group (order by duration_s) as p50_s,
+           percentile_cont(0.95) within group (order by duration_s) as p95_s,
+           max(duration_s) as max_s
+    from spans
+    group by run_id, name
+),
+time_total as (
+    select run_id, sum(value) as seconds
+    from metrics
+    where key = 'time/total' and not isnan(value)
+    group by run_id
+),
+top_level as (
+    select run_id, sum(duration_s) as seconds
+    from spans
+    where depth = 0
+    group by run_id
+)
+select p.run_id,
+       r.run_name,
+       p.name,
+       p.calls,
+       p.total_s,
+       p.mean_s,
+       p.p50_s,
+       p.p95_s,
+       p.max_s,
+       p.total_s / nullif(coalesce(t.seconds, l.seconds), 0) as share,
+       row_number() over (partition by p.run_id order by p.total_s desc, p.name) as rank
+from per_name as p
+left join runs as r on r.run_id = p.run_id
+left join time_total as t on t.run_id = p.run_id
+left join top_level as l on l.run_id = p.run_id

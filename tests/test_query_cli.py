@@ -1,0 +1,352 @@
+"""`runstore sql`, `runs`, `views` and `schema` through click's CliRunner.
+
+Covers the read-only guard (every refused statement exits 1 with "Error: runstore sql only
+runs queries (found X)" and leaves the store byte-identical), syntax errors with sqlglot's
+position, bound parameters, output formats, the missing-store message, and that
+`runstore --help` does not import polars.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner, Result
+
+import oracle
+import runstore
+from runstore import query
+from runstore.cli import main
+
+
+@pytest.fixture(scope="module")
+def store_dir(_awkward_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cli_store") / "store"
+    runstore.open(path).ingest([_awkward_template], on_warning=lambda text: None)
+    return path
+
+
+def run(store: Path | None, *args: str, input: str | None = None) -> Result:
+    base = ["--store", str(store)] if store is not None else []
+    return CliRunner().invoke(main, [*base, *args], input=input, catch_exceptions=False)
+
+
+def fingerprint(root: Path) -> dict[str, str]:
+    """Relative path → sha256 of every file under root (new, changed or lost files show)."""
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# ---------------------------------------------------------------------------------------------
+# The read-only guard
+
+REFUSED = [
+    ("insert into runs (run_id) values ('x')", "INSERT"),
+    ("update runs set kind = 'x'", "UPDATE"),
+    ("delete from runs", "DELETE"),
+    ("create table x as select 1", "CREATE"),
+    ("create view v as select 1", "CREATE"),
+    ("drop table runs", "DROP"),
+    ("drop view kl_health", "DROP"),
+    ("alter table runs add column x int", "ALTER"),
+    ("copy runs to '{tmp}/out.csv'", "COPY"),
+    ("copy (select 1) to '{tmp}/out.parquet' (format parquet)", "COPY"),
+    ("attach '{tmp}/x.duckdb' as x", "ATTACH"),
+    ("detach x", "DETACH"),
+    ("install httpfs", "INSTALL"),
+    ("load httpfs", "LOAD"),
+    ("set threads = 1", "SET"),
+    ("pragma database_size", "PRAGMA"),
+    ("export database '{tmp}/export'", "EXPORT"),
+    ("call pragma_version()", "CALL"),
+    ("with gone as (delete from runs returning *) select * from gone", "DELETE"),
+    ("select 1; drop table runs", "2 statements: SELECT, DROP"),
+    ("select 1; select 2", "2 statements: SELECT, SELECT"),
+    ("select * from query('drop table runs')", "query()"),
+]
+
+
+@pytest.mark.parametrize("statement,found", REFUSED, ids=[f for _, f in REFUSED])
+def test_refused_statements_leave_the_store_unchanged(store_dir: Path, tmp_path: Path,
+                                                      statement: str, found: str) -> None:
+    before = fingerprint(store_dir)
+    result = run(store_dir, "sql", statement.format(tmp=tmp_path))
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: runstore sql only runs queries (found {found})\n"
+    assert result.stdout == ""
+    assert fingerprint(store_dir) == before
+    assert list(tmp_path.iterdir()) == []  # nothing written elsewhere either
+
+
+def test_queries_are_allowed(store_dir: Path) -> None:
+    for q in ("select 1 as x", "with t as (select 2 as x) select * from t", "from runs limit 1",
+              "describe runs", "summarize settings", "show tables",
+              "select 1 union all select 2", "(select 1)"):
+        result = run(store_dir, "sql", q, "-F", "csv")
+        assert result.exit_code == 0, (q, result.stderr)
+
+
+def test_syntax_error_shows_line_column_and_text(store_dir: Path) -> None:
+    result = run(store_dir, "sql", "select run_name,\n  kind from runs where")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "Error: syntax error at line 2, column 22 near 'where': incomplete WHERE clause\n"
+        "    kind from runs where\n"
+        "                   ^^^^^\n")
+    result = run(store_dir, "sql", "select (1 from runs")
+    assert result.stderr.startswith("Error: syntax error at line 1, column 14 near 'from': "
+                                    "expected )\n")
+    result = run(store_dir, "sql", "selec * from runs")
+    assert result.stderr.startswith("Error: syntax error at line 1, column 5 near 'selec'")
+    result = run(store_dir, "sql", "select * from runs where run_name = 'oops")
+    assert result.stderr.startswith("Error: syntax error at line 1, column 37: unterminated")
+    assert "sqlglot" not in result.stderr and "<class" not in result.stderr
+
+
+def test_query_errors_from_duckdb(store_dir: Path) -> None:
+    result = run(store_dir, "sql", "select no_such_column from runs")
+    assert result.exit_code == 1 and result.stderr.startswith("Error: Binder Error")
+
+
+def test_missing_store_says_how_to_make_one(tmp_path: Path) -> None:
+    for args in (["sql", "select 1"], ["runs"]):
+        result = run(tmp_path / "nowhere", *args)
+        assert result.exit_code == 1
+        assert "runstore ingest PATH" in result.stderr and result.stderr.startswith("Error: ")
+    assert not (tmp_path / "nowhere").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters
+
+
+def test_params_are_bound_not_interpolated(store_dir: Path) -> None:
+    value = "it's \"quoted\"; drop table runs --"
+    result = run(store_dir, "sql", "select $v as v", "--param", f"v={value}", "-F", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout) == [{"v": value}]
+    result = run(store_dir, "sql", "select count(*) as n from runs where run_name = $n",
+                 "-p", "n=o'brien", "-F", "csv")
+    assert result.stdout == "n\n0\n"
+    result = run(store_dir, "sql", "select $x + 1 as y", "-p", "x=41", "-F", "csv")
+    assert result.stdout == "y\n42\n"
+
+
+def test_param_errors(store_dir: Path) -> None:
+    result = run(store_dir, "sql", "select $v")
+    assert result.exit_code == 1 and "--param v=VALUE" in result.stderr
+    result = run(store_dir, "sql", "select 1", "--param", "kl_treshold=0.02")
+    assert result.exit_code == 1 and "neither used by the query" in result.stderr
+    result = run(store_dir, "sql", "select 1", "--param", "novalue")
+    assert result.exit_code == 2
+    result = run(store_dir, "sql", "select 1", "--param", "kl_threshold=high")
+    assert result.exit_code == 1 and "must be a number" in result.stderr
+
+
+def test_kl_threshold_param_changes_the_answer(tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "mild"
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.jsonl").write_text("".join(
+        f'{{"step": {s}, "optim/kl_sample_train_v1": {v}}}\n'
+        for s, v in enumerate([0.001, 0.015, 0.018, 0.025, 0.001])))
+    store = tmp_path / "store"
+    runstore.open(store).ingest([tmp_path / "runs"])
+    q = "select run_name, steps_over, flagged from kl_health"
+    default = run(store, "sql", q, "-F", "csv")
+    stricter = run(store, "sql", q, "--param", "kl_threshold=0.02", "-F", "csv")
+    assert default.stdout == "run_name,steps_over,flagged\nmild,3,True\n"
+    assert stricter.stdout == "run_name,steps_over,flagged\nmild,1,True\n"
+    assert oracle.kl_health(tmp_path / "runs", 0.02)["mild"]["steps_over"] == 1
+    higher = run(store, "sql", q, "--param", "kl_threshold=0.03", "-F", "csv")
+    assert higher.stdout == "run_name,steps_over,flagged\nmild,0,False\n"
+
+
+def test_kl_threshold_param_on_awkward_tree(store_dir: Path, _awkward_template: Path) -> None:
+    result = run(store_dir, "sql", "select run_name from kl_health where flagged order by 1",
+                 "--param", "kl_threshold=0.02", "-F", "csv")
+    want = sorted(n for n, r in oracle.kl_health(_awkward_template, 0.02).items()
+                  if r["flagged"])
+    assert result.stdout.splitlines() == ["run_name", *want]
+
+
+# ---------------------------------------------------------------------------------------------
+# Output formats and query sources
+
+Q = "select 'a,b' as s, 1.5 as x, cast('NaN' as double) as nan, null as n union all " \
+    "select 'line\nbreak', 2, 'inf'::double, 1 order by x"
+
+
+def test_formats(store_dir: Path, tmp_path: Path) -> None:
+    out = run(store_dir, "sql", Q, "-F", "csv").stdout
+    assert list(csv.reader(io.StringIO(out))) == [
+        ["s", "x", "nan", "n"], ["a,b", "1.5", "NaN", ""], ["line\nbreak", "2.0", "Infinity", "1"]]
+    out = run(store_dir, "sql", Q, "-F", "json").stdout
+    assert out.startswith("[") and '"nan": NaN' in out and '"nan": Infinity' in out
+    lines = run(store_dir, "sql", Q, "-F", "jsonl").stdout.splitlines()
+    assert len(lines) == 2 and json.loads(lines[0])["s"] == "a,b"
+    md = run(store_dir, "sql", Q, "-F", "markdown").stdout.splitlines()
+    assert md[:2] == ["| s | x | nan | n |", "|---|---|---|---|"] and "line⏎break" in md[3]
+    table = run(store_dir, "sql", Q, "-F", "table").stdout.splitlines()
+    assert table[0].split() == ["s", "x", "nan", "n"] and table[-1] == "(2 rows)"
+    target = tmp_path / "out.parquet"
+    result = run(store_dir, "sql", Q, "-F", "parquet", "-o", str(target))
+    assert result.exit_code == 0 and pq.read_table(target).num_rows == 2
+    assert run(store_dir, "sql", Q, "-F", "parquet").exit_code == 2  # needs -o
+    target = tmp_path / "out.csv"
+    assert run(store_dir, "sql", Q, "-F", "csv", "-o", str(target)).stdout == ""
+    assert target.read_text().startswith("s,x,nan,n\n")
+
+
+def test_table_format_fits_the_width(store_dir: Path) -> None:
+    from runstore import output
+
+    store = runstore.open(store_dir)
+    table = store.arrow("select run_name, kind, status, n_steps, best_reward, max_kl "
+                        "from run_summary order by run_name")
+    lines = output.render(table, "table", width=70).splitlines()
+    assert max(len(line) for line in lines[:-1]) <= 70
+    assert lines[-1] == f"({table.num_rows} rows)"
+    assert lines[0].split() == ["run_name", "kind", "status", "n_steps", "best_reward", "max_kl"]
+    assert "…" in lines[2]  # long run names give way ...
+    assert "0.01" in "".join(lines)  # ... numbers do not
+    # Too narrow for the numbers: floats lose digits, never get cut; then lines overflow.
+    wide = store.arrow("select 0.123456789::double as a, 0.987654321::double as b, "
+                       "repeat('y', 200) as t")
+    [header, _, row, _] = output.render(wide, "table", width=20).splitlines()
+    assert row.split()[:2] == ["0.123", "0.988"] and "…" in row
+    assert output.render(wide, "csv").splitlines()[1].startswith("0.123456789,0.987654321,")
+
+
+def test_query_from_file_and_stdin(store_dir: Path, tmp_path: Path) -> None:
+    f = tmp_path / "q.sql"
+    f.write_text("-- how many runs\nselect count(*) as n from runs\n")
+    assert run(store_dir, "sql", "-f", str(f), "-F", "csv").stdout == "n\n22\n"
+    assert run(store_dir, "sql", "-F", "csv", input="select 2 as n").stdout == "n\n2\n"
+    assert run(store_dir, "sql", "-", "-F", "csv", input="select 3 as n").stdout == "n\n3\n"
+    assert run(store_dir, "sql", "-f", "-", "-F", "csv", input="select 4 as n").stdout == "n\n4\n"
+    assert run(store_dir, "sql", "select 1", "-f", str(f)).exit_code == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# runs, views, schema
+
+
+def test_runs_command(store_dir: Path, _awkward_template: Path) -> None:
+    result = run(store_dir, "runs", "-F", "csv")
+    names = [r["run_name"] for r in csv.DictReader(io.StringIO(result.stdout))]
+    assert names == sorted(oracle.run_name(_awkward_template, r)
+                           for r in oracle.run_dirs(_awkward_template))
+    result = run(store_dir, "runs", "--kind", "rl", "--name", "awkward/kl/*",
+                 "--where", "kl_flagged and max_kl > 0.04", "-F", "csv")
+    got = [r["run_name"] for r in csv.DictReader(io.StringIO(result.stdout))]
+    want = sorted(n for n, r in oracle.run_summary(_awkward_template).items()
+                  if n.startswith("awkward/kl/") and r["kind"] == "rl" and r["kl_flagged"]
+                  and r["max_kl"] > 0.04)
+    assert got == want and got
+    assert run(store_dir, "runs", "--name", "it's*", "-F", "csv").stdout.count("\n") == 1
+
+
+@pytest.mark.parametrize("where,found", [
+    ("1; drop table runs", "syntax error"),
+    ("run_id in (select run_id from runs)", "found a subquery"),
+    ("exists (select 1)", "found a subquery"),
+    ("kind = $k", "found parameter $k"),
+    ("query('drop table runs') is null", "found query()"),
+])
+def test_runs_where_is_only_an_expression(store_dir: Path, where: str, found: str) -> None:
+    before = fingerprint(store_dir)
+    result = run(store_dir, "runs", "--where", where)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: --where takes one SQL condition") and found in result.stderr
+    assert fingerprint(store_dir) == before
+
+
+def test_views_command() -> None:
+    result = run(None, "views")
+    assert result.exit_code == 0
+    for v in query.views():
+        assert f"\n{v.name}\n" in "\n" + result.stdout
+        for col, _ in v.columns:
+            assert f"    {col} " in result.stdout or result.stdout.count(f"    {col}\n")
+    rows = list(csv.DictReader(io.StringIO(run(None, "views", "-F", "csv").stdout)))
+    assert {(r["view"], r["column"]) for r in rows} == {
+        (v.name, c) for v in query.views() for c, _ in v.columns}
+
+
+@pytest.mark.parametrize("dialect", ["spark", "trino"])
+def test_views_dialect(dialect: str) -> None:
+    import sqlglot
+
+    result = run(None, "views", "--dialect", dialect)
+    assert result.exit_code == 0
+    parsed = [s for s in sqlglot.parse(result.stdout, read=dialect) if s is not None]
+    assert len(parsed) == len(query.views()) + 1
+    head = "CREATE OR REPLACE TEMP VIEW" if dialect == "spark" else "CREATE OR REPLACE VIEW"
+    assert f"{head} kl_health AS" in result.stdout
+    # Dependency order: each view is created after the views it reads.
+    positions = {v.name: result.stdout.index(f"{head} {v.name} AS") for v in query.views()}
+    for v in query.views():
+        for dep in v.depends:
+            if dep in positions:
+                assert positions[dep] < positions[v.name]
+
+
+def test_schema_command() -> None:
+    from runstore import schema
+
+    rows = list(csv.DictReader(io.StringIO(run(None, "schema", "-F", "csv").stdout)))
+    assert [(r["table"], r["column"]) for r in rows] == [
+        (t, c) for t, cols in schema.TABLES.items() for c, _, _ in cols]
+    rows = list(csv.DictReader(io.StringIO(run(None, "schema", "metrics_raw", "-F", "csv").stdout)))
+    types = {r["column"]: r["type"] for r in rows}
+    assert types["value"] == "DOUBLE" and types["step"] == "BIGINT" and types["key"] == "VARCHAR"
+    assert all(r["comment"] for r in rows)
+    result = run(None, "schema", "kl_health")
+    assert result.exit_code == 1 and "runstore views" in result.stderr
+    assert run(None, "schema", "nope").exit_code == 1
+
+
+def test_schema_types_match_duckdb(store_dir: Path) -> None:
+    """`runstore schema` types are the ones the tables have in queries."""
+    from runstore import catalog
+
+    con = runstore.open(store_dir).connect()
+    try:
+        for r in catalog.schema_table().to_pylist():
+            [(typ,)] = con.execute(
+                "select data_type from information_schema.columns "
+                "where table_name = ? and column_name = ?", [r["table"], r["column"]]).fetchall()
+            assert typ == r["type"], r
+    finally:
+        con.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Help
+
+
+def test_every_command_has_an_example() -> None:
+    for name, command in main.commands.items():
+        result = run(None, name, "--help")
+        assert result.exit_code == 0 and "Example:" in result.stdout, name
+
+
+def test_help_does_not_import_polars() -> None:
+    code = ("import sys\n"
+            "from click.testing import CliRunner\n"
+            "from runstore.cli import main\n"
+            "for args in (['--help'], ['sql', '--help'], ['runs', '--help'], ['views', '--help']):\n"
+            "    assert CliRunner().invoke(main, args).exit_code == 0\n"
+            "heavy = [m for m in ('polars', 'duckdb', 'deltalake', 'plotly') if m in sys.modules]\n"
+            "print(','.join(heavy) or 'none')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONWARNINGS": "error"}, check=True)
+    assert out.stdout.strip() == "none"
