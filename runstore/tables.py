@@ -136,7 +136,7 @@ def read_table(root: Path, manifest: Manifest, table: str) -> pa.Table:
     parts = []
     for f in files:
         try:
-            parts.append(_conform(pq.read_table(f), target))
+            parts.append(_conform(pq.ParquetFile(f).read(), target))
         except (OSError, pa.ArrowException) as e:
             raise StoreCorrupt(
                 f"cannot read {f}: {e}. Run `runstore repair` to drop it from the store, then "
