@@ -120,20 +120,20 @@ def connect(root: Path, manifest: tables.Manifest, params: dict[str, Any] | None
     settings = {**DEFAULT_SETTINGS, **(manifest.settings or {})}
     for k, v in (params or {}).items():
         if k in DEFAULT_SETTINGS:
-            if isinstance(DEFAULT_SETTINGS[k], float) and _setting_value(v)[0] is None:
+            if isinstance(DEFAULT_SETTINGS[k], float) and setting_value(v)[0] is None:
                 raise QueryError(f"setting {k} must be a number, got {v!r} "
                                  f"(e.g. --param {k}={DEFAULT_SETTINGS[k]})")
             settings[k] = v
     con.execute("create table settings (name varchar, value_num double, value_str varchar)")
     for k, v in settings.items():
-        num, text = _setting_value(v)
+        num, text = setting_value(v)
         con.execute("insert into settings values (?, ?, ?)", [k, num, text])
     for view in views():
         con.execute(f"create view {identifier(view.name)} as {view.body}")
     return con
 
 
-def _setting_value(v: Any) -> tuple[float | None, str | None]:
+def setting_value(v: Any) -> tuple[float | None, str | None]:
     try:
         return float(v), None
     except (TypeError, ValueError):
