@@ -52,6 +52,10 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str] | None = None):
         self.path = resolve(path)
+        # One DuckDB database per snapshot, reused while no newer snapshot is published
+        # (building it parses every view; a query on it is a cursor, cheap and independent).
+        self._db: Any = None
+        self._db_seq: int | None = None
 
     def __enter__(self) -> "Store":
         return self
@@ -120,6 +124,20 @@ class Store:
         """A fresh in-memory DuckDB connection over the newest snapshot."""
         return query.connect(self.path, self.manifest(), params)
 
+    def _cursor(self, params: dict[str, Any]) -> Any:
+        """A connection for one query: a cursor on the cached database of the newest snapshot,
+        or a fresh connection when the query overrides a setting (settings are per database)."""
+        if any(k in query.DEFAULT_SETTINGS for k in params):
+            return self.connect(params)
+        paths = tables.manifest_paths(self.path)
+        seq = paths[-1][0] if paths else None
+        if self._db is None or seq != self._db_seq:
+            fresh = self.connect()
+            if self._db is not None:
+                self._db.close()
+            self._db, self._db_seq = fresh, seq
+        return self._db.cursor()
+
     def arrow(self, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
         """Run one read-only query; the result as a pyarrow Table.
 
@@ -138,7 +156,7 @@ class Store:
             raise QueryError(
                 f"param {unused[0]!r} is neither used by the query (as ${unused[0]}) nor a "
                 f"setting ({', '.join(query.DEFAULT_SETTINGS)})")
-        con = self.connect(params)
+        con = self._cursor(params)
         try:
             bound = {k: v for k, v in params.items() if k in names}
             return con.sql(sql, params=bound or None).to_arrow_table()
@@ -216,6 +234,37 @@ class Store:
             ['gsm8k_tool_rl/sweep/lr_1e-3/seed_0', 'gsm8k_tool_rl/sweep/lr_1e-4/seed_0']
         """
         return self._frame(*statements.runs_query(kind=kind, name=name, where=where))
+
+    def check(self, *, threshold: float | None = None, rules: Iterable[Any] | None = None,
+              runs: str | None = None, since_step: int | None = None,
+              default_rules: bool | None = None,
+              config: bool | str | os.PathLike[str] = True) -> "pl.DataFrame":
+        """Health rules over live metrics: one row per (run, rule) that fires.
+
+        Columns: `run_name, rule, first_step, last_step, steps_over, longest_streak, peak,
+        latest, status`. The default rule is KL v1 or v2 (either spelling) above `threshold`
+        (else runstore.toml's `[check] threshold`, else the `kl_threshold` setting, else
+        0.01), with `kl_health`'s semantics. `rules` adds `checks.Rule`s or text such as
+        `"optim/entropy < 0.05"`; `default_rules=False` drops the KL rule; `runs` is a GLOB
+        over `run_name`; `since_step` ignores earlier steps. `config=True` also reads the
+        `[[check.rule]]`s of the runstore.toml beside the store or in the working directory
+        (`False`: none; a path: that file). See docs/checks.md.
+
+        Example:
+            >>> store.check()[["run_name", "rule", "first_step", "steps_over"]].rows()
+            [('gsm8k_tool_rl/sweep/lr_1e-3/seed_0', 'kl_sample_train_v1|v2 > 0.01', 22, 8)]
+            >>> store.check(since_step=100).height
+            0
+        """
+        import polars as pl
+
+        from . import checks
+
+        df = pl.from_arrow(checks.run_check(self, threshold=threshold, rules=rules, runs=runs,
+                                            since_step=since_step, default_rules=default_rules,
+                                            config=config))
+        assert isinstance(df, pl.DataFrame)
+        return df
 
     def views(self) -> tuple[View, ...]:
         """The canned views (name, description, documented columns, SQL), in dependency order.

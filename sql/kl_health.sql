@@ -20,17 +20,22 @@
 -- @column nan_steps: number of steps where v1 or v2 is NaN
 -- @column flagged: true when any step is over the threshold
 with kl as (
-    -- One row per (run, step) with both families; each (run, step, key) is unique in
-    -- `metrics`, so max() just picks the one value (NaN included).
+    -- One row per (run, step) with both families. Reads `metrics_raw` directly (the latest
+    -- write per key via max_by on the write order) rather than the `metrics` view: the same
+    -- rule, but one aggregation instead of a window over every metric.
     select run_id, step,
-           coalesce(max(case when key = 'optim/kl_sample_train_v1' then value end),
-                    max(case when key = 'kl_sample_train_v1' then value end)) as v1,
-           coalesce(max(case when key = 'optim/kl_sample_train_v2' then value end),
-                    max(case when key = 'kl_sample_train_v2' then value end)) as v2
-    from metrics
+           coalesce(max_by(case when key = 'optim/kl_sample_train_v1' then value end,
+                           case when key = 'optim/kl_sample_train_v1' then seq end),
+                    max_by(case when key = 'kl_sample_train_v1' then value end,
+                           case when key = 'kl_sample_train_v1' then seq end)) as v1,
+           coalesce(max_by(case when key = 'optim/kl_sample_train_v2' then value end,
+                           case when key = 'optim/kl_sample_train_v2' then seq end),
+                    max_by(case when key = 'kl_sample_train_v2' then value end,
+                           case when key = 'kl_sample_train_v2' then seq end)) as v2
+    from metrics_raw
     where key in ('optim/kl_sample_train_v1', 'optim/kl_sample_train_v2',
                   'kl_sample_train_v1', 'kl_sample_train_v2')
-      and value is not null
+      and step is not null and not coalesce(pre_resume, false)
     group by run_id, step
 ),
 flags as (
@@ -42,46 +47,32 @@ flags as (
            or coalesce(not isnan(v2) and v2 > (select value_num from settings where name = 'kl_threshold'), false)
                as is_over
     from kl
+    where v1 is not null or v2 is not null
 ),
 islands as (
     -- Gaps and islands: consecutive over-steps share one difference of row numbers.
-    select run_id, step, is_over,
+    select run_id, step, v1, v2, is_nan, is_over,
            row_number() over (partition by run_id order by step)
            - row_number() over (partition by run_id, is_over order by step) as island
     from flags
 ),
 streaks as (
-    select run_id, max(n) as longest
-    from (select run_id, island, count(*) as n from islands where is_over group by run_id, island) as s
-    group by run_id
-),
-per_run as (
-    select run_id,
-           max(case when not isnan(v1) then v1 end) as max_kl_v1,
-           max(case when not isnan(v2) then v2 end) as max_kl_v2,
-           max(case when v1 is not null then step end) as last_step_v1,
-           max(case when v2 is not null then step end) as last_step_v2,
-           count(case when is_over then 1 end) as steps_over,
-           min(case when is_over then step end) as first_step_over,
-           max(case when is_over then step end) as last_step_over,
-           count(case when is_nan then 1 end) as nan_steps
-    from flags
-    group by run_id
+    select run_id, step, v1, v2, is_nan, is_over,
+           count(*) over (partition by run_id, is_over, island) as streak
+    from islands
 )
-select p.run_id,
+select s.run_id,
        r.run_name,
-       p.max_kl_v1,
-       p.max_kl_v2,
-       l1.v1 as last_kl_v1,
-       l2.v2 as last_kl_v2,
-       p.steps_over,
-       p.first_step_over,
-       p.last_step_over,
-       coalesce(s.longest, 0) as longest_streak_over,
-       p.nan_steps,
-       p.steps_over > 0 as flagged
-from per_run as p
-left join runs as r on r.run_id = p.run_id
-left join flags as l1 on l1.run_id = p.run_id and l1.step = p.last_step_v1
-left join flags as l2 on l2.run_id = p.run_id and l2.step = p.last_step_v2
-left join streaks as s on s.run_id = p.run_id
+       max(case when not isnan(v1) then v1 end) as max_kl_v1,
+       max(case when not isnan(v2) then v2 end) as max_kl_v2,
+       max_by(v1, case when v1 is not null then step end) as last_kl_v1,
+       max_by(v2, case when v2 is not null then step end) as last_kl_v2,
+       count(case when is_over then 1 end) as steps_over,
+       min(case when is_over then step end) as first_step_over,
+       max(case when is_over then step end) as last_step_over,
+       coalesce(max(case when is_over then streak end), 0) as longest_streak_over,
+       count(case when is_nan then 1 end) as nan_steps,
+       count(case when is_over then 1 end) > 0 as flagged
+from streaks as s
+left join runs as r on r.run_id = s.run_id
+group by s.run_id, r.run_name
