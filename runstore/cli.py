@@ -134,36 +134,49 @@ class _Progress:
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
-@click.option("--watch", type=float, default=None, metavar="SECONDS",
-              help="Ingest again every SECONDS until Ctrl-C.")
+@click.option("--watch", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="SECONDS",
+              help="Ingest again every SECONDS until Ctrl-C, printing each health rule "
+                   "that starts firing once (see --check).")
+@click.option("--check/--no-check", "check", default=None,
+              help="Evaluate the health rules (as `runstore check` with no options: the KL "
+                   "rule and runstore.toml's) after each pass and print newly firing ones. "
+                   "On by default with --watch.")
 @click.option("--lock-timeout", type=float, default=60.0, show_default=True,
               help="Seconds to wait for another ingest holding the store.")
 @click.pass_context
 @handle_errors
 def ingest(ctx: click.Context, paths: tuple[str, ...], quiet: bool, watch: float | None,
-           lock_timeout: float) -> None:
+           check: bool | None, lock_timeout: float) -> None:
     """Ingest every run found under PATHS (at any depth), incrementally.
+
+    With --watch, keep ingesting every SECONDS until Ctrl-C (or SIGTERM), which ends it
+    cleanly. Paths and runs may appear and vanish meanwhile. Each (run, rule) that starts
+    firing is printed once on stdout (also with --quiet) as
+    `FIRED run: rule since step N (...)`.
 
     Example:
 
+    \b
         runstore ingest runs/            # first time: everything
-
         runstore ingest runs/            # again: only what changed
+        runstore ingest runs/ --watch 30 # live runs: ingest and check every 30 s
     """
     store = _store(ctx)
     progress = _Progress(not quiet and sys.stderr.isatty())
     warn = None if quiet else (lambda text: click.echo(f"warning: {text}", err=True))
-    while True:
+    summary = None if quiet else (lambda report: click.echo(report.summary(), err=True))
+    if watch is None and not check:
         report = store.ingest(list(paths), progress=progress, on_warning=warn,
                               lock_timeout=lock_timeout)
-        if not quiet:
-            click.echo(report.summary(), err=True)
-        if watch is None:
-            return
-        try:
-            time.sleep(watch)
-        except KeyboardInterrupt:
-            return
+        if summary:
+            summary(report)
+        return
+    from .watch import watch as watch_runs
+
+    watch_runs(store, list(paths), interval=watch, check=check is not False,
+               on_alert=lambda alert: click.echo(alert.text()), on_report=summary,
+               on_warning=warn, progress=progress, lock_timeout=lock_timeout)
 
 
 @main.command()
@@ -225,6 +238,55 @@ def runs(ctx: click.Context, kind: str | None, name: str | None, where: str | No
     from .statements import runs_query
 
     emit(_store(ctx).arrow(*runs_query(kind=kind, name=name, where=where)), fmt, output)
+
+
+@main.command()
+@click.option("--threshold", type=float, default=None, metavar="X",
+              help="Threshold of the default KL rule (default: runstore.toml's [check] "
+                   "threshold, else the store's kl_threshold setting, else 0.01).")
+@click.option("--rule", "rules", multiple=True, metavar="EXPR",
+              help='Also check METRIC OP NUMBER, e.g. "optim/entropy < 0.05" (OP: > >= < <=; '
+                   "repeatable; double-quote a name with spaces, quotes, brackets or "
+                   "commas).")
+@click.option("--default-rules/--no-default-rules", "default_rules", default=None,
+              help="Include the default KL rule (default: yes, unless runstore.toml says "
+                   "default_rules = false).")
+@click.option("--runs", metavar="GLOB",
+              help="Only runs whose run_name matches GLOB (* matches / too).")
+@click.option("--since-step", type=int, metavar="N", help="Ignore steps before N.")
+@output_options
+@click.pass_context
+@handle_errors
+def check(ctx: click.Context, threshold: float | None, rules: tuple[str, ...],
+          default_rules: bool | None, runs: str | None, since_step: int | None,
+          fmt: str | None, output: str | None) -> None:
+    """Flag runs whose health rules fire: one row per (run, rule) that fires.
+
+    The default rule is KL (optim/kl_sample_train_v1 or v2, with or without optim/)
+    strictly above 0.01 at some step, with kl_health's semantics: only the latest write of a
+    step counts, NaN never fires, +Infinity does. More rules come from --rule and from
+    [[check.rule]] in a runstore.toml beside the store or in the working directory.
+
+    Exit status: 0 when nothing fired, 1 when a rule fired, 2 for a usage or store error.
+
+    Example:
+
+    \b
+        runstore ingest runs/ && runstore check          # gate a CI job
+        runstore check --threshold 0.02 --rule "optim/entropy < 0.05" -F json
+        runstore check --runs 'math_rl_sweep/*' --since-step 100
+    """
+    from . import checks
+
+    try:
+        table = checks.run_check(_store(ctx), threshold=threshold, rules=rules, runs=runs,
+                                 since_step=since_step, default_rules=default_rules)
+    except RunstoreError as e:
+        e.exit_code = 2  # 1 means "a rule fired", so every error here is a 2
+        raise
+    emit(table, fmt, output)
+    if table.num_rows:
+        ctx.exit(1)
 
 
 @main.command()
@@ -321,6 +383,174 @@ def compact(ctx: click.Context, vacuum_hours: float | None) -> None:
     before = _store(ctx).compact(vacuum_hours=vacuum_hours)
     for name, n in sorted(before.items()):
         click.echo(f"{name}: {n} file{'s' if n != 1 else ''} before")
+
+
+# -- pictures: plot, report, trace (runstore.charts / report / perfetto) ----------------------
+
+_RUNS_GLOB = click.option("--runs", metavar="GLOB",
+                          help="Only runs whose run_name matches GLOB (* matches / too).")
+_HTML_OUT = click.option("--output", "-o", "output", required=True,
+                         type=click.Path(dir_okay=False), help="HTML file to write.")
+
+
+def _wrote(path: Any) -> None:
+    size = Path(path).stat().st_size
+    shown = f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.0f} kB"
+    click.echo(f"wrote {path} ({shown})", err=True)
+
+
+def _write_chart(fig: Any, output: str) -> None:
+    from .charts import write_html
+
+    _wrote(write_html(fig, output))
+
+
+@main.group()
+def plot() -> None:
+    """Draw one chart into a self-contained HTML file (plotly.js inlined: opens offline).
+
+    Example:
+
+    \b
+        runstore plot metric env/all/reward/total --color-by learning_rate -o reward.html
+        runstore plot kl -o kl.html
+    """
+
+
+@plot.command("metric")
+@click.argument("keys", nargs=-1, required=True)
+@_RUNS_GLOB
+@click.option("--color-by", metavar="CONFIG_KEY",
+              help="Colour runs by the value of this flattened config key (e.g. learning_rate).")
+@click.option("--smooth", type=click.IntRange(min=1), metavar="N",
+              help="Add an N-step exponential moving average; the raw line stays faint.")
+@_HTML_OUT
+@click.pass_context
+@handle_errors
+def plot_metric(ctx: click.Context, keys: tuple[str, ...], runs: str | None,
+                color_by: str | None, smooth: int | None, output: str) -> None:
+    """One line per run and metric KEY over steps.
+
+    Example:
+
+    \b
+        runstore plot metric env/all/reward/total --runs 'math_rl_sweep/*' \\
+            --color-by learning_rate --smooth 10 -o reward.html
+    """
+    _write_chart(_store(ctx).plot_metric(list(keys), runs=runs, color_by=color_by,
+                                         smooth=smooth), output)
+
+
+@plot.command("kl")
+@_RUNS_GLOB
+@click.option("--threshold", type=float, metavar="X",
+              help="KL threshold (default: the store's kl_threshold setting, 0.01).")
+@_HTML_OUT
+@click.pass_context
+@handle_errors
+def plot_kl(ctx: click.Context, runs: str | None, threshold: float | None, output: str) -> None:
+    """KL v1 and v2 per run, the threshold dashed, flagged runs on top and in the title.
+
+    Example:
+
+    \b
+        runstore plot kl -o kl.html
+        runstore plot kl --runs 'gsm8k_tool_rl/*' --threshold 0.005 -o kl.html
+    """
+    _write_chart(_store(ctx).plot_kl(runs=runs, threshold=threshold), output)
+
+
+@plot.command("rewards")
+@_RUNS_GLOB
+@click.option("--color-by", metavar="CONFIG_KEY",
+              help="Colour runs by the value of this flattened config key.")
+@_HTML_OUT
+@click.pass_context
+@handle_errors
+def plot_rewards(ctx: click.Context, runs: str | None, color_by: str | None,
+                 output: str) -> None:
+    """Reward per step (faint) and its 10-step moving average (reward_trends), per run.
+
+    Example:
+
+    \b
+        runstore plot rewards --color-by model_name -o rewards.html
+    """
+    _write_chart(_store(ctx).plot_rewards(runs=runs, color_by=color_by), output)
+
+
+@plot.command("spans")
+@click.argument("run")
+@click.option("--step", type=int, metavar="N", help="Step of the Gantt chart (default: the last).")
+@_HTML_OUT
+@click.pass_context
+@handle_errors
+def plot_spans(ctx: click.Context, run: str, step: int | None, output: str) -> None:
+    """Gantt chart of one step's spans of RUN, and each span's share of step time.
+
+    RUN is a run_name, or a GLOB that matches exactly one run.
+
+    Example:
+
+    \b
+        runstore plot spans gsm8k_tool_rl/sweep/lr_1e-4/seed_0 --step 10 -o spans.html
+    """
+    _write_chart(_store(ctx).plot_spans(run, step=step), output)
+
+
+@main.command()
+@_HTML_OUT
+@_RUNS_GLOB
+@click.pass_context
+@handle_errors
+def report(ctx: click.Context, output: str, runs: str | None) -> None:
+    """Write one self-contained HTML report: runs, KL health, rewards, spans, checkpoints.
+
+    The file opens with no network (plotly.js is inlined once).
+
+    Example:
+
+    \b
+        runstore report -o report.html
+        runstore report --runs 'math_rl_sweep/*' -o math.html
+    """
+    _wrote(_store(ctx).report(output, runs=runs))
+
+
+@main.command()
+@click.argument("run")
+@click.option("--step", type=int, metavar="N",
+              help="Only step N: slices tagged with it or inside its time window.")
+@click.option("--segment", type=int, metavar="K",
+              help="Only process session K of a resumed run (0, 1, ...).")
+@click.option("--from", "source", type=click.Choice(["auto", "trace", "spans"]), default="auto",
+              show_default=True,
+              help="trace_events.jsonl slices, or timing spans (auto: the trace when there is one).")
+@click.option("--output", "-o", "output", type=click.Path(dir_okay=False),
+              help="Write to FILE instead of standard output.")
+@click.pass_context
+@handle_errors
+def trace(ctx: click.Context, run: str, step: int | None, segment: int | None, source: str,
+          output: str | None) -> None:
+    """Export RUN's timing as a Chrome trace JSON array for Perfetto UI or chrome://tracing.
+
+    RUN is a run_name, or a GLOB that matches exactly one run. Without trace_events.jsonl the
+    run's timing spans are exported instead (one track per nesting depth, steps end to end).
+
+    Example:
+
+    \b
+        runstore trace gsm8k_tool_rl/sweep/lr_3e-4/seed_1 --step 10 -o trace.json
+        runstore trace 'sl/*' --segment 0 -o trace.json   # then open it in ui.perfetto.dev
+    """
+    from .perfetto import dumps
+
+    if step is not None and segment is not None:
+        raise click.UsageError("give --step or --segment, not both")
+    text = dumps(_store(ctx).trace(run, step=step, segment=segment, source=source))
+    _write_text(text, output)
+    if output:
+        _wrote(output)
 
 
 @main.command()

@@ -26,6 +26,7 @@ from .ingest import IngestReport, Progress
 from .query import View
 
 if TYPE_CHECKING:
+    import plotly.graph_objects as go
     import polars as pl
 
 DEFAULT_STORE = ".runstore"
@@ -300,6 +301,89 @@ class Store:
         from . import schema
 
         return list(schema.TABLES)
+
+    # -- pictures (runstore.charts, runstore.report, runstore.perfetto) --------------------
+    def plot_metric(self, keys: str | Sequence[str], *, runs: str | None = None,
+                    color_by: str | None = None, smooth: int | None = None) -> "go.Figure":
+        """One line per run and key over steps (live values of the `metrics` view).
+
+        `runs` is a GLOB over `run_name`; `color_by` a flattened config key (runs coloured
+        by its value, with a legend); `smooth=N` adds an N-step EMA and keeps the raw line
+        faint. Lines over 5,000 points keep each bucket's min and max (said in the subtitle).
+
+        Example:
+            >>> fig = store.plot_metric("env/all/reward/total", runs="math_rl_sweep/*",
+            ...                         color_by="learning_rate", smooth=5)
+            >>> sorted({t.meta["kind"] for t in fig.data})
+            ['ema', 'raw']
+        """
+        from . import charts
+
+        return charts.plot_metric(self, keys, runs=runs, color_by=color_by, smooth=smooth)
+
+    def plot_kl(self, *, runs: str | None = None,
+                threshold: float | None = None) -> "go.Figure":
+        """KL v1/v2 per run over steps, the threshold dashed, flagged runs on top and named
+        in the title (threshold: the `kl_threshold` setting unless given).
+
+        Example:
+            >>> store.plot_kl().layout.title.text
+            'KL sample→train — flagged: gsm8k_tool_rl/sweep/lr_1e-3/seed_0'
+        """
+        from . import charts
+
+        return charts.plot_kl(self, runs=runs, threshold=threshold)
+
+    def plot_rewards(self, *, runs: str | None = None,
+                     color_by: str | None = None) -> "go.Figure":
+        """`reward_trends`: each step's reward (faint) and `reward_ma10` per run.
+
+        Example:
+            >>> len(store.plot_rewards(runs="gsm8k_tool_rl/*").data)
+            10
+        """
+        from . import charts
+
+        return charts.plot_rewards(self, runs=runs, color_by=color_by)
+
+    def plot_spans(self, run: str, *, step: int | None = None) -> "go.Figure":
+        """A Gantt chart of one step's spans (default: the last step) in nesting order, over
+        the share of step time of each top-level span at every step.
+
+        Example:
+            >>> fig = store.plot_spans("sl/tulu3_qwen3-8b_lr2e-4", step=3)
+            >>> sorted({t.meta["kind"] for t in fig.data})
+            ['gantt', 'share']
+        """
+        from . import charts
+
+        return charts.plot_spans(self, run, step=step)
+
+    def report(self, path: str | os.PathLike[str], *, runs: str | None = None) -> Path:
+        """Write the self-contained HTML report (summary, KL, rewards, spans, checkpoints).
+
+        Example:
+            >>> store.report("report.html", runs="gsm8k_tool_rl/*")  # doctest: +SKIP
+            PosixPath('report.html')
+        """
+        from . import report
+
+        return report.write(self, path, runs)
+
+    def trace(self, run: str, *, step: int | None = None, segment: int | None = None,
+              source: str = "auto") -> list[dict[str, Any]]:
+        """A run's timing as Chrome trace events (Perfetto UI, chrome://tracing), from
+        `trace_slices`, or from `spans` when the run has no trace (`source` forces one).
+
+        Example:
+            >>> events = store.trace("sl/tulu3_qwen3-8b_lr2e-4", step=3)
+            >>> sorted({e["ph"] for e in events})
+            ['M', 'X']
+        """
+        from . import perfetto
+
+        return perfetto.trace_events(self, run, step=step, segment=segment,
+                                     source=source)  # type: ignore[arg-type]
 
 
 def open(path: str | os.PathLike[str] | None = None) -> Store:  # noqa: A001 - the public name

@@ -608,3 +608,73 @@ def trace_slices(path: Path) -> list[tuple[str, float, float | None]]:
             out.append((o["name"], float(o["ts"]), float(o["dur"])))
     out += [(name, ts, None) for stack in open_.values() for name, ts in stack]
     return sorted(out, key=lambda r: (r[1], r[0], -1 if r[2] is None else r[2]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Health checks (tests/test_checks.py): a rule evaluated over the live values of the files.
+# Written from docs/checks.md, not from runstore's SQL: `optim/X` and `X` are one family
+# (the prefixed write wins at a step that has both), NaN never compares true, a step is over
+# when any of the rule's metrics is, streaks run over the steps that log the rule's metrics.
+
+def rule_family(metric: str) -> tuple[str, ...]:
+    if metric.startswith("optim/") and metric != "optim/":
+        return metric, metric[len("optim/"):]
+    if "/" not in metric:
+        return "optim/" + metric, metric
+    return (metric,)
+
+
+_COMPARE = {">": lambda v, t: v > t, ">=": lambda v, t: v >= t,
+            "<": lambda v, t: v < t, "<=": lambda v, t: v <= t}
+
+
+def check_rule(root: Path, metrics: tuple[str, ...] | str, op: str, value: float, *,
+               since_step: int | None = None, runs: str | None = None
+               ) -> dict[str, dict[str, Any]]:
+    """run_name → first_step, last_step, steps_over, longest_streak, peak, latest, for the
+    runs where the rule fires. `runs` is a glob over run_name (`*` matches `/` too)."""
+    import fnmatch
+
+    if isinstance(metrics, str):
+        metrics = (metrics,)
+    families = []
+    for m in metrics:
+        if rule_family(m) not in families:
+            families.append(rule_family(m))
+    cmp = _COMPARE[op]
+    pick_max = op in (">", ">=")
+    out: dict[str, dict[str, Any]] = {}
+    for run in run_dirs(root):
+        name = run_name(root, run)
+        if runs is not None and not fnmatch.fnmatchcase(name, runs):
+            continue
+        live = live_numbers(run)
+        steps: dict[int, list[float]] = defaultdict(list)
+        for step in sorted({s for s, _ in live}):
+            if since_step is not None and step < since_step:
+                continue
+            for fam in families:
+                for key in fam:  # preferred spelling first
+                    if (step, key) in live:
+                        steps[step].append(live[(step, key)])
+                        break
+        over_steps, streak, longest, extreme = [], 0, 0, []
+        for step in sorted(steps):
+            values = steps[step]
+            over = any(not _isnan(v) and cmp(v, value) for v in values)
+            streak = streak + 1 if over else 0
+            longest = max(longest, streak)
+            finite = [v for v in values if not _isnan(v)]
+            step_value = (max(finite) if pick_max else min(finite)) if finite else float("nan")
+            extreme.append(step_value)
+            if over:
+                over_steps.append((step, step_value))
+        if not over_steps:
+            continue
+        peaks = [v for _, v in over_steps]
+        out[name] = {
+            "first_step": over_steps[0][0], "last_step": over_steps[-1][0],
+            "steps_over": len(over_steps), "longest_streak": longest,
+            "peak": max(peaks) if pick_max else min(peaks), "latest": extreme[-1],
+        }
+    return out
