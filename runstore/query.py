@@ -114,9 +114,9 @@ def connect(root: Path, manifest: tables.Manifest, params: dict[str, Any] | None
         if files:
             con.read_parquet(files, union_by_name=True).create_view(name)
         else:
-            con.register(f"_empty_{name}", schema_mod.empty(name))
-            con.execute(f"create view {identifier(name)} as select * from "
-                        f"{identifier('_empty_' + name)}")
+            # A real empty table, not a registered Arrow object: those are visible only to
+            # the connection that registered them, not to its cursors (Store._cursor).
+            con.from_arrow(schema_mod.empty(name)).create(name)
     settings = {**DEFAULT_SETTINGS, **(manifest.settings or {})}
     for k, v in (params or {}).items():
         if k in DEFAULT_SETTINGS:
