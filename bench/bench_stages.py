@@ -42,7 +42,7 @@ def main() -> None:
             data = (Path(rd.path) / f.rel_path).read_bytes()
             t = time.perf_counter()
             if f.kind == "metrics":
-                wide = jsonl.fast_table(data)
+                jsonl.fast_table(data)
                 acc["metrics: JSON parse"] += time.perf_counter() - t
                 t = time.perf_counter()
                 table, _ = metrics.normalize(data, 1, ctx)
@@ -51,7 +51,7 @@ def main() -> None:
                 pq.write_table(table, out / "m.parquet")
                 acc["metrics: Parquet write"] += time.perf_counter() - t
             elif f.kind == "timing_spans":
-                buf = jsonl.fast_table(data, timing.RECORD)
+                jsonl.fast_table(data, timing.RECORD)
                 acc["spans: JSON parse"] += time.perf_counter() - t
                 t = time.perf_counter()
                 table, _ = timing.normalize(data, 1, ctx)

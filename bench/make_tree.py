@@ -7,35 +7,9 @@ the size written. Uses two worker processes by default (the benchmark machine ha
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
-import sys
 import time
 from pathlib import Path
-from types import ModuleType
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def _load_demo() -> ModuleType:
-    """Import runstore.demo; fall back to loading the file directly.
-
-    demo.py imports only the standard library, so the benchmark tree can be built even while
-    the rest of the package (runstore/__init__.py) is being changed.
-    """
-    sys.path.insert(0, str(REPO))
-    try:
-        from runstore import demo
-        return demo
-    except ImportError:
-        path = REPO / "runstore" / "demo.py"
-        spec = importlib.util.spec_from_file_location("runstore_demo_standalone", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # worker processes look functions up by module name
-        spec.loader.exec_module(module)
-        return module
-
 
 def _tree_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
@@ -50,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     args = parser.parse_args(argv)
 
-    demo = _load_demo()
+    from runstore import demo
+
     start = time.perf_counter()
     specs = demo.generate_tree(args.out_dir, demo.bench_specs(args.runs, args.steps),
                                seed=args.seed, workers=args.workers)
