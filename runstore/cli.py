@@ -369,6 +369,27 @@ def migrate(ctx: click.Context, list_: bool) -> None:
 
 
 @main.command()
+@click.option("--lock-timeout", type=float, default=60.0, show_default=True,
+              help="Seconds to wait for an ingest holding the store.")
+@click.pass_context
+@handle_errors
+def repair(ctx: click.Context, lock_timeout: float) -> None:
+    """Mend a damaged store: missing or corrupt files, a broken Delta log, manifest or ledger.
+
+    What cannot be read is set aside under _runstore/quarantine/; the sources whose rows were
+    lost are read again by the next ingest. See docs/reliability.md.
+
+    Example:
+
+        runstore repair && runstore ingest runs/
+    """
+    report = _store(ctx).repair(lock_timeout=lock_timeout)
+    for action in report.actions:
+        click.echo(f"- {action}")
+    click.echo(report.summary())
+
+
+@main.command()
 @click.option("--vacuum-hours", type=float, default=None,
               help="Also delete files unreferenced for more than this many hours.")
 @click.pass_context

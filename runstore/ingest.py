@@ -132,6 +132,7 @@ def _discover_all(roots: list[Path]) -> list[RunDir]:
             if rd.run_name == ".":
                 rd.run_name = Path(rd.path).name
             out.append(rd)
+            tables.pause_point("discover")
     return out
 
 
@@ -145,6 +146,7 @@ class _Job:
         self.now = now
         self.run_rows: list[dict[str, Any]] = []
         self.replace_runs: list[str] = []
+        self._stored_runs: dict[str, dict[str, Any]] | None = None  # loaded when needed
 
     # -- per run -----------------------------------------------------------------------
     def run(self, rd: RunDir) -> None:
@@ -155,12 +157,14 @@ class _Job:
         for f in rd.files:
             task = FileTask(rd.path, run_id, run_name, f, self.led.get(run_id, f.rel_path))
             changed |= self._apply(task, process_file(task))
+            tables.pause_point("parse")
         newest = max((f.mtime_ns for f in rd.files), default=0)
         status = self._status(run_id, newest)
         prev_status = prev.state.get("status") if prev else None
         if prev is None:
             self.report.runs_new += 1
-        elif changed or status != prev_status or prev.state.get("layout") != rd.layout:
+        elif (changed or status != prev_status or prev.state.get("layout") != rd.layout
+              or prev.state.get("reread")):  # `runstore repair` lost this run's row
             self.report.runs_updated += 1
         else:
             self.report.runs_unchanged += 1
@@ -195,6 +199,10 @@ class _Job:
                 data = self._read_quiet(rd.path, f)
                 if data is not None:
                     info = config_norm.summarize(data, ctx)
+                if info.get("config_json") is None:
+                    # Unreadable now (cut mid-rewrite?): keep what the stored row says, as
+                    # the config table keeps its rows (see work.process_file).
+                    info = self._stored_config(run_id) or info
             elif f.kind == "code_diff":
                 data = self._read_quiet(rd.path, f)
                 if data is not None:
@@ -211,6 +219,18 @@ class _Job:
                                   if newest_ns else None),
             "ingested_at": datetime.now(timezone.utc),
         }
+
+    def _stored_config(self, run_id: str) -> dict[str, Any] | None:
+        """The config fields of the run's stored `runs` row, None when it has none."""
+        if self._stored_runs is None:
+            assert self.w.manifest is not None
+            rows = tables.read_table(self.root, self.w.manifest, "runs").to_pylist()
+            self._stored_runs = {r["run_id"]: r for r in rows}
+        row = self._stored_runs.get(run_id)
+        if row is None or row["config"] is None:
+            return None
+        return {"kind": row["kind"], "model_name": row["model_name"],
+                "learning_rate": row["learning_rate"], "config_json": row["config"]}
 
     @staticmethod
     def _read_quiet(run_path: str, f: SourceFile) -> bytes | None:

@@ -6,7 +6,9 @@ read next time), the number of complete lines consumed (so warnings name the rig
 a small JSON `state` a normalizer carries between reads. One extra entry per run (`rel_path`
 "" and kind "run") remembers the run's name, path, layout and status. `plan(entry, file)`
 decides what to read: nothing, the new bytes, or the whole file (first read, a write-once
-file that changed, an append-only file that shrank or whose bytes before the offset changed).
+file that changed, an append-only file that shrank or whose bytes before the offset changed,
+or an entry `runstore repair` marked with `state["reread"]` because some of its rows were lost:
+the whole file is then read again and replaces what is left of its rows).
 The ledger is saved as one Parquet file per snapshot by `tables.Writer.commit`.
 """
 
@@ -92,6 +94,8 @@ def plan(entry: Entry | None, f: SourceFile, tail: bytes | None = None) -> Plan:
     """
     if entry is None:
         return Plan("full", 0, 1, False)
+    if entry.state.get("reread"):
+        return Plan("full", 0, 1, True)  # `runstore repair` lost some of this file's rows
     if f.kind in APPEND_ONLY:
         if f.size < entry.offset:
             return Plan("full", 0, 1, True)  # truncated (e.g. metrics on resume)

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from .errors import StoreVersionError
 from .resources import migrations_dir
-from .tables import Manifest, Writer, utcnow
+from .tables import Manifest, Writer, pause_point, utcnow, writing
 
 NAME = re.compile(r"^(\d{4})_(\w+)\.py$")
 
@@ -95,6 +95,7 @@ class MigrationContext:
         schema = pa.schema([(c, _TYPES[t]) for c, t in columns])
         dt = DeltaTable.create(str(path), schema=schema, mode="error")
         self.tables[name] = {"version": dt.version(), "files": []}
+        pause_point("migrate")
 
     def add_columns(self, name: str, columns: list[tuple[str, str]]) -> None:
         from deltalake import DeltaTable, Field
@@ -118,7 +119,8 @@ def apply(writer: Writer) -> list[Migration]:
     ctx = MigrationContext(writer)
     applied = list(base.migrations)
     for mig in todo:
-        mig.load()(ctx)
+        with writing(writer.root, f"tables (migration {mig.name})"):
+            mig.load()(ctx)
         applied.append({"name": mig.name, "applied_at": utcnow().isoformat(), "doc": mig.doc})
     tables = {**base.tables, **ctx.tables}
     m = Manifest(seq=base.seq + 1, tables=tables, ledger=base.ledger,

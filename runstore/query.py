@@ -112,7 +112,13 @@ def connect(root: Path, manifest: tables.Manifest, params: dict[str, Any] | None
     for name in schema_mod.TABLES:
         files = tables.table_files(root, manifest, name)
         if files:
-            con.read_parquet(files, union_by_name=True).create_view(name)
+            try:
+                con.read_parquet(files, union_by_name=True).create_view(name)
+            except Exception as e:  # duckdb's errors: name the damaged file and what to do
+                damaged = tables.damaged_file(root, manifest, [name])
+                if damaged is None:
+                    raise
+                raise damaged from e
         else:
             # A real empty table, not a registered Arrow object: those are visible only to
             # the connection that registered them, not to its cursors (Store._cursor).

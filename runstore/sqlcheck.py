@@ -28,9 +28,13 @@ from typing import Any, Iterator
 
 from .errors import QueryError
 
-# Table functions that run arbitrary SQL text or write: refused even inside a SELECT.
-FORBIDDEN_FUNCTIONS = frozenset({"query", "query_table", "export_database", "checkpoint",
-                                 "force_checkpoint", "set_variable"})
+# Functions that run SQL text given as data or change state: refused even inside a SELECT.
+# (`json_execute_serialized_sql` runs a serialized statement; the others write: a checkpoint,
+# the log, a sequence, a variable, an external resource.)
+FORBIDDEN_FUNCTIONS = frozenset({"query", "query_table", "json_execute_serialized_sql",
+                                 "export_database", "checkpoint", "force_checkpoint",
+                                 "set_variable", "setval", "nextval", "write_log",
+                                 "truncate_duckdb_logs", "create_external_resource"})
 
 # First words of statements that are not queries. A statement that does not parse and starts
 # with one of these is refused by name; any other unparsable text is a syntax error (so a
@@ -130,6 +134,8 @@ def guard(query: str) -> list[str]:
                 "starts with SELECT, WITH, FROM, VALUES, DESCRIBE, SUMMARIZE or SHOW"
                 + _pointer(query, line, col, len(words[0]))) from e
         raise QueryError(syntax_message(e, query)) from e
+    # A comment after the last `;` comes back as a bare Semicolon node: not a statement.
+    trees = [t for t in trees if not isinstance(t, exp.Semicolon)]
     if len(trees) != 1:
         raise refuse(f"{len(trees)} statements")
     tree = trees[0]

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
     import polars as pl
 
+    from .repair import RepairReport
+
 DEFAULT_STORE = ".runstore"
 
 
@@ -85,6 +87,13 @@ class Store:
         self.manifest()
         with tables.writer(self.path, lock_timeout=lock_timeout) as w:
             return w.compact(vacuum_hours=vacuum_hours)
+
+    def repair(self, *, lock_timeout: float = 60.0) -> "RepairReport":
+        """Mend a damaged store (missing or corrupt files, a broken Delta log, manifest or
+        ledger); returns what was done. See docs/reliability.md."""
+        from .repair import repair
+
+        return repair(self.path, lock_timeout=lock_timeout)
 
     def migrate(self, *, lock_timeout: float = 60.0) -> list[str]:
         """Apply pending schema migrations; returns their names."""
@@ -163,7 +172,8 @@ class Store:
             return con.sql(sql, params=bound or None).to_arrow_table()
         except Exception as e:  # duckdb.Error subclasses; keep the import lazy
             if type(e).__module__.startswith("duckdb") or "duckdb" in type(e).__module__:
-                raise QueryError(str(e).strip()) from e
+                # A store file that vanished or broke since the snapshot was opened.
+                raise tables.read_error(self.path, e) or QueryError(str(e).strip()) from e
             raise
         finally:
             con.close()

@@ -19,6 +19,9 @@ Contract:
   before writing anything, so a crash at any point loses only the unpublished work.
 * Tables whose file count passes `COMPACT_FILES` are compacted (and their Delta log
   checkpointed) at commit time; `compact()` does it on demand.
+* A failed write (disk full, read-only or vanished store directory, a data file missing under
+  a Delta delete) surfaces as a `RunstoreError` naming what was being written and what to do;
+  nothing published before it is touched. `runstore.repair` mends what outside damage leaves.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
+import sys
 import time
 import uuid
 from contextlib import contextmanager
@@ -44,12 +49,37 @@ from .errors import StoreCorrupt, StoreLocked, StoreNotFound, RunstoreError
 MANIFESTS = "_runstore/manifests"
 LEDGERS = "_runstore/ledger"
 LOCK = "_runstore/lock"
-COMPACT_FILES = 32
+COMPACT_FILES = 32  # $RUNSTORE_COMPACT_FILES overrides it (tests use it to compact often)
 KEEP_MANIFESTS = 20
 
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+_reached: dict[str, int] = {}
+
+
+def pause_point(phase: str) -> None:
+    """Test-only crash hook; a no-op unless one of two environment variables is set.
+
+    `$RUNSTORE_TEST_POINTS=FILE` appends the name of every phase reached to FILE.
+    `$RUNSTORE_TEST_PAUSE=PHASE:N` makes the process print `paused at PHASE:N` on stderr and
+    sleep the N-th time it reaches PHASE, so tests/test_crash.py can SIGKILL it exactly there
+    (phases: discover, parse, migrate, recover, write, compact, ledger, publish).
+    """
+    log, pause = os.environ.get("RUNSTORE_TEST_POINTS"), os.environ.get("RUNSTORE_TEST_PAUSE")
+    if not (log or pause):
+        return
+    n = _reached[phase] = _reached.get(phase, 0) + 1
+    if log:
+        with open(log, "a") as f:
+            f.write(f"{phase}\n")
+    if pause == f"{phase}:{n}":
+        sys.stderr.write(f"paused at {phase}:{n}\n")
+        sys.stderr.flush()
+        while True:
+            time.sleep(60)
 
 
 @dataclass
@@ -98,8 +128,8 @@ def read_manifest(root: Path) -> Manifest | None:
         return Manifest.from_json(path.read_text())
     except (OSError, ValueError, TypeError) as e:
         raise StoreCorrupt(
-            f"cannot read the store manifest {path}: {e}. Delete that file to fall back to "
-            "the previous snapshot, then run `runstore ingest` again."
+            f"cannot read the store manifest {path}: {e}. Run `runstore repair`: it sets the "
+            "file aside and falls back to the previous snapshot (then `runstore ingest` again)."
         ) from e
 
 
@@ -109,12 +139,31 @@ def is_store(root: Path) -> bool:
 
 def require_store(root: Path) -> Manifest:
     m = read_manifest(root) if (root / MANIFESTS).is_dir() else None
+    if m is None and _has_data_files(root):
+        raise StoreCorrupt(f"the store at {root} has tables but no manifest in "
+                           f"{root / MANIFESTS}. Run `runstore repair` to rebuild it.")
     if m is None:
         raise StoreNotFound(
             f"no store at {root} — run `runstore ingest PATH` first, or pass --store "
             "(or set $RUNSTORE_STORE)"
         )
     return m
+
+
+def _has_data_files(root: Path) -> bool:
+    """Whether any table directory holds a Parquet file (the empty tables a first ingest
+    creates before its first snapshot hold none)."""
+    try:
+        names = os.listdir(root / "tables")
+    except OSError:
+        return False
+    for name in names:
+        try:
+            if any(n.endswith(".parquet") for n in os.listdir(root / "tables" / name)):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def table_files(root: Path, manifest: Manifest, table: str) -> list[str]:
@@ -138,11 +187,56 @@ def read_table(root: Path, manifest: Manifest, table: str) -> pa.Table:
         try:
             parts.append(_conform(pq.ParquetFile(f).read(), target))
         except (OSError, pa.ArrowException) as e:
-            raise StoreCorrupt(
-                f"cannot read {f}: {e}. Run `runstore repair` to drop it from the store, then "
-                "`runstore ingest` the runs again."
-            ) from e
+            why = "missing" if not os.path.exists(f) else f"unreadable ({one_line(e, 200)})"
+            raise _damaged(f, table, why) from e
     return pa.concat_tables(parts)
+
+
+def check_file(path: str) -> str | None:
+    """Why a live Parquet file of the store cannot be read, or None when it can (its footer
+    is checked, not every page: see `repair` for the full read)."""
+    import pyarrow.parquet as pq
+
+    if not os.path.exists(path):
+        return "missing"
+    try:
+        pq.ParquetFile(path).metadata
+    except (OSError, pa.ArrowException) as e:
+        return f"unreadable ({one_line(e, 200)})"
+    return None
+
+
+def _damaged(path: str, table: str, why: str) -> StoreCorrupt:
+    return StoreCorrupt(
+        f"the store file {path} (table {table}) is {why}. Run `runstore repair`: it drops the "
+        "file from the store, and the next `runstore ingest` re-reads the sources whose rows "
+        "it held.")
+
+
+def damaged_file(root: Path, manifest: Manifest, names: Any = None) -> StoreCorrupt | None:
+    """The first live file of the snapshot (of the tables `names`, default all) that is
+    missing or unreadable, as the error to show; None when every one reads."""
+    for name in names if names is not None else sorted(manifest.tables):
+        for f in table_files(root, manifest, name):
+            why = check_file(f)
+            if why:
+                return _damaged(f, name, why)
+    return None
+
+
+def read_error(root: Path, e: BaseException) -> RunstoreError | None:
+    """A query engine's error about a file of the store at `root`, as an error that names the
+    file and says what to do; None when the error is not about the store's files."""
+    text = one_line(e)
+    if str(root) not in text:
+        return None
+    try:
+        manifest = read_manifest(root)
+    except StoreCorrupt as bad:
+        return bad
+    found = damaged_file(root, manifest) if manifest is not None else None
+    return found or StoreCorrupt(
+        f"reading the store failed: {text}. If it happens again, run `runstore repair`.")
 
 
 def _conform(part: pa.Table, target: pa.Schema) -> pa.Table:
@@ -176,16 +270,30 @@ class Lock:
                     os.close(fd)
                     raise
                 if time.monotonic() >= deadline:
-                    holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+                    holder = self._holder(fd)
                     os.close(fd)
                     raise StoreLocked(
                         f"store is locked by PID {holder} (an ingest in progress); waited "
                         f"{timeout:g} s. Try again when it finishes, or raise --lock-timeout."
                     )
                 time.sleep(0.1)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:  # who holds it, for the message above; best effort (a full disk refuses it)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+        except OSError:
+            pass
         self.fd = fd
+
+    @staticmethod
+    def _holder(fd: int) -> str:
+        """The PID the holder wrote (it writes it just after taking the lock: wait a moment
+        for it rather than report an empty file)."""
+        for _ in range(20):
+            text = os.pread(fd, 64, 0).decode(errors="replace").strip()
+            if text:
+                return text
+            time.sleep(0.05)
+        return "?"
 
     def release(self) -> None:
         if self.fd is not None:
@@ -197,7 +305,75 @@ class Lock:
             self.fd = None
 
 
-def _check_writable(root: Path) -> None:
+_DISK_FULL = ("No space left on device", "os error 28", "Disk quota exceeded", "os error 122")
+_READ_ONLY = ("Read-only file system", "os error 30", "Permission denied", "os error 13",
+              "Operation not permitted", "os error 1)")
+_MISSING = ("No such file or directory", "os error 2)", "not found", "NotFound")
+
+
+_RUST_BACKTRACE = re.compile(r"\n\s*(?:Stack backtrace:\s*)?0: ")
+
+
+def one_line(e: BaseException, limit: int = 300) -> str:
+    """An error's text on one line, without the Rust backtrace deltalake appends when
+    $RUST_BACKTRACE is set, cut to `limit` characters."""
+    text = _RUST_BACKTRACE.split(str(e), maxsplit=1)[0]
+    text = " ".join(text.split()) or type(e).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _is_io_failure(e: BaseException) -> bool:
+    """True for the errors a failed store read/write raises (OS, Arrow, deltalake, a panic in
+    deltalake's Rust code), as opposed to a bug in runstore."""
+    if isinstance(e, (OSError, pa.ArrowException)):
+        return True
+    if type(e).__name__ == "PanicException":
+        return True
+    try:
+        from deltalake.exceptions import DeltaError
+    except ImportError:  # pragma: no cover - deltalake is a dependency
+        return False
+    return isinstance(e, DeltaError)
+
+
+def write_error(root: Path, what: str, e: BaseException) -> RunstoreError:
+    """A failure to write `what` (a path inside the store) as an error that says what to do."""
+    detail = one_line(e)
+    code = getattr(e, "errno", None)
+    where = f"{root / what}"
+    if code in (errno.ENOSPC, errno.EDQUOT) or any(t in detail for t in _DISK_FULL):
+        return RunstoreError(
+            f"the disk holding the store is full (writing {where}: {detail}). Free some space, "
+            "then run the command again: the unfinished snapshot is rolled back and nothing "
+            "already committed is lost.")
+    if code in (errno.EROFS, errno.EACCES, errno.EPERM) or any(t in detail for t in _READ_ONLY):
+        return RunstoreError(
+            f"cannot write the store at {root} (writing {where}: {detail}). Fix the directory's "
+            "permissions or mount, or choose another --store; nothing committed was lost.")
+    if code == errno.ENOENT or any(t in detail for t in _MISSING):
+        return StoreCorrupt(
+            f"a file of the store is missing (while writing {where}: {detail}). Run "
+            "`runstore repair` to drop it from the store, then `runstore ingest` to re-read "
+            "the sources whose rows it held.")
+    return RunstoreError(
+        f"writing {where} failed: {detail}. Nothing committed was lost; run the command "
+        "again, and `runstore repair` if it keeps failing.")
+
+
+@contextmanager
+def writing(root: Path, what: str) -> Iterator[None]:
+    """Run a store write; turn an I/O failure into `write_error(root, what, ...)`."""
+    try:
+        yield
+    except RunstoreError:
+        raise
+    except BaseException as e:
+        if not _is_io_failure(e):
+            raise
+        raise write_error(root, what, e) from e
+
+
+def check_writable(root: Path) -> None:
     try:
         root.mkdir(parents=True, exist_ok=True)
         probe = root / f".write-probe-{os.getpid()}"
@@ -225,10 +401,18 @@ class Writer:
 
     # -- lifecycle ---------------------------------------------------------------------
     def __enter__(self) -> "Writer":
-        _check_writable(self.root)
+        from .migrate import check_version
+
+        if (self.root / MANIFESTS).is_dir():
+            early = read_manifest(self.root)
+            if early is not None:
+                check_version(early)  # a newer runstore's store: refuse before writing a byte
+        check_writable(self.root)
         self.lock.acquire(self.lock_timeout)
         try:
             self.manifest = read_manifest(self.root)
+            if self.manifest is not None:
+                check_version(self.manifest)  # it may have been upgraded while we waited
             self._recover()
         except BaseException:
             self.lock.release()
@@ -240,28 +424,54 @@ class Writer:
 
     def _recover(self) -> None:
         """Roll back Delta versions that no published manifest covers (a crashed writer)."""
-        from deltalake import DeltaTable
-
+        self._sweep_temporaries()
         tables_dir = self.root / "tables"
         if not tables_dir.is_dir():
             return
-        for name in os.listdir(tables_dir):
+        for name in sorted(os.listdir(tables_dir)):
             path = tables_dir / name
             if not (path / "_delta_log").is_dir():
                 continue
             entry = (self.manifest.tables.get(name) if self.manifest else None)
+            dt = self._open_table(path)
             if entry is None:
+                if self.manifest is None and dt.file_uris():
+                    # Tables with data but no snapshot at all: the manifests were lost, this
+                    # is not a first ingest that died. Removing the tables would lose data.
+                    raise StoreCorrupt(
+                        f"the store at {self.root} has tables but no manifest in "
+                        f"{self.root / MANIFESTS}. Run `runstore repair` to rebuild it.")
                 # Created by a writer that never published: nothing of it is visible.
-                shutil.rmtree(path)
+                with writing(self.root, f"tables/{name}"):
+                    shutil.rmtree(path)
                 continue
-            try:
-                dt = DeltaTable(str(path))
-            except Exception as e:  # deltalake raises its own error types
+            if dt.version() == entry["version"]:
+                continue
+            if dt.version() > entry["version"] and self._rel_files(dt) != sorted(entry["files"]):
+                with writing(self.root, f"tables/{name}"):
+                    dt.restore(entry["version"])
+                pause_point("recover")
+                dt = self._open_table(path)
+            if self._rel_files(dt) != sorted(entry["files"]):
+                # Its log lost commits the snapshot relies on: appending on top would drop
+                # rows from the next snapshot without a word.
                 raise StoreCorrupt(
-                    f"cannot open the Delta table {path}: {e}. Run `runstore repair`."
-                ) from e
-            if dt.version() > entry["version"]:
-                dt.restore(entry["version"])
+                    f"the Delta table {path} no longer matches the store's snapshot "
+                    f"(version {dt.version()}, snapshot {entry['version']}). Run "
+                    "`runstore repair` (it rebuilds the table's log from the snapshot).")
+
+    def _open_table(self, path: Path) -> Any:
+        from deltalake import DeltaTable
+
+        try:
+            return DeltaTable(str(path))
+        except Exception as e:  # deltalake raises its own error types
+            raise StoreCorrupt(
+                f"cannot open the Delta table {path}: {one_line(e)}. Run "
+                "`runstore repair` (it rebuilds the table's log from the last snapshot).") from e
+
+    def _sweep_temporaries(self) -> None:
+        sweep_temporaries(self.root)
 
     # -- staging -----------------------------------------------------------------------
     def delete(self, table: str, predicate: str) -> None:
@@ -289,20 +499,25 @@ class Writer:
         touched = set(self._deletes) | set(self._appends)
         for name in sorted(touched):
             path = str(self.root / "tables" / name)
-            preds = self._deletes.get(name)
-            if preds:
-                # One delete per table and commit: each Delta delete rewrites the files it hits.
-                DeltaTable(path).delete(" OR ".join(f"({p})" for p in preds))
-            parts = self._appends.get(name)
-            if parts:
-                data = pa.concat_tables(parts).cast(schema_mod.schema(name))
-                write_deltalake(path, data, mode="append")
-                self.rows_added[name] = self.rows_added.get(name, 0) + data.num_rows
-            dt = DeltaTable(path)
-            if len(dt.file_uris()) > COMPACT_FILES:
-                dt.optimize.compact()
+            with writing(self.root, f"tables/{name}"):
+                preds = self._deletes.get(name)
+                if preds:
+                    # One delete per table and commit: each Delta delete rewrites the files it
+                    # hits.
+                    DeltaTable(path).delete(" OR ".join(f"({p})" for p in preds))
+                parts = self._appends.get(name)
+                if parts:
+                    data = pa.concat_tables(parts).cast(schema_mod.schema(name))
+                    write_deltalake(path, data, mode="append")
+                    self.rows_added[name] = self.rows_added.get(name, 0) + data.num_rows
+                pause_point("write")
                 dt = DeltaTable(path)
-                dt.create_checkpoint()
+                if len(dt.file_uris()) > int(os.environ.get("RUNSTORE_COMPACT_FILES")
+                                             or COMPACT_FILES):
+                    dt.optimize.compact()
+                    dt = DeltaTable(path)
+                    dt.create_checkpoint()
+                    pause_point("compact")
             tables[name] = {"version": dt.version(), "files": self._rel_files(dt)}
         self._deletes.clear()
         self._appends.clear()
@@ -311,7 +526,9 @@ class Writer:
         seq = self.manifest.seq + 1
         if ledger is not None:
             ledger_rel = f"{LEDGERS}/{seq:08d}.parquet"
-            write_new_parquet(self.root / ledger_rel, ledger)
+            with writing(self.root, ledger_rel):
+                write_new_parquet(self.root / ledger_rel, ledger)
+            pause_point("ledger")
         m = Manifest(
             seq=seq,
             tables=tables,
@@ -326,17 +543,14 @@ class Writer:
         return m
 
     def publish(self, m: Manifest) -> None:
-        publish_manifest(self.root, m)
+        with writing(self.root, f"{MANIFESTS}/{m.seq:08d}.json"):
+            publish_manifest(self.root, m)
         self.manifest = m
+        pause_point("publish")
         self._prune()
 
     def _rel_files(self, dt: Any) -> list[str]:
-        root = str(self.root.resolve())
-        out = []
-        for uri in dt.file_uris():
-            p = uri[len("file://"):] if uri.startswith("file://") else uri
-            out.append(os.path.relpath(os.path.realpath(p), root))
-        return sorted(out)
+        return rel_files(self.root, dt)
 
     def _prune(self) -> None:
         """Drop manifests and ledgers older than the last KEEP_MANIFESTS snapshots."""
@@ -355,23 +569,54 @@ class Writer:
         from deltalake import DeltaTable
 
         assert self.manifest is not None
+        damaged = damaged_file(self.root, self.manifest)
+        if damaged is not None:
+            raise damaged  # compacting would carry the damage into the new files' snapshot
         tables = {k: dict(v) for k, v in self.manifest.tables.items()}
         before = {}
         for name in tables:
             path = str(self.root / "tables" / name)
-            dt = DeltaTable(path)
-            before[name] = len(dt.file_uris())
-            dt.optimize.compact()
-            dt = DeltaTable(path)
-            dt.create_checkpoint()
-            if vacuum_hours is not None:
-                dt.vacuum(retention_hours=int(vacuum_hours), enforce_retention_duration=False,
-                          dry_run=False)
+            with writing(self.root, f"tables/{name}"):
+                dt = DeltaTable(path)
+                before[name] = len(dt.file_uris())
+                dt.optimize.compact()
+                dt = DeltaTable(path)
+                dt.create_checkpoint()
+                if vacuum_hours is not None:
+                    dt.vacuum(retention_hours=int(vacuum_hours),
+                              enforce_retention_duration=False, dry_run=False)
             tables[name] = {"version": dt.version(), "files": self._rel_files(dt)}
         m = Manifest(**{**self.manifest.__dict__, "seq": self.manifest.seq + 1,
                         "tables": tables, "created_at": utcnow().isoformat()})
         self.publish(m)
         return before
+
+
+def sweep_temporaries(root: Path) -> None:
+    """Delete the half-written temporaries (`.NAME.UUID.tmp`) a killed writer left behind: no
+    reader ever opens them, and only the lock holder (the caller) creates them."""
+    for sub in (MANIFESTS, LEDGERS):
+        d = root / sub
+        try:
+            names = os.listdir(d)
+        except FileNotFoundError:
+            continue
+        for n in names:
+            if n.startswith(".") and n.endswith(".tmp"):
+                try:
+                    (d / n).unlink()
+                except OSError:
+                    pass
+
+
+def rel_files(root: Path, dt: Any) -> list[str]:
+    """The live files of a DeltaTable as paths relative to the store root, sorted."""
+    base = str(root.resolve())
+    out = []
+    for uri in dt.file_uris():
+        p = uri[len("file://"):] if uri.startswith("file://") else uri
+        out.append(os.path.relpath(os.path.realpath(p), base))
+    return sorted(out)
 
 
 def write_new_parquet(path: Path, table: pa.Table) -> None:
@@ -380,8 +625,11 @@ def write_new_parquet(path: Path, table: pa.Table) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def publish_manifest(root: Path, m: Manifest) -> None:
@@ -389,11 +637,11 @@ def publish_manifest(root: Path, m: Manifest) -> None:
     d.mkdir(parents=True, exist_ok=True)
     final = d / f"{m.seq:08d}.json"
     tmp = d / f".{m.seq:08d}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "w") as f:
-        f.write(m.to_json())
-        f.flush()
-        os.fsync(f.fileno())
     try:
+        with open(tmp, "w") as f:
+            f.write(m.to_json())
+            f.flush()
+            os.fsync(f.fileno())
         os.link(tmp, final)  # fails if a snapshot with this number exists: never overwrite
     finally:
         tmp.unlink(missing_ok=True)

@@ -5,7 +5,9 @@ entry, or None) and returns a `FileResult`: the new ledger
 entry (None when the file was skipped), the Arrow tables to append per store table, the deletes
 to stage first (a re-read file's earlier rows, steps logged again, trace events that were still
 open), the warnings (`file:line: message`) and the bytes read. It never touches the store and
-never writes to a source: the ingest applies results in order. (Keeping this pure also keeps it
+never writes to a source: the ingest applies results in order. A write-once file that changed but now yields no
+row, only warnings (cut mid-rewrite, garbage), is skipped instead: its earlier rows stay
+and the next ingest retries it. (Keeping this pure also keeps it
 movable to worker processes; measured on this 2-core machine, a pool did not pay: see
 docs/benchmarks.md.)
 """
@@ -94,6 +96,14 @@ def process_file(task: FileTask) -> FileResult:
         entry = Entry(**{**entry.__dict__, "state": dict(entry.state)})
     n_lines = jsonl.count_lines(data) if append_only else 0
     _normalize(f, data, plan, entry, ctx, result)
+    if plan.replace and not append_only and result.warnings and KIND_TABLES[f.kind] \
+            and not any(t.num_rows for parts in result.appends.values() for t in parts):
+        # A write-once file that changed and now reads as nothing at all (cut while being
+        # rewritten, or garbage): keep the rows of the version read before, and leave the
+        # ledger as it was so the next ingest tries the file again.
+        ctx.warn(None, "nothing in it could be read; its earlier rows are kept until it reads")
+        return FileResult(rel_path=f.rel_path, entry=None, warnings=result.warnings,
+                          bytes_read=result.bytes_read)
     entry.size, entry.mtime_ns = f.size, f.mtime_ns
     if append_only:
         entry.offset = plan.start + len(data)

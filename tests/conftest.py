@@ -69,3 +69,13 @@ def small_tree(_small_template: Path, tmp_path: Path) -> Path:
 @pytest.fixture
 def store_path(tmp_path: Path) -> Path:
     return tmp_path / "store"
+
+
+# Figures a test wants shown at the end of the run (e.g. how many hypothesis cases
+# tests/test_hostile.py generated): name -> value, printed by pytest_terminal_summary.
+REPORT: dict[str, object] = {}
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    for name, value in REPORT.items():
+        terminalreporter.write_line(f"{name}: {value}")

@@ -618,10 +618,24 @@ def test_rewritten_logtree_replaces_its_rows(small_tree: Path, store_path: Path)
     store.ingest([small_tree])
     f = run / "iteration_000000" / "train_logtree.json"
     assert oracle.conversations_in(f) > 0
-    f.write_bytes(f.read_bytes()[:1000])  # cut while being rewritten
+    whole = f.read_bytes()
+    before = expected(run)
+    f.write_bytes(whole[:1000])  # cut while being rewritten: nothing in it reads
     report = store.ingest([small_tree])
-    assert counts(store, run_id(store, run)) == expected(run)
+    # The rows of the version read before stay until the file reads again (a reader must not
+    # lose rows to a file caught mid-write), and the file is named.
+    assert counts(store, run_id(store, run)) == before
     assert warned_files(report.warnings) == {"a/rl_dirs/iteration_000000/train_logtree.json"}
+    # Rewritten to something that reads: its rows replace the earlier ones.
+    f.write_bytes(whole.replace(b'"assistant"', b'"user"'))
+    os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
+    report = store.ingest([small_tree])
+    assert report.warnings == []
+    assert counts(store, run_id(store, run)) == expected(run)
+    rid = run_id(store, run)
+    assert store.sql("select count(*) as n from messages m join conversations c using "
+                     "(conversation_id) where m.role = 'assistant' and c.split = 'train' and "
+                     "c.iteration = 0 and c.run_id = $rid", params={"rid": rid})["n"][0] == 0
 
 
 # --------------------------------------------------------------------------- discovery

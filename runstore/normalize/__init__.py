@@ -9,12 +9,46 @@ Contract shared by every module here:
   `runstore.schema.TABLES`. `run_id` and `source_id` are filled from the `Context`.
 * Nothing raises on bad input. A record that cannot be used is reported with
   `ctx.warn(line, message)` and skipped; the rest of the file is still normalized.
+* Integers go to int64 columns only when they fit (`fits_int64`); JSON has no bound, and a
+  value Arrow cannot hold is bad input like any other.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
+
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def fits_int64(value: int) -> bool:
+    """Whether an integer fits an int64 column."""
+    return INT64_MIN <= value <= INT64_MAX
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_str(text: str) -> str:
+    """`text` with each lone UTF-16 surrogate (JSON's `"\\ud800"` decodes to one; Arrow and
+    UTF-8 cannot hold it) replaced by U+FFFD; a no-op (one fast encode) for ordinary text."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+
+
+def finite(value: Any) -> bool:
+    """A JSON number (not a bool) with a finite float value (huge integers are not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer too large for a double
+        return False
 
 
 @dataclass

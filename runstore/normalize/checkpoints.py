@@ -18,20 +18,11 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from runstore.normalize import Context
+from runstore.normalize import Context, fits_int64, clean_str as _clean_str
 
 __all__ = ["normalize", "KNOWN_KEYS"]
 
 KNOWN_KEYS = ("name", "batch", "epoch", "final", "state_path", "sampler_path", "rolling")
-
-
-def _clean_str(text: str) -> str:
-    """Replace lone UTF-16 surrogates (which Arrow cannot encode) by U+FFFD."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def _json_text(value: Any) -> str:
@@ -44,15 +35,13 @@ _BAD = object()  # sentinel: present but unusable
 def _as_int(value: Any) -> Any:
     if isinstance(value, bool):
         return _BAD
-    if isinstance(value, int):
-        return value
     if isinstance(value, float):
-        return int(value) if value.is_integer() else _BAD
-    if isinstance(value, str):
+        value = int(value) if value.is_integer() else _BAD
+    elif isinstance(value, str):
         text = value.strip()
-        if text and (text.isdigit() or (text[0] in "+-" and text[1:].isdigit())):
-            return int(text)
-    return _BAD
+        ascii_digits = text[1:] if text[:1] in ("+", "-") else text
+        value = int(text) if ascii_digits.isascii() and ascii_digits.isdigit() else _BAD
+    return value if isinstance(value, int) and fits_int64(value) else _BAD
 
 
 def _as_bool(value: Any) -> Any:

@@ -22,7 +22,8 @@ import json
 import re
 from typing import Any
 
-from runstore.normalize import Context
+from runstore.normalize import Context, clean_str as _clean_str
+from runstore.parse import jsonl
 
 __all__ = ["normalize", "summarize", "infer_kind", "flatten", "load"]
 
@@ -36,15 +37,6 @@ def _json_text(value: Any) -> str:
     return _clean_str(text)
 
 
-def _clean_str(text: str) -> str:
-    """Replace lone surrogates by U+FFFD; a no-op (one fast encode) for ordinary text."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-
-
 def load(data: bytes, ctx: Context) -> dict | None:
     """Parse config.json bytes; warn and return None unless it is one JSON object."""
     if not data or not data.strip():
@@ -52,7 +44,7 @@ def load(data: bytes, ctx: Context) -> dict | None:
         return None
     try:
         # Stdlib json accepts the bare NaN/Infinity tokens Python writes, and detects UTF-8/16/32.
-        cfg = json.loads(data)
+        cfg = jsonl.loads(data)  # json.loads, with a bound on nesting
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         ctx.warn(None, f"config.json is not valid JSON ({exc.__class__.__name__}: {exc})")
         return None

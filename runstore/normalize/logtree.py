@@ -45,7 +45,8 @@ import re
 from collections import Counter
 from typing import Any, Iterator
 
-from runstore.normalize import Context
+from runstore.normalize import Context, clean_str as _clean_str
+from runstore.parse import jsonl
 
 __all__ = ["normalize", "MAX_DEPTH", "GROUP_HEADER"]
 
@@ -54,15 +55,6 @@ GROUP_HEADER = "Group Rollout"
 _HEADER_TAGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _EPISODE_RE = re.compile(r"^Trajectory (\d+) Episode$")
 _TURN_RE = re.compile(r"^Turn \d+$")
-
-
-def _clean_str(text: str) -> str:
-    """Replace lone UTF-16 surrogates (which Arrow cannot encode) by U+FFFD."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def _json_text(value: Any) -> str:
@@ -110,7 +102,8 @@ def _text(node: dict) -> str:
 def _header(section: dict) -> str | None:
     """Text of the first h1..h6 child of a section node."""
     for child in _children(section):
-        if isinstance(child, dict) and child.get("tag") in _HEADER_TAGS:
+        if isinstance(child, dict) and isinstance(child.get("tag"), str) \
+                and child["tag"] in _HEADER_TAGS:
             return _text(child)
     return None
 
@@ -271,7 +264,7 @@ def _load(data: bytes, ctx: Context) -> dict | None:
         ctx.warn(None, "logtree file is empty")
         return None
     try:
-        tree = json.loads(data)
+        tree = jsonl.loads(data)
     except RecursionError:
         ctx.warn(None, "logtree JSON is nested too deeply to parse; skipped")
         return None

@@ -22,9 +22,10 @@ import pyarrow.compute as pc
 
 from ..parse import jsonl
 from ..schema import schema
-from . import Context
+from . import Context, clean_str as _clean_str
 
 _NUMERIC = (pa.types.is_integer, pa.types.is_floating)
+_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 SMALL = 128 << 10  # bytes below which the line decoder is the faster path
 
 
@@ -103,6 +104,9 @@ def _slow(data: bytes, first_line: int, ctx: Context, pre_resume: bool) -> pa.Ta
             else:
                 ctx.warn(lineno, f"skipped: `step` must be an integer, got {step!r:.40}")
                 continue
+        if step is not None and not _INT64_MIN <= step <= _INT64_MAX:
+            ctx.warn(lineno, f"skipped: `step` {str(step)[:24]}... does not fit 64 bits")
+            continue
         for key, v in obj.items():
             if key == "step" or v is None:
                 continue
@@ -113,12 +117,19 @@ def _slow(data: bytes, first_line: int, ctx: Context, pre_resume: bool) -> pa.Ta
             cols["value_str"].append(text)
             cols["seq"].append(lineno)
     n = len(cols["key"])
+    try:
+        keys = pa.array(cols["key"], pa.string())
+        texts = pa.array(cols["value_str"], pa.string())
+    except UnicodeEncodeError:  # a lone surrogate somewhere: clean every string, then retry
+        keys = pa.array([_clean_str(k) for k in cols["key"]], pa.string())
+        texts = pa.array([t if t is None else _clean_str(t) for t in cols["value_str"]],
+                         pa.string())
     return pa.table({
         "run_id": pa.array([ctx.run_id] * n, pa.string()),
         "step": pa.array(cols["step"], pa.int64()),
-        "key": pa.array(cols["key"], pa.string()),
+        "key": keys,
         "value": pa.array(cols["value"], pa.float64()),
-        "value_str": pa.array(cols["value_str"], pa.string()),
+        "value_str": texts,
         "seq": pa.array(cols["seq"], pa.int64()),
         "pre_resume": pa.array([pre_resume] * n, pa.bool_()),
         "source_id": pa.array([ctx.source_id] * n, pa.int64()),
@@ -136,3 +147,5 @@ def _split_value(v: Any) -> tuple[float | None, str | None]:
     if isinstance(v, str):
         return None, v
     return None, json.dumps(v, allow_nan=True)
+
+

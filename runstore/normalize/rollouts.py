@@ -21,18 +21,9 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from runstore.normalize import Context
+from runstore.normalize import Context, fits_int64, clean_str as _clean_str
 
 __all__ = ["normalize"]
-
-
-def _clean_str(text: str) -> str:
-    """Replace lone UTF-16 surrogates (which Arrow cannot encode) by U+FFFD."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def _json_text(value: Any) -> str | None:
@@ -56,9 +47,9 @@ class _Fields:
         value = obj.get(key)
         if value is None:
             return None
-        if isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(value, int) and not isinstance(value, bool) and fits_int64(value):
             return value
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, float) and value.is_integer() and fits_int64(int(value)):
             return int(value)
         self._bad(where or key, value)
         return None
@@ -172,7 +163,8 @@ def normalize(records: Iterable[tuple[int, Any]], ctx: Context) -> dict[str, lis
                     "episode_done": f.bool(step, "episode_done", f"{where}.episode_done"),
                     "metrics": _json_text(step.get("metrics")),
                     "logs": _json_text(step.get("logs")),
-                    "stop_reason": step.get("stop_reason") if isinstance(step.get("stop_reason"), str) else None,
+                    "stop_reason": (_clean_str(step["stop_reason"])
+                                    if isinstance(step.get("stop_reason"), str) else None),
                     "extra": _json_text({k: v for k, v in step.items() if k not in _STEP_KEYS} or None),
                 }
             )

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from ..parse import jsonl
 from ..schema import schema
-from . import Context
+from . import Context, clean_str as _clean_str, fits_int64
 
 RECORD = pa.schema([
     ("step", pa.int64()),
@@ -43,7 +43,7 @@ MAX_CELLS = 4_000_000  # records × n × n booleans compared at once (bounds mem
 
 def normalize(data: bytes, first_line: int, ctx: Context) -> tuple[pa.Table, list[int]]:
     buf = None if b"\n\n" in data else jsonl.fast_table(data, RECORD)
-    if buf is None:
+    if buf is None or not _whole(buf):
         buf = _decode(data, first_line, ctx)
     # The last record of each step wins (a resumed run logs a step again).
     last: dict[int, int] = {}
@@ -75,6 +75,16 @@ def normalize(data: bytes, first_line: int, ctx: Context) -> tuple[pa.Table, lis
     table = table.append_column("run_id", pa.repeat(ctx.run_id, n))
     table = table.append_column("source_id", pa.repeat(ctx.source_id, n))
     return table.select(schema("spans").names).cast(schema("spans")), steps
+
+
+def _whole(buf: pa.Table) -> bool:
+    """Whether the fast reader's table has nothing the line decoder would report: every record
+    has a step and a list of spans, and every span is an object with a name."""
+    spans = buf.column("spans").combine_chunks()
+    if buf.column("step").null_count or spans.null_count:
+        return False
+    flat = pc.list_flatten(spans)
+    return flat.null_count == 0 and flat.field("name").null_count == 0
 
 
 def _nest(table: pa.Table, lengths: np.ndarray) -> tuple[np.ndarray, pa.Array]:
@@ -151,7 +161,7 @@ def _decode(data: bytes, first_line: int, ctx: Context) -> pa.Table:
             ctx.warn(lineno, "skipped: a timing line must be a JSON object")
             continue
         step = obj.get("step")
-        if isinstance(step, bool) or not isinstance(step, int):
+        if isinstance(step, bool) or not isinstance(step, int) or not fits_int64(step):
             ctx.warn(lineno, f"skipped: `step` must be an integer, got {step!r:.40}")
             continue
         raw = obj.get("spans")
@@ -173,13 +183,16 @@ def _decode(data: bytes, first_line: int, ctx: Context) -> pa.Table:
 def _num(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
-    return float(v)
+    try:
+        return float(v)
+    except OverflowError:  # an integer too large for a double
+        return None
 
 
 def _span(sp: Any) -> dict[str, Any] | None:
     if not isinstance(sp, dict) or not isinstance(sp.get("name"), str):
         return None
-    row = {"name": sp["name"], "duration": _num(sp.get("duration")),
+    row = {"name": _clean_str(sp["name"]), "duration": _num(sp.get("duration")),
            "wall_start": _num(sp.get("wall_start")), "wall_end": _num(sp.get("wall_end"))}
     if row["duration"] is None and sp.get("duration") is not None:
         return None

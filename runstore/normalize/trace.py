@@ -42,10 +42,9 @@ Instant events (`i`/`I`) are skipped silently; other unknown `ph` values are rep
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Iterable
 
-from runstore.normalize import Context
+from runstore.normalize import Context, finite, fits_int64, clean_str as _clean_str
 
 __all__ = ["normalize", "open_rows", "TS_BACKSTEP_US"]
 
@@ -53,15 +52,6 @@ TS_BACKSTEP_US = 1_000_000.0
 _STATE_VERSION = 1
 _INSTANT = frozenset({"i", "I"})
 _DROP_ARGS = ("track", "thread")
-
-
-def _clean_str(text: str) -> str:
-    """Replace lone UTF-16 surrogates (which Arrow cannot encode) by U+FFFD."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def _args_text(args: dict) -> str | None:
@@ -80,11 +70,10 @@ def _label(value: Any) -> str | None:
 
 
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int) and not isinstance(value, bool) and fits_int64(value)
 
 
-def _is_finite_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+_is_finite_number = finite  # huge integers are not: they have no float value
 
 
 class _Pairer:

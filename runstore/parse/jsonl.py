@@ -8,16 +8,25 @@ Contract:
 * `records(data, first_line, ctx)` yields `(line_number, object)` for every line that decodes
   as JSON (Python's decoder: bare `NaN`, `Infinity`, `-Infinity` accepted; a UTF-8 BOM and CRLF
   endings tolerated; blank lines skipped). Any other line — invalid UTF-8, invalid JSON, a cut
-  line, absurd nesting — is reported once as `file:line` through `ctx.warn` and skipped.
+  line, brackets nested deeper than `MAX_NESTING` — is reported once as `file:line` through
+  `ctx.warn` and skipped. The nesting bound is ours, not the interpreter's: Python's decoder
+  and encoder recurse, and how much of the recursion limit a caller has left varies, so
+  without it the same line could pass here and overflow later when a value is re-encoded.
+  `loads(data)` applies the same rule to a whole JSON file.
 * `fast_table(data)` tries pyarrow's multithreaded JSON reader on the whole buffer and returns
   None when it refuses it (type changes inside a column, duplicate keys, a bad line, a line
-  longer than a block); callers then fall back to `records`.
+  longer than a block), and does not even try unless every line starts with `{`, the buffer
+  is valid UTF-8 and no line nests deeper than `FAST_MAX_NESTING`: pyarrow 26's reader kills
+  the process (a segfault, not an error) on a first line `null` and on absurd nesting (it
+  recurses once per level and overflows its thread's stack), and passes invalid UTF-8
+  through. Callers then fall back to `records`, which reports such lines instead.
 """
 
 from __future__ import annotations
 
 import io
 import json
+from functools import lru_cache
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -26,6 +35,21 @@ from ..normalize import Context
 
 _decoder = json.JSONDecoder()
 BLOCK = 8 << 20
+MAX_NESTING = 512  # deeper JSON is refused as "nested too deeply" (see the module docstring)
+FAST_MAX_NESTING = 64  # deeper buffers skip pyarrow's reader
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+_BRACKET_LIMIT = 32 << 20  # a buffer with more bracket bytes skips pyarrow's reader too
+
+
+@lru_cache(maxsize=1)
+def _depth_steps() -> Any:
+    """+1 for each opening bracket byte, -1 for each closing one, 0 for any other byte."""
+    import numpy as np
+
+    steps = np.zeros(256, dtype=np.int8)
+    steps[list(b"[{")] = 1
+    steps[list(b"]}")] = -1
+    return steps
 
 
 def read_span(path: str, start: int, *, complete_lines: bool) -> bytes:
@@ -47,10 +71,20 @@ def read_tail(path: str, end: int, n: int) -> bytes:
 
 
 def decode_line(raw: bytes) -> Any:
-    """One line → a JSON value; raises ValueError (UnicodeDecodeError, JSONDecodeError, …)."""
+    """One line → a JSON value; raises ValueError (UnicodeDecodeError, JSONDecodeError, …),
+    or RecursionError when it nests deeper than MAX_NESTING."""
     text = raw.decode("utf-8")
     if text.startswith("\ufeff"):
         text = text[1:]
+    return loads(text, raw)
+
+
+def loads(text: str | bytes, raw: bytes | None = None) -> Any:
+    """`json.loads`, refusing (RecursionError) JSON nested deeper than MAX_NESTING."""
+    if raw is None:
+        raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and not 0 <= nesting(raw) <= MAX_NESTING:
+        raise RecursionError(f"JSON nested deeper than {MAX_NESTING} levels")
     return json.loads(text)
 
 
@@ -82,6 +116,15 @@ def fast_table(data: bytes, schema: pa.Schema | None = None) -> pa.Table | None:
         return None
     if data.startswith(b"\xef\xbb\xbf") or b"\r" in data[:4096]:
         return None  # BOM / CRLF: leave it to the line decoder
+    if not data.startswith(b"{") or data.count(b"\n{") != data.count(b"\n") - data.endswith(b"\n"):
+        return None  # a line that is not an object (a leading `null` crashes pyarrow)
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None  # pyarrow passes invalid UTF-8 through: let `records` report the line
+    if not 0 <= nesting(data) <= FAST_MAX_NESTING:
+        return None
     try:
         opts = pj.ReadOptions(block_size=BLOCK, use_threads=True)
         parse = (pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
@@ -89,6 +132,21 @@ def fast_table(data: bytes, schema: pa.Schema | None = None) -> pa.Table | None:
         return pj.read_json(io.BytesIO(data), read_options=opts, parse_options=parse)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowException):
         return None
+
+
+def nesting(data: bytes) -> int:
+    """How deep `[`/`{` brackets nest in `data`, at most (brackets inside strings count too).
+
+    Only the bracket bytes are kept (`bytes.translate`, ~2 GB/s) and their running depth is
+    computed with numpy; -1 when there are too many of them to bother (over `_BRACKET_LIMIT`).
+    """
+    import numpy as np
+
+    brackets = data.translate(None, _NOT_BRACKETS)
+    if len(brackets) > _BRACKET_LIMIT:
+        return -1
+    depth = np.cumsum(_depth_steps()[np.frombuffer(brackets, dtype=np.uint8)], dtype=np.int32)
+    return int(depth.max(initial=0))
 
 
 def _short(e: Exception) -> str:

@@ -1,0 +1,165 @@
+"""Schema migrations: a store from the first schema version upgrades and keeps every row; a
+store from a newer runstore is refused, untouched.
+
+`tests/fixtures/store_v1/` was written by runstore at schema version 1 (see the README there);
+every test copies it first, since opening a store may migrate it. The upgrade path is proven
+twice: with the migrations that ship (the fixture must open and take new ingests with today's
+code), and with a later additive migration placed beside `0001_initial.py` in a temporary
+migrations directory (pending before, applied by `migrate`, recorded with its time, every
+row kept).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import oracle
+import runstore
+from runstore import migrate, resources, tables
+from runstore.cli import main
+
+FIXTURE = Path(__file__).parent / "fixtures" / "store_v1"
+# What the fixture holds (counted when it was written).
+V1_COUNTS = {"runs": 2, "config": 83, "metrics_raw": 321, "checkpoints": 4, "trajectories": 12,
+             "rollout_steps": 12, "conversations": 20, "messages": 30, "spans": 100,
+             "trace_slices": 86}
+V1_RUNS = ["sft_tiny", "sweep/rl_tiny"]
+
+
+def counts(store: runstore.Store) -> dict[str, int]:
+    q = " union all ".join(f"select '{t}' as t, count(*) as n from {t}" for t in V1_COUNTS)
+    return {r["t"]: r["n"] for r in store.arrow(q).to_pylist()}
+
+
+def table_digest(store: runstore.Store) -> dict[str, list]:
+    """Every row of every table of the fixture (sorted, as text), for before/after equality."""
+    out = {}
+    for t in V1_COUNTS:
+        cols = [c for c in store.sql(f"select * from {t} limit 0").columns]
+        rows = store.arrow(f"select {', '.join(cols)} from {t}").to_pylist()
+        out[t] = sorted(repr(sorted(r.items())) for r in rows)
+    return out
+
+
+@pytest.fixture
+def v1(tmp_path: Path) -> Path:
+    dst = tmp_path / "store_v1"
+    shutil.copytree(FIXTURE, dst)
+    return dst
+
+
+def fingerprint(root: Path) -> dict[str, tuple[str, int]]:
+    return {p.relative_to(root).as_posix(): (hashlib.sha256(p.read_bytes()).hexdigest()
+                                             if p.is_file() else "dir", p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*"))}
+
+
+def test_fixture_is_schema_version_1() -> None:
+    m = tables.read_manifest(FIXTURE)
+    assert m is not None and m.schema_version == 1
+    assert [x["name"] for x in m.migrations] == ["0001_initial"]
+
+
+def test_v1_store_opens_and_keeps_every_row(v1: Path, small_tree: Path) -> None:
+    store = runstore.open(v1)
+    assert counts(store) == V1_COUNTS
+    assert store.sql("select run_name from runs order by 1")["run_name"].to_list() == V1_RUNS
+    before = table_digest(store)
+    # The views work over it too.
+    assert store.sql("select count(*) as n from run_summary")["n"][0] == 2
+
+    # Whatever migrations this runstore ships are applied by `migrate` (and by ingest).
+    applied = store.migrate()
+    m = store.manifest()
+    assert m.schema_version == migrate.latest_version()
+    assert [x["name"] for x in m.migrations] == ["0001_initial", *applied]
+    assert table_digest(store) == before
+
+    # New runs go in beside the old ones; the old rows stay (their sources are gone, so the
+    # runs are marked missing, nothing else changes).
+    gone = sum(not Path(p).exists() for p in store.sql("select run_path from runs")["run_path"])
+    report = store.ingest([small_tree])
+    assert report.runs_new == 3 and report.runs_missing == gone
+    want = oracle.expected_counts(small_tree)
+    got = counts(store)
+    assert got == {t: V1_COUNTS[t] + want.get(t, 0) for t in V1_COUNTS}
+    if gone == 2:
+        assert set(store.sql("select status from runs where run_name in ('sft_tiny', "
+                             "'sweep/rl_tiny')")["status"]) == {"missing"}
+    after = table_digest(store)
+    for t in V1_COUNTS:
+        if t != "runs":
+            assert set(before[t]) <= set(after[t]), t
+
+
+def test_migrate_list_on_v1_store(v1: Path) -> None:
+    before = fingerprint(v1)
+    result = CliRunner().invoke(main, ["--store", str(v1), "migrate", "--list"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "schema version 1"
+    assert "applied  0001_initial" in result.stdout
+    assert fingerprint(v1) == before  # --list writes nothing
+
+
+LATER_MIGRATION = '''"""Add `runs.note`, a free-text note per run (test-only migration)."""
+
+
+def migrate(ctx):
+    ctx.add_columns("runs", [("note", "string")])
+'''
+
+
+@pytest.fixture
+def later_migrations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A migrations directory holding the shipped migrations plus 0002_runs_note."""
+    d = tmp_path / "migrations"
+    shutil.copytree(resources.migrations_dir(), d)
+    (d / "0002_runs_note.py").write_text(LATER_MIGRATION)
+    monkeypatch.setattr(migrate, "migrations_dir", lambda: d)
+    return d
+
+
+def test_v1_store_upgrades_through_a_later_migration(v1: Path, later_migrations: Path) -> None:
+    from deltalake import DeltaTable
+
+    store = runstore.open(v1)
+    before = table_digest(store)
+    m = store.manifest()
+    assert [x.name for x in migrate.pending(m)] == ["0002_runs_note"]
+    assert migrate.pending(m)[0].doc.startswith("Add `runs.note`")
+
+    assert store.migrate() == ["0002_runs_note"]
+    m = store.manifest()
+    assert m.schema_version == 2
+    assert [x["name"] for x in m.migrations] == ["0001_initial", "0002_runs_note"]
+    assert m.migrations[-1]["applied_at"] > m.migrations[0]["applied_at"]
+    assert migrate.pending(m) == []
+    assert "note" in DeltaTable(str(v1 / "tables" / "runs")).schema().to_arrow().names
+    assert table_digest(store) == before
+    assert store.migrate() == []  # applied once
+
+
+def test_newer_store_is_refused_untouched(v1: Path, small_tree: Path) -> None:
+    paths = tables.manifest_paths(v1)
+    newest = paths[-1][1]
+    data = json.loads(newest.read_text())
+    data["schema_version"] = 999
+    newest.write_text(json.dumps(data))
+    before = fingerprint(v1)
+    for args in (["sql", "select 1"], ["runs"], ["ingest", str(small_tree)], ["compact"],
+                 ["migrate"], ["migrate", "--list"], ["repair"]):
+        p = subprocess.run([sys.executable, "-m", "runstore", "--store", str(v1), *args],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 1, (args, p.stdout, p.stderr)
+        assert p.stderr.startswith("Error: this store has schema version 999"), (args, p.stderr)
+        assert "upgrade runstore" in p.stderr and "Traceback" not in p.stderr
+        assert fingerprint(v1) == before, args
