@@ -218,6 +218,16 @@ def file_rows(path: Path) -> int:
     return sum(1 for _, o in complete_lines(path) if isinstance(o, dict))
 
 
+def tree_digest(root: Path) -> dict[str, tuple[str, int]]:
+    """rel path → (sha256 or "dir", mtime_ns) of every file and directory under root: shows a
+    new, changed, touched or lost file or directory (used on stores that must not change)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+        out[p.relative_to(root).as_posix()] = (digest, p.stat().st_mtime_ns)
+    return out
+
+
 def fingerprint(root: Path) -> dict[str, tuple[str, int, int]]:
     """rel path → (sha256, size, mtime_ns) of every file under root (symlinks not followed)."""
     out = {}

@@ -7,7 +7,6 @@ Expected values come from `oracle` (reading the source files) or are literals.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import os
@@ -37,15 +36,6 @@ def rows_part(root: Path) -> str:
     """The "rows: ..." part of the summary for a first ingest of root, from the oracle."""
     return ", ".join(f"{t} +{n}" for t, n in sorted(oracle.expected_counts(root).items()) if n)
 
-
-def tree_digest(root: Path) -> dict[str, tuple[str, int]]:
-    """sha256 and mtime of every file and directory under root (a store, here)."""
-    out = {}
-    for p in sorted(root.rglob("*")):
-        st = p.stat()
-        digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-        out[p.relative_to(root).as_posix()] = (digest, st.st_mtime_ns)
-    return out
 
 
 def python_m(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -218,14 +208,14 @@ def test_sql_without_a_store_is_an_error(tmp_path: Path) -> None:
 
 def test_migrate_list_is_read_only(small_tree: Path, store_path: Path) -> None:
     assert run_cli("--store", str(store_path), "ingest", "-q", str(small_tree)).exit_code == 0
-    before = tree_digest(store_path)
+    before = oracle.tree_digest(store_path)
     result = run_cli("--store", str(store_path), "migrate", "--list")
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "schema version 1"
     assert len(lines) == 2 and lines[1].split()[:2] == ["applied", "0001_initial"]
     assert "pending" not in result.stdout
-    assert tree_digest(store_path) == before
+    assert oracle.tree_digest(store_path) == before
 
 
 def test_migrate_list_without_a_store(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ row kept).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
@@ -56,11 +55,6 @@ def v1(tmp_path: Path) -> Path:
     return dst
 
 
-def fingerprint(root: Path) -> dict[str, tuple[str, int]]:
-    return {p.relative_to(root).as_posix(): (hashlib.sha256(p.read_bytes()).hexdigest()
-                                             if p.is_file() else "dir", p.stat().st_mtime_ns)
-            for p in sorted(root.rglob("*"))}
-
 
 def test_fixture_is_schema_version_1() -> None:
     m = tables.read_manifest(FIXTURE)
@@ -101,13 +95,13 @@ def test_v1_store_opens_and_keeps_every_row(v1: Path, small_tree: Path) -> None:
 
 
 def test_migrate_list_on_v1_store(v1: Path) -> None:
-    before = fingerprint(v1)
+    before = oracle.tree_digest(v1)
     result = CliRunner().invoke(main, ["--store", str(v1), "migrate", "--list"],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.stderr
     assert result.stdout.splitlines()[0] == "schema version 1"
     assert "applied  0001_initial" in result.stdout
-    assert fingerprint(v1) == before  # --list writes nothing
+    assert oracle.tree_digest(v1) == before  # --list writes nothing
 
 
 LATER_MIGRATION = '''"""Add `runs.note`, a free-text note per run (test-only migration)."""
@@ -154,7 +148,7 @@ def test_newer_store_is_refused_untouched(v1: Path, small_tree: Path) -> None:
     data = json.loads(newest.read_text())
     data["schema_version"] = 999
     newest.write_text(json.dumps(data))
-    before = fingerprint(v1)
+    before = oracle.tree_digest(v1)
     for args in (["sql", "select 1"], ["runs"], ["ingest", str(small_tree)], ["compact"],
                  ["migrate"], ["migrate", "--list"], ["repair"]):
         p = subprocess.run([sys.executable, "-m", "runstore", "--store", str(v1), *args],
@@ -162,4 +156,4 @@ def test_newer_store_is_refused_untouched(v1: Path, small_tree: Path) -> None:
         assert p.returncode == 1, (args, p.stdout, p.stderr)
         assert p.stderr.startswith("Error: this store has schema version 999"), (args, p.stderr)
         assert "upgrade runstore" in p.stderr and "Traceback" not in p.stderr
-        assert fingerprint(v1) == before, args
+        assert oracle.tree_digest(v1) == before, args

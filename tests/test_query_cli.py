@@ -9,7 +9,6 @@ position, bound parameters, output formats, the missing-store message, and that
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import os
@@ -38,11 +37,6 @@ def run(store: Path | None, *args: str, input: str | None = None) -> Result:
     base = ["--store", str(store)] if store is not None else []
     return CliRunner().invoke(main, [*base, *args], input=input, catch_exceptions=False)
 
-
-def fingerprint(root: Path) -> dict[str, str]:
-    """Relative path → sha256 of every file under root (new, changed or lost files show)."""
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -77,12 +71,12 @@ REFUSED = [
 @pytest.mark.parametrize("statement,found", REFUSED, ids=[f for _, f in REFUSED])
 def test_refused_statements_leave_the_store_unchanged(store_dir: Path, tmp_path: Path,
                                                       statement: str, found: str) -> None:
-    before = fingerprint(store_dir)
+    before = oracle.tree_digest(store_dir)
     result = run(store_dir, "sql", statement.format(tmp=tmp_path))
     assert result.exit_code == 1
     assert result.stderr == f"Error: runstore sql only runs queries (found {found})\n"
     assert result.stdout == ""
-    assert fingerprint(store_dir) == before
+    assert oracle.tree_digest(store_dir) == before
     assert list(tmp_path.iterdir()) == []  # nothing written elsewhere either
 
 
@@ -262,11 +256,11 @@ def test_runs_command(store_dir: Path, _awkward_template: Path) -> None:
     ("query('drop table runs') is null", "found query()"),
 ])
 def test_runs_where_is_only_an_expression(store_dir: Path, where: str, found: str) -> None:
-    before = fingerprint(store_dir)
+    before = oracle.tree_digest(store_dir)
     result = run(store_dir, "runs", "--where", where)
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: --where takes one SQL condition") and found in result.stderr
-    assert fingerprint(store_dir) == before
+    assert oracle.tree_digest(store_dir) == before
 
 
 def test_views_command() -> None:

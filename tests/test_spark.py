@@ -12,7 +12,6 @@ import math
 import shutil
 from datetime import datetime, timezone
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -12,7 +12,6 @@ tests/test_query_cli.py covers the exact messages of the common refusals.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -143,15 +142,6 @@ def store_dir(_small_template: Path, tmp_path_factory: pytest.TempPathFactory) -
     return path
 
 
-def fingerprint(root: Path) -> dict[str, tuple[str, int]]:
-    """sha256 and mtime of every file and directory under root."""
-    out = {}
-    for p in sorted(root.rglob("*")):
-        st = p.stat()
-        digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-        out[p.relative_to(root).as_posix()] = (digest, st.st_mtime_ns)
-    return out
-
 
 def sql(store: Path, query: str, *extra: str):
     """`runstore sql QUERY`; a query that starts with `-` (a comment) goes through stdin, as
@@ -170,7 +160,7 @@ def test_enough_cases() -> None:
 
 @pytest.mark.parametrize("statement,found", REFUSED, ids=[s[:40] for s, _ in REFUSED])
 def test_refused(store_dir: Path, tmp_path: Path, statement: str, found: str) -> None:
-    before = fingerprint(store_dir)
+    before = oracle.tree_digest(store_dir)
     for text in spellings(statement.format(tmp=tmp_path)):
         result = sql(store_dir, text)
         assert result.exit_code == 1, (text, result.stdout)
@@ -182,17 +172,17 @@ def test_refused(store_dir: Path, tmp_path: Path, statement: str, found: str) ->
             assert result.stderr.lower() == want.lower(), (text, result.stderr)
         with pytest.raises(QueryError):
             runstore.open(store_dir).sql(text)
-    assert fingerprint(store_dir) == before
+    assert oracle.tree_digest(store_dir) == before
     assert list(tmp_path.iterdir()) == []  # nothing written anywhere else either
 
 
 @pytest.mark.parametrize("statement", SYNTAX_ERRORS)
 def test_refused_as_syntax_errors(store_dir: Path, statement: str) -> None:
-    before = fingerprint(store_dir)
+    before = oracle.tree_digest(store_dir)
     result = sql(store_dir, statement)
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: syntax error at line 1, column ")
-    assert fingerprint(store_dir) == before
+    assert oracle.tree_digest(store_dir) == before
 
 
 # (query, expected JSON rows or None when only success is checked). {csv} is an external
@@ -254,12 +244,12 @@ ALLOWED: list[tuple[str, list | None]] = [
 def test_allowed(store_dir: Path, tmp_path: Path, query: str, want: list | None) -> None:
     csv = tmp_path / "labels.csv"
     csv.write_text("run_name,label\na/rl_dirs,baseline\nb/c/sl,sft\nnowhere/run,ghost\n")
-    before = fingerprint(store_dir)
+    before = oracle.tree_digest(store_dir)
     result = sql(store_dir, query.format(csv=csv), "-F", "json")
     assert result.exit_code == 0, result.stderr
     if want is not None:
         assert json.loads(result.stdout) == want
-    assert fingerprint(store_dir) == before
+    assert oracle.tree_digest(store_dir) == before
     assert sorted(os.listdir(tmp_path)) == ["labels.csv"]
 
 
