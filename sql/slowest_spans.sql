@@ -13,7 +13,7 @@
 -- @column p50_s: median duration in seconds
 -- @column p95_s: 95th percentile of the duration in seconds
 -- @column max_s: longest duration in seconds
--- @column share: total_s divided by the run's summed `time/total` metric, or by the summed duration of its top-level spans (depth 0) when the run logs no `time/total`
+-- @column share: total_s divided by the run's summed `time/total` metric, or by the summed duration of its top-level spans (depth 0) when the run logs no `time/total`; above 1 for spans that run concurrently (e.g. `policy_sample` across a batch), whose durations add up to more than the wall time
 -- @column rank: 1 for the name with the largest total_s in the run, 2 for the next, ... (ties broken by name)
 with per_name as (
     select run_id, name,
