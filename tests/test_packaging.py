@@ -55,3 +55,24 @@ def test_wheel_installs_and_ingests(tmp_path: Path) -> None:
                           "select run_name, kind from runs", "--format", "csv"],
                          cwd=work, env=env, capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["run_name,kind", "exp/a,rl"]
+
+
+def test_cli_reference_is_current_and_every_command_has_an_example() -> None:
+    import click
+
+    from runstore.cli import main
+    from runstore.docs import cli_markdown
+
+    assert (REPO / "docs" / "cli.md").read_text() == cli_markdown(), (
+        "docs/cli.md is stale: regenerate it with python -m runstore.docs cli -o docs/cli.md")
+
+    def commands(cmd: click.Command, path: str) -> list[tuple[str, click.Command]]:
+        found = [(path, cmd)]
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                found += commands(sub, f"{path} {name}")
+        return found
+
+    missing = [path for path, cmd in commands(main, "runstore")
+               if "Example" not in (cmd.help or "")]
+    assert not missing, f"commands without an Example block in their help: {missing}"
