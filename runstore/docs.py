@@ -352,16 +352,20 @@ def cli_markdown() -> str:
            "tests/test_packaging.py checks it is current and that every command has an "
            "Example. -->", ""]
 
-    def walk(cmd: click.Command, path: list[str]) -> None:
-        ctx = click.Context(cmd, info_name=" ".join(path), terminal_width=100)
+    def walk(cmd: click.Command, path: list[str], parent: click.Context | None) -> None:
+        # make_context applies the group's context_settings (`-h` for help) and passes them
+        # down to subcommands, as a real invocation does.
+        ctx = cmd.make_context(path[-1], [], parent=parent, resilient_parsing=True,
+                               terminal_width=100, max_content_width=100)
+        ctx.info_name = " ".join(path) if parent is None else path[-1]
         out.extend([f"## `{' '.join(path)}`", "", "```", cmd.get_help(ctx).rstrip(), "```", ""])
         if isinstance(cmd, click.Group):
             for name in sorted(cmd.list_commands(ctx)):
                 sub = cmd.get_command(ctx, name)
                 if sub is not None:
-                    walk(sub, path + [name])
+                    walk(sub, path + [name], ctx)
 
-    walk(group, ["runstore"])
+    walk(group, ["runstore"], None)
     return "\n".join(out)
 
 
