@@ -82,8 +82,6 @@ class Ledger:
     def runs(self) -> list[Entry]:
         return [e for e in self.entries.values() if e.kind == RUN_KIND]
 
-    def files_of(self, run_id: str) -> list[Entry]:
-        return [e for e in self.entries.values() if e.run_id == run_id and e.kind != RUN_KIND]
 
 
 def plan(entry: Entry | None, f: SourceFile, tail: bytes | None = None) -> Plan:

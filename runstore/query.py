@@ -6,7 +6,6 @@ Parquet scan, never a directory glob), `settings` holds the store's settings (e.
 `kl_threshold`) overridable per query (a param named like a setting overrides it; a numeric
 setting refuses a non-numeric value), and every `sql/*.sql` view is created in dependency
 order. No DuckDB database file is ever opened, so readers never block writers or each other.
-`run(con, query, params)` executes one read-only statement with bound parameters.
 `views()` lists the canned views parsed from their files (`parse_view`).
 """
 
@@ -18,7 +17,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 
 from . import schema as schema_mod
 from . import tables
@@ -144,9 +142,3 @@ def setting_value(v: Any) -> tuple[float | None, str | None]:
         return float(v), None
     except (TypeError, ValueError):
         return None, str(v)
-
-
-def run(con: Any, query: str, params: dict[str, Any] | None = None) -> pa.Table:
-    """Execute one statement with the params it names bound; the result as Arrow."""
-    used = {k: v for k, v in (params or {}).items() if re.search(rf"\${re.escape(k)}\b", query)}
-    return con.sql(query, params=used or None).to_arrow_table()

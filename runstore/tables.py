@@ -133,10 +133,6 @@ def read_manifest(root: Path) -> Manifest | None:
         ) from e
 
 
-def is_store(root: Path) -> bool:
-    return (root / MANIFESTS).is_dir() and bool(manifest_paths(root))
-
-
 def require_store(root: Path) -> Manifest:
     m = read_manifest(root) if (root / MANIFESTS).is_dir() else None
     if m is None and _has_data_files(root):
