@@ -261,9 +261,11 @@ class CheckConfig:
 
 def config_path(store_path: str | os.PathLike[str] | None,
                 cwd: str | os.PathLike[str] | None = None) -> Path | None:
-    """The runstore.toml in force: the one beside the store, else the working directory's."""
+    """The runstore.toml in force: the one beside the store, else the working directory's
+    (only the latter for a store on S3)."""
     candidates = []
-    if store_path is not None:
+    if store_path is not None and isinstance(store_path, (str, os.PathLike)) \
+            and not str(store_path).startswith("s3://"):
         candidates.append(Path(store_path).absolute().parent / CONFIG_FILE)
     candidates.append(Path(cwd if cwd is not None else os.getcwd()).absolute() / CONFIG_FILE)
     return next((p for p in candidates if p.is_file()), None)

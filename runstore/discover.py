@@ -198,3 +198,42 @@ def discover(root: str | os.PathLike[str]) -> Iterator[RunDir]:
             if _is_dir(e) and not e.name.startswith("."):
                 (linked if e.is_symlink() else subdirs).append(e.path)
         stack.extend(reversed(subdirs))
+
+
+def discover_remote(root: str) -> Iterator[RunDir]:
+    """Every run under an `s3://bucket/prefix`, in sorted path order, from one listing.
+
+    The same rules as `discover`: a run is a prefix holding `config.json` or `metrics.jsonl`,
+    nothing inside a run is taken for another run, prefixes starting with `.` are skipped.
+    A file's `mtime_ns` is the object's change token (see `fs.Entry`).
+    """
+    from .fs import S3
+
+    top = S3(root)
+    entries = list(top.walk())
+    runs = sorted({e.rel.rsplit("/", 1)[0] if "/" in e.rel else "" for e in entries
+                   if e.rel.rsplit("/", 1)[-1] in ("config.json", "metrics.jsonl")})
+    runs = [r for r in runs if not any(part.startswith(".") for part in r.split("/") if part)]
+    kept: list[str] = []
+    for r in runs:  # sorted: a run's parent run, if any, comes first
+        if not any(r == k or k == "" or r.startswith(k + "/") for k in kept):
+            kept.append(r)
+    by_run: dict[str, list[SourceFile]] = {r: [] for r in kept}
+    layouts: dict[str, set[str]] = {r: set() for r in kept}
+    for e in entries:
+        owner = next((k for k in kept if k == "" or e.rel.startswith(k + "/")), None)
+        if owner is None:
+            continue
+        rel = e.rel[len(owner) + 1:] if owner else e.rel
+        found = classify(rel)
+        if found is None:
+            continue
+        kind, split, iteration = found
+        by_run[owner].append(SourceFile(rel, kind, e.size, e.mtime_ns, split, iteration))
+        if kind in ("rollouts", "logtree"):
+            layouts[owner].add("iteration_dirs" if "/" in rel else "flat")
+    for r in kept:
+        found_layouts = layouts[r]
+        layout: Layout = ("iteration_dirs" if "iteration_dirs" in found_layouts
+                          else ("flat" if found_layouts else "none"))
+        yield RunDir(path=top.uri(r), run_name=r or ".", layout=layout, files=by_run[r])

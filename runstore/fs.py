@@ -1,14 +1,16 @@
-"""Locations: a store (or a tree of runs) on local disk or on S3-compatible object storage.
+"""S3 locations: a store, or a tree of runs, under an `s3://bucket/prefix`.
 
-Contract: `location(uri)` returns a `Local` for a path and an `S3` for `s3://bucket/prefix`.
-Both offer the few operations runstore needs, with paths relative to the location and `/` as
-separator: `list(dir)` (names directly inside), `walk()` (every file below, with size and a
-change token), `read(rel)`, `write_new(rel, data)` — create a file that must not exist yet,
-atomically (local: written aside then hard-linked; S3: a conditional `If-None-Match: *` put),
-so two writers can never both publish the same snapshot — `put(rel, data)` (overwrite),
-`delete(rel)`, and `uri(rel)` for engines. For S3 they also give what the engines need:
-`storage_options()` for deltalake and polars, `filesystem()` (an fsspec filesystem) for
-DuckDB's `register_filesystem`.
+Contract: `S3(uri)` names a prefix; `S3 / "name"` a location below it (as `Path / name` does,
+so store code builds paths the same way for both). It offers the few operations runstore
+needs, with paths relative to the location and `/` as separator: `list(dir)` (names directly
+inside), `walk()` (every object below, with its size and a change token), `read(rel)`,
+`read_range(rel, start, end)`, `open(rel)` (a seekable file for Parquet footers),
+`write_new(rel, data)` — a conditional `If-None-Match: *` put that fails with
+`AlreadyExists` when the object exists, so two writers can never both publish the same
+snapshot or both take the lock — `put(rel, data)` (overwrite), `delete(rel)`, `rmtree(rel)`,
+`exists(rel)` and `uri(rel)`. And what the engines need: `storage_options()` for deltalake and
+polars (object_store), `filesystem()` (an fsspec filesystem) for DuckDB's
+`register_filesystem` and pyarrow. Local stores use `pathlib.Path` directly (tables.py).
 
 Credentials and endpoint come from the standard AWS environment and config
 (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL` for S3-compatible
@@ -20,9 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import RunstoreError
@@ -36,73 +36,19 @@ class AlreadyExists(RunstoreError):
 class Entry:
     rel: str  # path relative to the location, `/`-separated
     size: int
-    token: int  # changes when the content may have changed: mtime_ns, or a hash of the ETag
+    # Stands in for a local file's mtime_ns: the object's last-modified time in whole seconds
+    # (all S3 gives), with a hash of its ETag in the sub-second digits, so the ledger's
+    # (size, mtime_ns) test notices an object rewritten within the same second.
+    mtime_ns: int
 
 
-def is_remote(uri: str | os.PathLike[str]) -> bool:
-    return isinstance(uri, str) and uri.startswith("s3://")
+def is_remote(uri: Any) -> bool:
+    return isinstance(uri, S3) or (isinstance(uri, str) and uri.startswith("s3://"))
 
 
-def location(uri: str | os.PathLike[str]) -> "Local | S3":
-    return S3(str(uri)) if is_remote(uri) else Local(Path(uri))
-
-
-class Local:
-    """A directory on this machine."""
-
-    remote = False
-
-    def __init__(self, root: Path):
-        self.root = Path(root)
-
-    def __str__(self) -> str:
-        return str(self.root)
-
-    def uri(self, rel: str = "") -> str:
-        return str(self.root / rel) if rel else str(self.root)
-
-    def list(self, rel: str) -> list[str]:
-        try:
-            return sorted(os.listdir(self.root / rel))
-        except FileNotFoundError:
-            return []
-
-    def read(self, rel: str) -> bytes:
-        return (self.root / rel).read_bytes()
-
-    def write_new(self, rel: str, data: bytes) -> None:
-        final = self.root / rel
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = final.with_name(f".{final.name}.{uuid.uuid4().hex}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, final)  # fails if the name exists: never overwrite
-        except FileExistsError as e:
-            raise AlreadyExists(f"{final} exists already") from e
-        finally:
-            tmp.unlink(missing_ok=True)
-
-    def put(self, rel: str, data: bytes) -> None:
-        final = self.root / rel
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = final.with_name(f".{final.name}.{uuid.uuid4().hex}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, final)
-
-    def delete(self, rel: str) -> None:
-        (self.root / rel).unlink(missing_ok=True)
-
-    def exists(self, rel: str) -> bool:
-        return (self.root / rel).exists()
-
-    def storage_options(self) -> dict[str, str] | None:
-        return None
-
-    def filesystem(self) -> Any:
-        return None
+def storage_options(where: Any) -> dict[str, str] | None:
+    """deltalake/polars options for a location: None for a local path."""
+    return where.storage_options() if isinstance(where, S3) else None
 
 
 class S3:
@@ -118,6 +64,25 @@ class S3:
 
     def __str__(self) -> str:
         return self.base
+
+    def __repr__(self) -> str:
+        return f"S3({self.base!r})"
+
+    def __truediv__(self, rel: str) -> "S3":
+        """The location `rel` below this one (sharing its connection), as `Path / name` is."""
+        sub = S3(self.uri(str(rel).strip("/")))
+        sub._fs = self._fs
+        return sub
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, S3) and other.base == self.base
+
+    def __hash__(self) -> int:
+        return hash(self.base)
+
+    @property
+    def name(self) -> str:
+        return self.base.rsplit("/", 1)[-1]
 
     def uri(self, rel: str = "") -> str:
         return f"{self.base}/{rel}" if rel else self.base
@@ -184,14 +149,33 @@ class S3:
         except FileNotFoundError:
             pass
 
-    def exists(self, rel: str) -> bool:
+    def exists(self, rel: str = "") -> bool:
         return bool(self.filesystem().exists(self._key(rel)))
+
+    def open(self, rel: str = "") -> Any:
+        """A readable, seekable file object (for pyarrow's Parquet reader)."""
+        return self.filesystem().open(self._key(rel), "rb")
+
+    def read_range(self, rel: str, start: int, end: int | None = None) -> bytes:
+        return self.filesystem().cat_file(self._key(rel), start=start, end=end)
+
+    def rmtree(self, rel: str = "") -> None:
+        try:
+            self.filesystem().rm(self._key(rel), recursive=True)
+        except FileNotFoundError:
+            pass
 
     def walk(self) -> Iterator[Entry]:
         fs = self.filesystem()
         base = self._key("")
-        for path, info in sorted(fs.find(base, detail=True, withdirs=False).items()):
+        try:
+            found = fs.find(base, detail=True, withdirs=False)
+        except FileNotFoundError:  # no such bucket
+            return
+        for path, info in sorted(found.items()):
             rel = path[len(base):].lstrip("/")
-            etag = str(info.get("ETag") or info.get("LastModified") or "")
-            token = int.from_bytes(hashlib.sha1(etag.encode()).digest()[:7], "big")
-            yield Entry(rel, int(info.get("size") or 0), token)
+            etag = str(info.get("ETag") or "")
+            modified = info.get("LastModified")
+            seconds = int(modified.timestamp()) if hasattr(modified, "timestamp") else 0
+            tag = int.from_bytes(hashlib.sha1(etag.encode()).digest()[:4], "big") % 1_000_000_000
+            yield Entry(rel, int(info.get("size") or 0), seconds * 1_000_000_000 + tag)

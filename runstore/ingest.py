@@ -22,8 +22,9 @@ import pyarrow as pa
 
 from . import ledger as ledger_mod
 from . import migrate, schema, tables
-from .discover import RunDir, SourceFile, discover, source_id_for
+from .discover import RunDir, SourceFile, discover, discover_remote, source_id_for
 from .errors import SourceNotFound
+from .fs import S3, is_remote
 from .ledger import Entry, Ledger
 from .normalize import Context
 from .parse import jsonl
@@ -82,9 +83,9 @@ def ingest(root: Path, paths: Iterable[str | os.PathLike[str]], *,
         # $RUNSTORE_BATCH_ROWS lets tests make a real `runstore ingest` process publish many
         # snapshots (the crash test kills it between and during them).
         batch_rows = int(os.environ.get("RUNSTORE_BATCH_ROWS") or BATCH_ROWS)
-    roots = [Path(p) for p in paths]
+    roots = [str(p) if is_remote(p) else Path(p) for p in paths]
     for p in roots:
-        if not p.exists():
+        if not (S3(p).exists() if isinstance(p, str) else p.exists()):
             raise SourceNotFound(f"{p} does not exist — pass a directory of runs (or one run).")
     report = IngestReport()
     with tables.writer(root, lock_timeout=lock_timeout) as w:
@@ -108,24 +109,23 @@ def ingest(root: Path, paths: Iterable[str | os.PathLike[str]], *,
 
 
 def _read_ledger(root: Path, manifest: tables.Manifest) -> pa.Table:
-    import pyarrow.parquet as pq
-
     if not manifest.ledger:
         return schema.empty("_ledger")
     path = root / manifest.ledger
     try:
-        return pq.ParquetFile(path).read()  # not read_table: it imports pyarrow.dataset (~70 ms)
+        # not read_table: it imports pyarrow.dataset (~70 ms)
+        return tables.open_parquet(str(path)).read()
     except (OSError, pa.ArrowException) as e:
         from .errors import StoreCorrupt
 
         raise StoreCorrupt(f"cannot read the ingest ledger {path}: {e}. Run `runstore repair`.") from e
 
 
-def _discover_all(roots: list[Path]) -> list[RunDir]:
+def _discover_all(roots: list[Path | str]) -> list[RunDir]:
     seen: set[str] = set()
     out: list[RunDir] = []
     for top in roots:
-        for rd in discover(top):
+        for rd in (discover_remote(top) if isinstance(top, str) else discover(top)):
             if rd.run_id in seen:
                 continue
             seen.add(rd.run_id)
@@ -262,7 +262,7 @@ class _Job:
     def mark_missing(self, seen: set[str]) -> None:
         gone = [e for e in self.led.runs()
                 if e.run_id not in seen and e.state.get("status") != "missing"
-                and not os.path.isdir(e.state.get("run_path", ""))]
+                and not _source_exists(e.state.get("run_path", ""))]
         if not gone:
             return
         assert self.w.manifest is not None
@@ -293,6 +293,12 @@ class _Job:
         self.w.commit(ledger=self.led.to_arrow(), last_ingest={
             "at": datetime.now(timezone.utc).isoformat(), **self.report.to_dict()})
         self.report.snapshots += 1
+
+
+def _source_exists(run_path: str) -> bool:
+    if is_remote(run_path):
+        return S3(run_path).exists()
+    return os.path.isdir(run_path)
 
 
 def _is_hex(s: str) -> bool:

@@ -20,7 +20,8 @@ import pyarrow as pa
 
 from .errors import StoreVersionError
 from .resources import migrations_dir
-from .tables import Manifest, Writer, pause_point, utcnow, writing
+from .fs import storage_options
+from .tables import Manifest, Writer, delta_table, pause_point, utcnow, writing
 
 NAME = re.compile(r"^(\d{4})_(\w+)\.py$")
 
@@ -93,17 +94,18 @@ class MigrationContext:
 
         path = self.writer.root / "tables" / name
         schema = pa.schema([(c, _TYPES[t]) for c, t in columns])
-        dt = DeltaTable.create(str(path), schema=schema, mode="error")
+        dt = DeltaTable.create(str(path), schema=schema, mode="error",
+                               storage_options=storage_options(path))
         self.tables[name] = {"version": dt.version(), "files": []}
         pause_point("migrate")
 
     def add_columns(self, name: str, columns: list[tuple[str, str]]) -> None:
-        from deltalake import DeltaTable, Field
+        from deltalake import Field
         from deltalake.schema import PrimitiveType
 
-        dt = DeltaTable(str(self.writer.root / "tables" / name))
+        dt = delta_table(self.writer.root / "tables" / name)
         dt.alter.add_columns([Field(c, PrimitiveType(t)) for c, t in columns])
-        dt = DeltaTable(str(self.writer.root / "tables" / name))
+        dt = delta_table(self.writer.root / "tables" / name)
         self.tables[name] = {"version": dt.version(), "files": self.writer._rel_files(dt)}
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from . import schema as schema_mod
 from . import tables
+from .fs import S3
 from .errors import QueryError
 from .resources import sql_dir
 from .sqlcheck import identifier
@@ -101,12 +102,16 @@ def views() -> tuple[View, ...]:
     return _views_in(str(sql_dir()))
 
 
-def connect(root: Path, manifest: tables.Manifest, params: dict[str, Any] | None = None) -> Any:
+def connect(root: tables.Root, manifest: tables.Manifest,
+            params: dict[str, Any] | None = None) -> Any:
     import duckdb
 
     con = duckdb.connect(":memory:")
     # No progress bar: DuckDB draws one on stderr for long queries, garbling CLI output.
     con.execute("set enable_progress_bar = false")
+    if isinstance(root, S3):
+        # The DuckDB wheel has no httpfs offline: s3:// files are read through fsspec.
+        con.register_filesystem(root.filesystem())
     for name in schema_mod.TABLES:
         files = tables.table_files(root, manifest, name)
         if files:

@@ -41,7 +41,8 @@ import pyarrow as pa
 from . import schema as schema_mod
 from . import tables
 from .discover import scan_run, source_id_for
-from .errors import StoreNotFound
+from .errors import RunstoreError, StoreNotFound
+from .fs import S3
 from .ledger import RUN_KIND, Entry, Ledger
 from .tables import LEDGERS, MANIFESTS, Manifest, writing
 
@@ -69,6 +70,11 @@ def repair(root: Path, *, lock_timeout: float = 60.0) -> RepairReport:
     """Mend the store at `root` (see the module docstring)."""
     from .migrate import check_version
 
+    if isinstance(root, S3):
+        raise RunstoreError(
+            f"runstore repair works on stores on local disk, not {root}: copy the store's "
+            "prefix to a local directory (e.g. `aws s3 sync`), repair it there, and copy it "
+            "back while nothing writes to it.")
     paths = tables.manifest_paths(root)
     tables_dir = root / "tables"
     if not paths and not tables_dir.is_dir():

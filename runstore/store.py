@@ -22,6 +22,7 @@ import pyarrow as pa
 from . import migrate as migrate_mod
 from . import query, sqlcheck, statements, tables
 from .errors import QueryError
+from .fs import S3, is_remote, storage_options
 from .ingest import IngestReport, Progress
 from .query import View
 
@@ -34,9 +35,14 @@ if TYPE_CHECKING:
 DEFAULT_STORE = ".runstore"
 
 
-def resolve(store: str | os.PathLike[str] | None = None) -> Path:
-    """The store location: the argument, else $RUNSTORE_STORE, else ./.runstore."""
+def resolve(store: str | os.PathLike[str] | None = None) -> "tables.Root":
+    """The store location: the argument, else $RUNSTORE_STORE, else ./.runstore. An
+    `s3://bucket/prefix` names a store on S3-compatible object storage (see docs/scale.md)."""
     chosen = store if store not in (None, "") else os.environ.get("RUNSTORE_STORE") or DEFAULT_STORE
+    if isinstance(chosen, S3):
+        return chosen
+    if is_remote(chosen):
+        return S3(str(chosen))
     return Path(chosen).expanduser().absolute()
 
 
@@ -304,7 +310,8 @@ class Store:
         files = tables.table_files(self.path, self.manifest(), name)
         if not files:
             return pl.from_arrow(schema.empty(name)).lazy()  # type: ignore[union-attr]
-        return pl.scan_parquet(files, missing_columns="insert", extra_columns="ignore")
+        return pl.scan_parquet(files, missing_columns="insert", extra_columns="ignore",
+                               storage_options=storage_options(self.path))
 
     def tables(self) -> Sequence[str]:
         """The public table names (see `runstore schema`)."""

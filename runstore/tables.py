@@ -19,6 +19,10 @@ Contract:
   before writing anything, so a crash at any point loses only the unpublished work.
 * Tables whose file count passes `COMPACT_FILES` are compacted (and their Delta log
   checkpointed) at commit time; `compact()` does it on demand.
+* A store may also live under an `s3://bucket/prefix` (`fs.S3`; every function here takes
+  either root): the same layout as objects, manifests and ledgers published with S3's
+  conditional put (create-if-absent, as the hard link does locally), Delta tables written by
+  deltalake's own object store, and a `Lease` object instead of the fcntl lock.
 * A failed write (disk full, read-only or vanished store directory, a data file missing under
   a Delta delete) surfaces as a `RunstoreError` naming what was being written and what to do;
   nothing published before it is touched. `runstore.repair` mends what outside damage leaves.
@@ -44,6 +48,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from . import schema as schema_mod
+from .fs import S3, AlreadyExists, storage_options
 from .errors import StoreCorrupt, StoreLocked, StoreNotFound, RunstoreError
 
 MANIFESTS = "_runstore/manifests"
@@ -105,10 +110,13 @@ class Manifest:
         return cls(**known)
 
 
-def manifest_paths(root: Path) -> list[tuple[int, Path]]:
+Root = Path | S3  # a store on local disk, or under an S3 prefix (see fs.py)
+
+
+def manifest_paths(root: Root) -> list[tuple[int, Any]]:
     d = root / MANIFESTS
     try:
-        names = os.listdir(d)
+        names = d.list("") if isinstance(d, S3) else os.listdir(d)
     except FileNotFoundError:
         return []
     out = []
@@ -118,14 +126,18 @@ def manifest_paths(root: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-def read_manifest(root: Path) -> Manifest | None:
+def _read_text(path: Any) -> str:
+    return path.read("").decode() if isinstance(path, S3) else path.read_text()
+
+
+def read_manifest(root: Root) -> Manifest | None:
     """The newest published manifest, or None for a store with none yet."""
     paths = manifest_paths(root)
     if not paths:
         return None
     seq, path = paths[-1]
     try:
-        return Manifest.from_json(path.read_text())
+        return Manifest.from_json(_read_text(path))
     except (OSError, ValueError, TypeError) as e:
         raise StoreCorrupt(
             f"cannot read the store manifest {path}: {e}. Run `runstore repair`: it sets the "
@@ -133,8 +145,8 @@ def read_manifest(root: Path) -> Manifest | None:
         ) from e
 
 
-def require_store(root: Path) -> Manifest:
-    m = read_manifest(root) if (root / MANIFESTS).is_dir() else None
+def require_store(root: Root) -> Manifest:
+    m = read_manifest(root) if isinstance(root, S3) or (root / MANIFESTS).is_dir() else None
     if m is None and _has_data_files(root):
         raise StoreCorrupt(f"the store at {root} has tables but no manifest in "
                            f"{root / MANIFESTS}. Run `runstore repair` to rebuild it.")
@@ -146,9 +158,11 @@ def require_store(root: Path) -> Manifest:
     return m
 
 
-def _has_data_files(root: Path) -> bool:
+def _has_data_files(root: Root) -> bool:
     """Whether any table directory holds a Parquet file (the empty tables a first ingest
     creates before its first snapshot hold none)."""
+    if isinstance(root, S3):
+        return any(e.rel.endswith(".parquet") for e in (root / "tables").walk())
     try:
         names = os.listdir(root / "tables")
     except OSError:
@@ -162,18 +176,28 @@ def _has_data_files(root: Path) -> bool:
     return False
 
 
-def table_files(root: Path, manifest: Manifest, table: str) -> list[str]:
-    """Absolute paths of the live Parquet files of `table` in this snapshot."""
+def table_files(root: Root, manifest: Manifest, table: str) -> list[str]:
+    """Absolute paths (`s3://` URIs for a store on S3) of the live Parquet files of `table`
+    in this snapshot."""
     entry = manifest.tables.get(table)
     if not entry:
         return []
     return [str(root / f) for f in entry["files"]]
 
 
-def read_table(root: Path, manifest: Manifest, table: str) -> pa.Table:
-    """A whole table of the snapshot as Arrow (for small tables: runs, ledger)."""
+def open_parquet(path: str) -> Any:
+    """A `pyarrow.parquet.ParquetFile` for a local path or an `s3://` URI."""
     import pyarrow.parquet as pq
 
+    return pq.ParquetFile(S3(path).open() if path.startswith("s3://") else path)
+
+
+def _exists(path: str) -> bool:
+    return S3(path).exists() if path.startswith("s3://") else os.path.exists(path)
+
+
+def read_table(root: Root, manifest: Manifest, table: str) -> pa.Table:
+    """A whole table of the snapshot as Arrow (for small tables: runs, ledger)."""
     files = table_files(root, manifest, table)
     if not files:
         return schema_mod.empty(table)
@@ -181,9 +205,9 @@ def read_table(root: Path, manifest: Manifest, table: str) -> pa.Table:
     parts = []
     for f in files:
         try:
-            parts.append(_conform(pq.ParquetFile(f).read(), target))
+            parts.append(_conform(open_parquet(f).read(), target))
         except (OSError, pa.ArrowException) as e:
-            why = "missing" if not os.path.exists(f) else f"unreadable ({one_line(e, 200)})"
+            why = "missing" if not _exists(f) else f"unreadable ({one_line(e, 200)})"
             raise _damaged(f, table, why) from e
     return pa.concat_tables(parts)
 
@@ -191,12 +215,10 @@ def read_table(root: Path, manifest: Manifest, table: str) -> pa.Table:
 def check_file(path: str) -> str | None:
     """Why a live Parquet file of the store cannot be read, or None when it can (its footer
     is checked, not every page: see `repair` for the full read)."""
-    import pyarrow.parquet as pq
-
-    if not os.path.exists(path):
+    if not _exists(path):
         return "missing"
     try:
-        pq.ParquetFile(path).metadata
+        open_parquet(path).metadata
     except (OSError, pa.ArrowException) as e:
         return f"unreadable ({one_line(e, 200)})"
     return None
@@ -209,7 +231,7 @@ def _damaged(path: str, table: str, why: str) -> StoreCorrupt:
         "it held.")
 
 
-def damaged_file(root: Path, manifest: Manifest, names: Any = None) -> StoreCorrupt | None:
+def damaged_file(root: Root, manifest: Manifest, names: Any = None) -> StoreCorrupt | None:
     """The first live file of the snapshot (of the tables `names`, default all) that is
     missing or unreadable, as the error to show; None when every one reads."""
     for name in names if names is not None else sorted(manifest.tables):
@@ -220,7 +242,7 @@ def damaged_file(root: Path, manifest: Manifest, names: Any = None) -> StoreCorr
     return None
 
 
-def read_error(root: Path, e: BaseException) -> RunstoreError | None:
+def read_error(root: Root, e: BaseException) -> RunstoreError | None:
     """A query engine's error about a file of the store at `root`, as an error that names the
     file and says what to do; None when the error is not about the store's files."""
     text = one_line(e)
@@ -301,6 +323,76 @@ class Lock:
             self.fd = None
 
 
+class Lease:
+    """The write lock of a store on S3, where no process-lifetime lock exists: a lease object
+    `_runstore/lock` created with a conditional put (so two writers cannot both create it),
+    holding the owner and an expiry. The holder renews it at every commit; a lease past its
+    expiry belongs to a writer that died and is taken over (the takeover deletes it and
+    races through the same conditional put, so only one taker wins)."""
+
+    TTL_S = 600.0  # $RUNSTORE_LEASE_SECONDS overrides it
+
+    def __init__(self, root: S3):
+        self.root = root
+        self.token: str | None = None
+        self.ttl = float(os.environ.get("RUNSTORE_LEASE_SECONDS") or self.TTL_S)
+
+    def _body(self) -> bytes:
+        return json.dumps({"pid": os.getpid(), "host": os.uname().nodename, "token": self.token,
+                           "expires": time.time() + self.ttl}).encode()
+
+    def _current(self) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.root.read(LOCK))
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            return {}  # being written, or garbage: treat as held until it expires
+
+    def acquire(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        self.token = uuid.uuid4().hex
+        stale_seen: dict[str, float] = {}
+        while True:
+            try:
+                self.root.write_new(LOCK, self._body())
+                return
+            except AlreadyExists:
+                pass
+            held = self._current()
+            if held is not None:
+                expires = held.get("expires")
+                if isinstance(expires, (int, float)) and expires < time.time():
+                    self.root.delete(LOCK)  # the holder died; the conditional put decides
+                    continue
+                if not isinstance(expires, (int, float)):
+                    # Unreadable lease: give it one TTL from when first seen.
+                    first = stale_seen.setdefault("unreadable", time.monotonic())
+                    if time.monotonic() - first > self.ttl:
+                        self.root.delete(LOCK)
+                        continue
+            if time.monotonic() >= deadline:
+                who = (held or {}).get("pid", "?")
+                host = (held or {}).get("host")
+                raise StoreLocked(
+                    f"store is locked by PID {who}{f' on {host}' if host else ''} (an ingest "
+                    f"in progress); waited {timeout:g} s. Try again when it finishes, or raise "
+                    "--lock-timeout.")
+            time.sleep(0.2)
+
+    def renew(self) -> None:
+        if self.token is not None:
+            self.root.put(LOCK, self._body())
+
+    def release(self) -> None:
+        if self.token is None:
+            return
+        held = self._current()
+        if held is not None and held.get("token") == self.token:
+            self.root.delete(LOCK)
+        self.token = None
+
+
 _DISK_FULL = ("No space left on device", "os error 28", "Disk quota exceeded", "os error 122")
 _READ_ONLY = ("Read-only file system", "os error 30", "Permission denied", "os error 13",
               "Operation not permitted", "os error 1)")
@@ -332,7 +424,7 @@ def _is_io_failure(e: BaseException) -> bool:
     return isinstance(e, DeltaError)
 
 
-def write_error(root: Path, what: str, e: BaseException) -> RunstoreError:
+def write_error(root: Root, what: str, e: BaseException) -> RunstoreError:
     """A failure to write `what` (a path inside the store) as an error that says what to do."""
     detail = one_line(e)
     code = getattr(e, "errno", None)
@@ -357,7 +449,7 @@ def write_error(root: Path, what: str, e: BaseException) -> RunstoreError:
 
 
 @contextmanager
-def writing(root: Path, what: str) -> Iterator[None]:
+def writing(root: Root, what: str) -> Iterator[None]:
     """Run a store write; turn an I/O failure into `write_error(root, what, ...)`."""
     try:
         yield
@@ -369,7 +461,18 @@ def writing(root: Path, what: str) -> Iterator[None]:
         raise write_error(root, what, e) from e
 
 
-def check_writable(root: Path) -> None:
+def check_writable(root: Root) -> None:
+    if isinstance(root, S3):
+        probe = f"_runstore/.write-probe-{uuid.uuid4().hex}"
+        try:
+            root.put(probe, b"")
+            root.delete(probe)
+        except Exception as e:  # botocore/s3fs errors: bad credentials, no bucket, no network
+            raise RunstoreError(
+                f"cannot write the store at {root}: {one_line(e, 200)}. Check the bucket "
+                "exists and the AWS credentials and endpoint (AWS_ENDPOINT_URL) in the "
+                "environment.") from e
+        return
     try:
         root.mkdir(parents=True, exist_ok=True)
         probe = root / f".write-probe-{os.getpid()}"
@@ -385,9 +488,9 @@ def check_writable(root: Path) -> None:
 class Writer:
     """Exclusive write access to a store: stage deletes and appends, publish snapshots."""
 
-    def __init__(self, root: Path, *, lock_timeout: float = 60.0):
+    def __init__(self, root: Root, *, lock_timeout: float = 60.0):
         self.root = root
-        self.lock = Lock(root)
+        self.lock: Lock | Lease = Lease(root) if isinstance(root, S3) else Lock(root)
         self.lock_timeout = lock_timeout
         self.manifest: Manifest | None = None
         self._deletes: dict[str, list[str]] = {}
@@ -399,7 +502,7 @@ class Writer:
     def __enter__(self) -> "Writer":
         from .migrate import check_version
 
-        if (self.root / MANIFESTS).is_dir():
+        if isinstance(self.root, S3) or (self.root / MANIFESTS).is_dir():
             early = read_manifest(self.root)
             if early is not None:
                 check_version(early)  # a newer runstore's store: refuse before writing a byte
@@ -422,11 +525,9 @@ class Writer:
         """Roll back Delta versions that no published manifest covers (a crashed writer)."""
         self._sweep_temporaries()
         tables_dir = self.root / "tables"
-        if not tables_dir.is_dir():
-            return
-        for name in sorted(os.listdir(tables_dir)):
+        for name in _list_dirs(tables_dir):
             path = tables_dir / name
-            if not (path / "_delta_log").is_dir():
+            if "_delta_log" not in _list_dirs(path):
                 continue
             entry = (self.manifest.tables.get(name) if self.manifest else None)
             dt = self._open_table(path)
@@ -439,7 +540,7 @@ class Writer:
                         f"{self.root / MANIFESTS}. Run `runstore repair` to rebuild it.")
                 # Created by a writer that never published: nothing of it is visible.
                 with writing(self.root, f"tables/{name}"):
-                    shutil.rmtree(path)
+                    path.rmtree() if isinstance(path, S3) else shutil.rmtree(path)
                 continue
             if dt.version() == entry["version"]:
                 continue
@@ -456,11 +557,9 @@ class Writer:
                     f"(version {dt.version()}, snapshot {entry['version']}). Run "
                     "`runstore repair` (it rebuilds the table's log from the snapshot).")
 
-    def _open_table(self, path: Path) -> Any:
-        from deltalake import DeltaTable
-
+    def _open_table(self, path: Any) -> Any:
         try:
-            return DeltaTable(str(path))
+            return delta_table(path)
         except Exception as e:  # deltalake raises its own error types
             raise StoreCorrupt(
                 f"cannot open the Delta table {path}: {one_line(e)}. Run "
@@ -488,30 +587,31 @@ class Writer:
     def commit(self, *, ledger: pa.Table | None, last_ingest: dict | None = None,
                settings: dict | None = None) -> Manifest:
         """Apply staged deletes and appends, write the ledger, publish a new manifest."""
-        from deltalake import DeltaTable, write_deltalake
+        from deltalake import write_deltalake
 
         assert self.manifest is not None, "store has no manifest; run migrations first"
         tables = {k: dict(v) for k, v in self.manifest.tables.items()}
         touched = set(self._deletes) | set(self._appends)
         for name in sorted(touched):
-            path = str(self.root / "tables" / name)
+            path = self.root / "tables" / name
             with writing(self.root, f"tables/{name}"):
                 preds = self._deletes.get(name)
                 if preds:
                     # One delete per table and commit: each Delta delete rewrites the files it
                     # hits.
-                    DeltaTable(path).delete(" OR ".join(f"({p})" for p in preds))
+                    delta_table(path).delete(" OR ".join(f"({p})" for p in preds))
                 parts = self._appends.get(name)
                 if parts:
                     data = pa.concat_tables(parts).cast(schema_mod.schema(name))
-                    write_deltalake(path, data, mode="append")
+                    write_deltalake(str(path), data, mode="append",
+                                    storage_options=storage_options(path))
                     self.rows_added[name] = self.rows_added.get(name, 0) + data.num_rows
                 pause_point("write")
-                dt = DeltaTable(path)
+                dt = delta_table(path)
                 if len(dt.file_uris()) > int(os.environ.get("RUNSTORE_COMPACT_FILES")
                                              or COMPACT_FILES):
                     dt.optimize.compact()
-                    dt = DeltaTable(path)
+                    dt = delta_table(path)
                     dt.create_checkpoint()
                     pause_point("compact")
             tables[name] = {"version": dt.version(), "files": self._rel_files(dt)}
@@ -524,6 +624,8 @@ class Writer:
             ledger_rel = f"{LEDGERS}/{seq:08d}.parquet"
             with writing(self.root, ledger_rel):
                 write_new_parquet(self.root / ledger_rel, ledger)
+                if isinstance(self.lock, Lease):
+                    self.lock.renew()
             pause_point("ledger")
         m = Manifest(
             seq=seq,
@@ -553,17 +655,15 @@ class Writer:
         paths = manifest_paths(self.root)
         for seq, path in paths[:-KEEP_MANIFESTS]:
             try:
-                m = Manifest.from_json(path.read_text())
-                path.unlink()
+                m = Manifest.from_json(_read_text(path))
+                _remove(path)
                 if m.ledger and m.ledger != self.manifest.ledger:  # type: ignore[union-attr]
-                    (self.root / m.ledger).unlink(missing_ok=True)
+                    _remove(self.root / m.ledger)
             except (OSError, ValueError):
                 continue
 
     def compact(self, *, vacuum_hours: float | None = None) -> dict[str, int]:
         """Compact every table to few files, checkpoint its log, optionally vacuum."""
-        from deltalake import DeltaTable
-
         assert self.manifest is not None
         damaged = damaged_file(self.root, self.manifest)
         if damaged is not None:
@@ -571,12 +671,12 @@ class Writer:
         tables = {k: dict(v) for k, v in self.manifest.tables.items()}
         before = {}
         for name in tables:
-            path = str(self.root / "tables" / name)
+            path = self.root / "tables" / name
             with writing(self.root, f"tables/{name}"):
-                dt = DeltaTable(path)
+                dt = delta_table(path)
                 before[name] = len(dt.file_uris())
                 dt.optimize.compact()
-                dt = DeltaTable(path)
+                dt = delta_table(path)
                 dt.create_checkpoint()
                 if vacuum_hours is not None:
                     dt.vacuum(retention_hours=int(vacuum_hours),
@@ -588,9 +688,12 @@ class Writer:
         return before
 
 
-def sweep_temporaries(root: Path) -> None:
+def sweep_temporaries(root: Root) -> None:
     """Delete the half-written temporaries (`.NAME.UUID.tmp`) a killed writer left behind: no
-    reader ever opens them, and only the lock holder (the caller) creates them."""
+    reader ever opens them, and only the lock holder (the caller) creates them. (On S3 an
+    object appears whole or not at all: there are none.)"""
+    if isinstance(root, S3):
+        return
     for sub in (MANIFESTS, LEDGERS):
         d = root / sub
         try:
@@ -605,8 +708,35 @@ def sweep_temporaries(root: Path) -> None:
                     pass
 
 
-def rel_files(root: Path, dt: Any) -> list[str]:
+def _list_dirs(d: Any) -> list[str]:
+    """Names directly inside a directory (an S3 prefix), empty when it does not exist."""
+    if isinstance(d, S3):
+        return d.list("")
+    try:
+        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+    except FileNotFoundError:
+        return []
+
+
+def _remove(path: Any) -> None:
+    if isinstance(path, S3):
+        path.delete("")
+    else:
+        path.unlink(missing_ok=True)
+
+
+def delta_table(path: Any) -> Any:
+    """The Delta table at a local path or under an S3 prefix."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(path), storage_options=storage_options(path))
+
+
+def rel_files(root: Root, dt: Any) -> list[str]:
     """The live files of a DeltaTable as paths relative to the store root, sorted."""
+    if isinstance(root, S3):
+        base = root.uri() + "/"
+        return sorted(u[len(base):] if u.startswith(base) else u for u in dt.file_uris())
     base = str(root.resolve())
     out = []
     for uri in dt.file_uris():
@@ -615,9 +745,16 @@ def rel_files(root: Path, dt: Any) -> list[str]:
     return sorted(out)
 
 
-def write_new_parquet(path: Path, table: pa.Table) -> None:
-    """Write a Parquet file that did not exist before (aside, then renamed into place)."""
+def write_new_parquet(path: Any, table: pa.Table) -> None:
+    """Write a Parquet file that did not exist before (aside, then renamed into place; on S3
+    with a conditional put)."""
     import pyarrow.parquet as pq
+
+    if isinstance(path, S3):
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="zstd")
+        path.write_new("", sink.getvalue().to_pybytes())
+        return
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
@@ -628,7 +765,11 @@ def write_new_parquet(path: Path, table: pa.Table) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def publish_manifest(root: Path, m: Manifest) -> None:
+def publish_manifest(root: Root, m: Manifest) -> None:
+    if isinstance(root, S3):
+        # Conditional put: when another writer published this number first, it fails.
+        root.write_new(f"{MANIFESTS}/{m.seq:08d}.json", m.to_json().encode())
+        return
     d = root / MANIFESTS
     d.mkdir(parents=True, exist_ok=True)
     final = d / f"{m.seq:08d}.json"
@@ -644,7 +785,7 @@ def publish_manifest(root: Path, m: Manifest) -> None:
 
 
 @contextmanager
-def writer(root: Path, *, lock_timeout: float = 60.0) -> Iterator[Writer]:
+def writer(root: Root, *, lock_timeout: float = 60.0) -> Iterator[Writer]:
     w = Writer(root, lock_timeout=lock_timeout)
     with w:
         yield w

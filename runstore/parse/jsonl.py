@@ -53,9 +53,14 @@ def _depth_steps() -> Any:
 
 
 def read_span(path: str, start: int, *, complete_lines: bool) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(start)
-        data = f.read()
+    """The bytes of `path` (a local path or an `s3://` URI) from `start` to its end, cut
+    after the last newline when `complete_lines`."""
+    if path.startswith("s3://"):
+        data = _s3_range(path, start, None)
+    else:
+        with open(path, "rb") as f:
+            f.seek(start)
+            data = f.read()
     if complete_lines:
         cut = data.rfind(b"\n")
         data = data[: cut + 1] if cut >= 0 else b""
@@ -65,9 +70,17 @@ def read_span(path: str, start: int, *, complete_lines: bool) -> bytes:
 def read_tail(path: str, end: int, n: int) -> bytes:
     """The `n` bytes just before `end` (to check an append-only file was not rewritten)."""
     start = max(0, end - n)
+    if path.startswith("s3://"):
+        return _s3_range(path, start, end)
     with open(path, "rb") as f:
         f.seek(start)
         return f.read(end - start)
+
+
+def _s3_range(uri: str, start: int, end: int | None) -> bytes:
+    from ..fs import S3
+
+    return S3(uri).read_range("", start, end)
 
 
 def decode_line(raw: bytes) -> Any:
