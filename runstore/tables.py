@@ -381,8 +381,19 @@ class Lease:
             time.sleep(0.2)
 
     def renew(self) -> None:
-        if self.token is not None:
-            self.root.put(LOCK, self._body())
+        """Extend the lease before publishing; stop if another writer took it over meanwhile
+        (this one stalled past its expiry): its unpublished work is then rolled back by the
+        next writer, and the conditional put of manifests keeps the two from both publishing."""
+        if self.token is None:
+            return
+        held = self._current()
+        if held is None or held.get("token") != self.token:
+            who = (held or {}).get("pid", "?")
+            raise StoreLocked(
+                f"this writer's lease on {self.root} expired and PID {who} took the store over; "
+                "nothing of this run was published. Run the command again (and raise "
+                "$RUNSTORE_LEASE_SECONDS if writes can stall that long).")
+        self.root.put(LOCK, self._body())
 
     def release(self) -> None:
         if self.token is None:
@@ -590,6 +601,8 @@ class Writer:
         from deltalake import write_deltalake
 
         assert self.manifest is not None, "store has no manifest; run migrations first"
+        if isinstance(self.lock, Lease):
+            self.lock.renew()  # before writing anything: stop if the lease was lost
         tables = {k: dict(v) for k, v in self.manifest.tables.items()}
         touched = set(self._deletes) | set(self._appends)
         for name in sorted(touched):
@@ -624,8 +637,6 @@ class Writer:
             ledger_rel = f"{LEDGERS}/{seq:08d}.parquet"
             with writing(self.root, ledger_rel):
                 write_new_parquet(self.root / ledger_rel, ledger)
-                if isinstance(self.lock, Lease):
-                    self.lock.renew()
             pause_point("ledger")
         m = Manifest(
             seq=seq,

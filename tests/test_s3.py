@@ -291,3 +291,26 @@ def test_missing_s3_source_is_a_clear_error(bucket: str, tmp_path: Path) -> None
                check=False)
     assert proc.returncode == 1
     assert f"s3://{bucket}/nothing-here does not exist" in proc.stderr
+
+
+def test_a_writer_whose_lease_was_taken_over_publishes_nothing(demo_tree: Path, bucket: str) -> None:
+    """A writer that stalled past its lease's expiry, and lost it to another, stops at its next
+    commit instead of publishing over the other's work."""
+    from runstore import tables
+    from runstore.errors import StoreLocked
+    from runstore.fs import S3
+
+    root = S3(f"s3://{bucket}/store")
+    runstore.open(root).ingest([demo_tree])
+    before = manifests(str(root))
+    with tables.writer(root) as w:
+        taken = {"pid": 4242, "host": "elsewhere", "token": "other", "expires": time.time() + 60}
+        s3fs_client().pipe_file(f"{bucket}/store/_runstore/lock", json.dumps(taken).encode())
+        w.append("runs", tables.read_table(root, w.manifest, "runs"))
+        with pytest.raises(StoreLocked, match="PID 4242 took the store over"):
+            w.commit(ledger=None)
+    assert manifests(str(root)) == before
+    published = tables.read_manifest(root).tables["runs"]["version"]
+    assert tables.delta_table(root / "tables" / "runs").version() == published, "nothing written"
+    # The other writer's lease is left alone by the loser's exit.
+    assert json.loads(s3fs_client().cat_file(f"{bucket}/store/_runstore/lock"))["token"] == "other"
