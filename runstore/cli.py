@@ -95,7 +95,8 @@ def _store(ctx: click.Context) -> Any:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--store", "-s", envvar="RUNSTORE_STORE", default=None,
-              help="Store directory (default: $RUNSTORE_STORE, else ./.runstore).")
+              help="Store directory, or s3://bucket/prefix for a store on S3 (default: "
+              "$RUNSTORE_STORE, else ./.runstore).")
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
 @click.version_option(package_name="runstore")
 @click.pass_context
@@ -150,6 +151,9 @@ def ingest(ctx: click.Context, paths: tuple[str, ...], quiet: bool, watch: float
            check: bool | None, lock_timeout: float) -> None:
     """Ingest every run found under PATHS (at any depth), incrementally.
 
+    A path may be a directory or an s3://bucket/prefix (read with the AWS environment's
+    credentials and endpoint; objects are re-read when their size or ETag changes).
+
     With --watch, keep ingesting every SECONDS until Ctrl-C (or SIGTERM), which ends it
     cleanly. Paths and runs may appear and vanish meanwhile. Each (run, rule) that starts
     firing is printed once on stdout (also with --quiet) as
@@ -161,6 +165,7 @@ def ingest(ctx: click.Context, paths: tuple[str, ...], quiet: bool, watch: float
         runstore ingest runs/            # first time: everything
         runstore ingest runs/            # again: only what changed
         runstore ingest runs/ --watch 30 # live runs: ingest and check every 30 s
+        runstore --store s3://team-logs/runstore ingest s3://team-logs/runs/
     """
     store = _store(ctx)
     progress = _Progress(not quiet and sys.stderr.isatty())

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from . import checks
 from .errors import QueryError, SourceNotFound, StoreLocked, StoreNotFound, UsageError
 from .ingest import IngestReport, Progress
+from .fs import S3, is_remote
 
 if TYPE_CHECKING:
     from .store import Store
@@ -86,7 +87,7 @@ class Watcher:
                  on_warning: Callable[[str], None] | None = None,
                  progress: Progress | None = None, lock_timeout: float = 60.0):
         self.store = store
-        self.paths = [Path(p) for p in paths]
+        self.paths: list[Path | S3] = [S3(str(p)) if is_remote(p) else Path(p) for p in paths]
         self.check = check
         self.rules = list(rules) if rules is not None else None
         self.on_alert = on_alert
@@ -95,14 +96,14 @@ class Watcher:
         self.progress = progress
         self.lock_timeout = lock_timeout
         self.reported: set[tuple[str, str]] = set()
-        self.missing: set[Path] = set()
+        self.missing: set[Path | S3] = set()
         self.passes = 0
 
     def warn(self, text: str) -> None:
         if self.on_warning is not None:
             self.on_warning(text)
 
-    def existing_paths(self) -> list[Path]:
+    def existing_paths(self) -> list[Path | S3]:
         """The paths that exist now; says once when one goes missing and when it is back."""
         present = []
         for p in self.paths:

@@ -314,3 +314,15 @@ def test_a_writer_whose_lease_was_taken_over_publishes_nothing(demo_tree: Path, 
     assert tables.delta_table(root / "tables" / "runs").version() == published, "nothing written"
     # The other writer's lease is left alone by the loser's exit.
     assert json.loads(s3fs_client().cat_file(f"{bucket}/store/_runstore/lock"))["token"] == "other"
+
+
+def test_ingest_check_from_s3_prints_firing_rules(demo_tree: Path, bucket: str,
+                                                  tmp_path: Path) -> None:
+    """`ingest --check` (the watch loop's single pass) over runs on S3 fires the KL rule for the
+    runs the oracle flags, and only those."""
+    upload(demo_tree, f"s3://{bucket}/runs")
+    proc = cli("--store", str(tmp_path / "store"), "ingest", "-q", "--check",
+               f"s3://{bucket}/runs")
+    fired = sorted(line.split()[1].rstrip(":") for line in proc.stdout.splitlines()
+                   if line.startswith("FIRED "))
+    assert fired == sorted(n for n, row in oracle.kl_health(demo_tree).items() if row["flagged"])
