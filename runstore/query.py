@@ -17,11 +17,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 
 from . import schema as schema_mod
 from . import tables
-from .fs import S3
 from .errors import QueryError
+from .fs import S3
 from .resources import sql_dir
 from .sqlcheck import identifier
 
@@ -116,7 +117,16 @@ def connect(root: tables.Root, manifest: tables.Manifest,
         files = tables.table_files(root, manifest, name)
         if files:
             try:
-                con.read_parquet(files, union_by_name=True).create_view(name)
+                rel = con.read_parquet(files, union_by_name=True)
+                missing = [f for f in schema_mod.schema(name) if f.name not in rel.columns]
+                if missing:
+                    # Columns a later migration added, which no live file has yet: nulls of
+                    # the column's type, so queries see the current schema.
+                    typed = con.from_arrow(pa.table({f.name: pa.nulls(0, f.type) for f in missing}))
+                    cols = [identifier(c) for c in rel.columns] + [
+                        f"cast(null as {t}) as {identifier(c)}" for c, t in zip(typed.columns, typed.types)]
+                    rel = rel.project(", ".join(cols))
+                rel.create_view(name)
             except Exception as e:  # duckdb's errors: name the damaged file and what to do
                 damaged = tables.damaged_file(root, manifest, [name])
                 if damaged is None:

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
@@ -157,3 +158,24 @@ def test_newer_store_is_refused_untouched(v1: Path, small_tree: Path) -> None:
         assert p.stderr.startswith("Error: this store has schema version 999"), (args, p.stderr)
         assert "upgrade runstore" in p.stderr and "Traceback" not in p.stderr
         assert oracle.tree_digest(v1) == before, args
+
+
+def test_columns_no_file_has_yet_read_as_nulls(v1: Path, later_migrations: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a migration adds a column (and schema.py lists it), queries see it as nulls
+    until an ingest writes it: the v1 files were all written before it existed."""
+    from runstore import schema as schema_mod
+
+    store = runstore.open(v1)
+    store.migrate()
+    real = schema_mod.schema
+
+    def with_note(name: str) -> pa.Schema:
+        s = real(name)
+        return s.append(pa.field("note", pa.string())) if name == "runs" else s
+
+    monkeypatch.setattr(schema_mod, "schema", with_note)
+    rows = store.sql("select note, count(*) as n from runs group by note").rows()
+    n_runs = len(tables.read_table(v1, store.manifest(), "runs"))
+    assert rows == [(None, n_runs)] and n_runs > 0
+    assert store.arrow("select note from runs limit 1").schema.field("note").type == pa.string()
