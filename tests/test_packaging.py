@@ -37,10 +37,13 @@ def test_wheel_installs_and_ingests(tmp_path: Path) -> None:
                    capture_output=True)
     work = tmp_path / "elsewhere"
     work.mkdir()
-    from runstore import demo
-
-    demo.generate_tree(work / "runs", [demo.RunSpec(name="exp/a", steps=12)], seed=1)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # The installed wheel writes the tree: its subpackages (runstore.demo, ...) must ship too.
+    made = subprocess.run(
+        [str(py), "-c", "import sys; from runstore import demo; print(demo.__file__); "
+         "demo.generate_tree(sys.argv[1], [demo.RunSpec(name='exp/a', steps=12)], seed=1)",
+         str(work / "runs")], cwd=work, env=env, check=True, capture_output=True, text=True)
+    assert str(env_dir) in made.stdout, made.stdout
     found = subprocess.run(
         [str(py), "-c", "import runstore.resources as r; print(r.sql_dir()); print(r.migrations_dir())"],
         cwd=work, env=env, check=True, capture_output=True, text=True).stdout.split()
