@@ -108,8 +108,9 @@ def connect(root: Path, manifest: tables.Manifest, params: dict[str, Any] | None
     # No progress bar: DuckDB draws one on stderr for long queries, garbling CLI output.
     con.execute("set enable_progress_bar = false")
     # Keep each Parquet footer once parsed: Store reuses one database per snapshot for many
-    # queries (each on a cursor, hence `global`), and parsing metrics_raw's footers costs more
-    # than a selective query. Safe because a store file is never modified once written.
+    # queries (each on a cursor, hence `global`), which otherwise re-parse the footer of every
+    # file they scan, a cost that grows with files and row groups. Safe because a store file
+    # is never modified once written.
     con.execute("set global parquet_metadata_cache = true")
     for name in schema_mod.TABLES:
         files = tables.table_files(root, manifest, name)
