@@ -110,6 +110,11 @@ def connect(root: tables.Root, manifest: tables.Manifest,
     con = duckdb.connect(":memory:")
     # No progress bar: DuckDB draws one on stderr for long queries, garbling CLI output.
     con.execute("set enable_progress_bar = false")
+    # Keep each Parquet footer once parsed: Store reuses one database per snapshot for many
+    # queries (each on a cursor, hence `global`), which otherwise re-parse the footer of every
+    # file they scan, a cost that grows with files and row groups. Safe because a store file
+    # is never modified once written.
+    con.execute("set global parquet_metadata_cache = true")
     if isinstance(root, S3):
         # The DuckDB wheel has no httpfs offline: s3:// files are read through fsspec.
         con.register_filesystem(root.filesystem())

@@ -55,6 +55,13 @@ MANIFESTS = "_runstore/manifests"
 LEDGERS = "_runstore/ledger"
 LOCK = "_runstore/lock"
 COMPACT_FILES = 32  # $RUNSTORE_COMPACT_FILES overrides it (tests use it to compact often)
+# New files of these tables hold their rows grouped by one column (`group_rows`), so a scan
+# for a few values of it (`key IN (...)`) reads few Parquet pages: DuckDB skips the others by
+# the min/max statistics of the page index that deltalake writes. Compaction interleaves the
+# merged files' rows in 8192-row batches; pages of at most PAGE_ROWS rows keep their min/max
+# narrow there too (the default, 20,000 rows, made a `key IN` scan ~3x slower after compact).
+GROUP_ROWS_BY = {"metrics_raw": "key"}
+PAGE_ROWS = 8192
 KEEP_MANIFESTS = 20
 
 
@@ -616,14 +623,17 @@ class Writer:
                 parts = self._appends.get(name)
                 if parts:
                     data = pa.concat_tables(parts).cast(schema_mod.schema(name))
+                    if name in GROUP_ROWS_BY:
+                        data = group_rows(data, GROUP_ROWS_BY[name])
                     write_deltalake(str(path), data, mode="append",
+                                    writer_properties=writer_properties(name),
                                     storage_options=storage_options(path))
                     self.rows_added[name] = self.rows_added.get(name, 0) + data.num_rows
                 pause_point("write")
                 dt = delta_table(path)
                 if len(dt.file_uris()) > int(os.environ.get("RUNSTORE_COMPACT_FILES")
                                              or COMPACT_FILES):
-                    dt.optimize.compact()
+                    dt.optimize.compact(writer_properties=writer_properties(name))
                     dt = delta_table(path)
                     dt.create_checkpoint()
                     pause_point("compact")
@@ -686,7 +696,7 @@ class Writer:
             with writing(self.root, f"tables/{name}"):
                 dt = delta_table(path)
                 before[name] = len(dt.file_uris())
-                dt.optimize.compact()
+                dt.optimize.compact(writer_properties=writer_properties(name))
                 dt = delta_table(path)
                 dt.create_checkpoint()
                 if vacuum_hours is not None:
@@ -697,6 +707,45 @@ class Writer:
                         "tables": tables, "created_at": utcnow().isoformat()})
         self.publish(m)
         return before
+
+
+def group_rows(data: pa.Table, column: str) -> pa.Table:
+    """`data` stably sorted by `column`, as one chunk (deltalake writes a many-chunk table as
+    8192-row batches in parallel and interleaves them; one chunk keeps the order).
+
+    Normalized metrics arrive as long runs of one key (a run's buffer is unpivoted column by
+    column), so whole runs are reordered by slicing, without the per-row copy of a sort.
+    """
+    import numpy as np
+    import pyarrow.compute as pc
+
+    data = data.combine_chunks()
+    n = data.num_rows
+    if n < 2:
+        return data
+    values = data.column(column).chunk(0)
+    changed = pc.fill_null(pc.not_equal(values.slice(1), values.slice(0, n - 1)), True)
+    starts = np.concatenate([[0], np.flatnonzero(changed.to_numpy(zero_copy_only=False)) + 1])
+    if len(starts) > n // 64:  # values interleave row by row (a line-by-line buffer)
+        # Sorting the ranks of the dictionary codes is ~10x faster than sorting the strings.
+        coded = values.dictionary_encode()
+        ranks = pc.take(pc.rank(coded.dictionary, "ascending"), coded.indices)
+        return data.take(pc.sort_indices(ranks))
+    firsts = values.take(pa.array(starts)).to_pylist()
+    order = sorted(range(len(starts)), key=lambda i: (firsts[i] is None, firsts[i] or ""))
+    ends = np.append(starts[1:], n)
+    return pa.concat_tables([data.slice(starts[i], ends[i] - starts[i]) for i in order]
+                            ).combine_chunks()
+
+
+def writer_properties(table: str) -> Any:
+    """Parquet settings for a table's new files; None for deltalake's defaults."""
+    from deltalake import WriterProperties
+
+    if table not in GROUP_ROWS_BY:
+        return None
+    # Without a compression WriterProperties writes uncompressed files; Snappy is the default.
+    return WriterProperties(data_page_row_count_limit=PAGE_ROWS, compression="SNAPPY")
 
 
 def sweep_temporaries(root: Root) -> None:

@@ -22,20 +22,20 @@
 with kl as (
     -- One row per (run, step) with both families. Reads `metrics_raw` directly (the latest
     -- write per key via max_by on the write order) rather than the `metrics` view: the same
-    -- rule, but one aggregation instead of a window over every metric.
+    -- rule, but one aggregation instead of a window over every metric. A prefixed write
+    -- outranks every unprefixed one (its seq is lifted above any line number), so one max_by
+    -- per family picks the latest prefixed value, else the latest unprefixed one. Writes
+    -- without a number (value null) are left out so that both engines skip them: DuckDB's
+    -- max_by ignores a null value, Spark's would return it.
     select run_id, step,
-           coalesce(max_by(case when key = 'optim/kl_sample_train_v1' then value end,
-                           case when key = 'optim/kl_sample_train_v1' then seq end),
-                    max_by(case when key = 'kl_sample_train_v1' then value end,
-                           case when key = 'kl_sample_train_v1' then seq end)) as v1,
-           coalesce(max_by(case when key = 'optim/kl_sample_train_v2' then value end,
-                           case when key = 'optim/kl_sample_train_v2' then seq end),
-                    max_by(case when key = 'kl_sample_train_v2' then value end,
-                           case when key = 'kl_sample_train_v2' then seq end)) as v2
+           max_by(value, case when key = 'optim/kl_sample_train_v1' then seq + 1000000000000
+                              when key = 'kl_sample_train_v1' then seq end) as v1,
+           max_by(value, case when key = 'optim/kl_sample_train_v2' then seq + 1000000000000
+                              when key = 'kl_sample_train_v2' then seq end) as v2
     from metrics_raw
     where key in ('optim/kl_sample_train_v1', 'optim/kl_sample_train_v2',
                   'kl_sample_train_v1', 'kl_sample_train_v2')
-      and step is not null and not coalesce(pre_resume, false)
+      and value is not null and step is not null and not coalesce(pre_resume, false)
     group by run_id, step
 ),
 flags as (
@@ -47,32 +47,42 @@ flags as (
            or coalesce(not isnan(v2) and v2 > (select value_num from settings where name = 'kl_threshold'), false)
                as is_over
     from kl
-    where v1 is not null or v2 is not null
 ),
 islands as (
-    -- Gaps and islands: consecutive over-steps share one difference of row numbers.
+    -- Gaps and islands: the number of not-over steps so far is the same for every step of a
+    -- streak of over-steps (and for the not-over step just before it).
     select run_id, step, v1, v2, is_nan, is_over,
-           row_number() over (partition by run_id order by step)
-           - row_number() over (partition by run_id, is_over order by step) as island
+           count(case when not is_over then 1 end)
+               over (partition by run_id order by step rows between unbounded preceding and current row)
+               as island
     from flags
 ),
 streaks as (
+    -- The length of each over-step's streak; 0 on not-over steps, which share one partition
+    -- per run (a partition per island would be one per not-over step, and slow).
     select run_id, step, v1, v2, is_nan, is_over,
-           count(*) over (partition by run_id, is_over, island) as streak
+           count(case when is_over then 1 end)
+               over (partition by run_id, case when is_over then island end) as streak
     from islands
 )
+-- Aggregated per run before joining `runs`: the join then sees one row per run.
 select s.run_id,
        r.run_name,
-       max(case when not isnan(v1) then v1 end) as max_kl_v1,
-       max(case when not isnan(v2) then v2 end) as max_kl_v2,
-       max_by(v1, case when v1 is not null then step end) as last_kl_v1,
-       max_by(v2, case when v2 is not null then step end) as last_kl_v2,
-       count(case when is_over then 1 end) as steps_over,
-       min(case when is_over then step end) as first_step_over,
-       max(case when is_over then step end) as last_step_over,
-       coalesce(max(case when is_over then streak end), 0) as longest_streak_over,
-       count(case when is_nan then 1 end) as nan_steps,
-       count(case when is_over then 1 end) > 0 as flagged
-from streaks as s
+       s.max_kl_v1, s.max_kl_v2, s.last_kl_v1, s.last_kl_v2, s.steps_over, s.first_step_over,
+       s.last_step_over, s.longest_streak_over, s.nan_steps, s.flagged
+from (
+    select run_id,
+           max(case when not isnan(v1) then v1 end) as max_kl_v1,
+           max(case when not isnan(v2) then v2 end) as max_kl_v2,
+           max_by(v1, case when v1 is not null then step end) as last_kl_v1,
+           max_by(v2, case when v2 is not null then step end) as last_kl_v2,
+           count(case when is_over then 1 end) as steps_over,
+           min(case when is_over then step end) as first_step_over,
+           max(case when is_over then step end) as last_step_over,
+           max(streak) as longest_streak_over,
+           count(case when is_nan then 1 end) as nan_steps,
+           count(case when is_over then 1 end) > 0 as flagged
+    from streaks
+    group by run_id
+) as s
 left join runs as r on r.run_id = s.run_id
-group by s.run_id, r.run_name

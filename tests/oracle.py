@@ -250,6 +250,26 @@ KL_FAMILIES = {"v1": ("optim/kl_sample_train_v1", "kl_sample_train_v1"),
 REWARD_KEY = "env/all/reward/total"
 
 
+# Hand-written metrics.jsonl for the rules kl_health encodes in its ordering and windows: the
+# prefixed spelling wins at a step even when the unprefixed one is written later; a later write
+# of a step wins; a step without KL does not end a streak, a NaN step and a not-over step do; a
+# streak at the start and at the end of a run counts. Over: 0 1 4 6 7 9 12 13; streaks 0-1,
+# 4-7 (3 steps: 5 logs no KL), 9, 12-13.
+KL_EDGE_METRICS = "".join(json.dumps(line) + "\n" for line in [
+    {"step": 0, "optim/kl_sample_train_v1": 0.5}, {"step": 1, "optim/kl_sample_train_v1": 0.5},
+    {"step": 2, "optim/kl_sample_train_v1": 0.001},
+    {"step": 3, "optim/kl_sample_train_v1": 0.001}, {"step": 3, "kl_sample_train_v1": 0.9},
+    {"step": 4, "kl_sample_train_v1": 0.2}, {"step": 5, "optim/entropy": 1.0},
+    {"step": 6, "kl_sample_train_v1": 0.3},
+    {"step": 7, "optim/kl_sample_train_v1": 0.4, "optim/kl_sample_train_v2": float("nan")},
+    {"step": 8, "optim/kl_sample_train_v1": float("nan")},
+    {"step": 9, "optim/kl_sample_train_v1": 0.2}, {"step": 10, "optim/kl_sample_train_v1": 0.2},
+    {"step": 10, "optim/kl_sample_train_v1": 0.001},
+    {"step": 11, "optim/kl_sample_train_v1": 0.001},
+    {"step": 12, "optim/kl_sample_train_v1": 0.3}, {"step": 13, "optim/kl_sample_train_v1": 0.3},
+])
+
+
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 

@@ -19,7 +19,7 @@ import pytest
 
 import oracle
 import runstore
-from runstore import demo
+from runstore import demo, tables
 
 TABLES = ("runs", "config", "metrics_raw", "checkpoints", "trajectories", "rollout_steps",
           "conversations", "messages", "spans", "trace_slices")
@@ -258,6 +258,31 @@ def test_awkward_tree_has_idle_runs_and_bad_logtrees(awkward_ingested) -> None:
 def test_metrics_view_equals_live_metrics(ingested) -> None:
     tree, store, _, _ = ingested
     assert_live_metrics(store, tree)
+
+
+def test_metrics_raw_files_hold_rows_grouped_by_key(ingested) -> None:
+    # The layout that lets a `key IN (...)` scan skip pages (tables.GROUP_ROWS_BY).
+    import pyarrow.parquet as pq
+
+    _, store, _, _ = ingested
+    files = tables.table_files(store.path, store.manifest(), "metrics_raw")
+    assert files
+    for f in files:
+        keys = pq.read_table(f, columns=["key"]).column("key").to_pylist()
+        assert keys == sorted(keys), f
+
+
+@pytest.mark.parametrize("keys", [["b", "b", "a", "a", "c", "a", "a"] * 20,  # runs of a key
+                                  ["b", "a", "c"] * 100])  # one key per row: sorted instead
+def test_group_rows_is_a_stable_sort_by_the_column(keys: list[str]) -> None:
+    import pyarrow as pa
+
+    parts = [pa.table({"key": keys[i:i + 7], "n": list(range(i, i + len(keys[i:i + 7])))})
+             for i in range(0, len(keys), 7)]
+    got = tables.group_rows(pa.concat_tables(parts), "key")
+    assert got.column("key").num_chunks == 1
+    assert list(zip(got["key"].to_pylist(), got["n"].to_pylist())) == \
+        sorted(zip(keys, range(len(keys))), key=lambda kn: kn[0])
 
 
 def test_kind_and_layout(ingested) -> None:

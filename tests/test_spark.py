@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import oracle
 import runstore
 from runstore import query
 
@@ -48,6 +49,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> runstore.Store:
     root = tmp_path_factory.mktemp("spark")
     demo.generate_tree(root / "runs" / "demo", seed=5)
     demo.generate_tree(root / "runs" / "awkward", demo.awkward_specs(), seed=6)
+    (root / "runs" / "kl_edge").mkdir()
+    (root / "runs" / "kl_edge" / "metrics.jsonl").write_text(oracle.KL_EDGE_METRICS)
     st = runstore.open(root / "store")
     st.ingest([root / "runs"])
     return st

@@ -154,6 +154,17 @@ def test_kl_exactly_threshold_does_not_flag(awkward_store: runstore.Store) -> No
     assert kl_rows(awkward_store, 0.0099)["awkward/kl/exact_threshold"]["steps_over"] == 1
 
 
+def test_kl_spellings_and_streaks_match_oracle(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "edge"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text(oracle.KL_EDGE_METRICS)
+    store = runstore.open(tmp_path / "store")
+    store.ingest([tmp_path / "runs"])
+    got, want = kl_rows(store), oracle.kl_health(tmp_path / "runs")
+    assert_rows_equal(got, want)
+    assert (want["edge"]["steps_over"], want["edge"]["longest_streak_over"]) == (8, 3)
+
+
 @pytest.mark.parametrize("style", ["truncate", "duplicate"])
 def test_kl_spike_overwritten_by_resume_does_not_flag(awkward_store: runstore.Store,
                                                       _awkward_template: Path, style: str) -> None:
