@@ -266,17 +266,28 @@ def identifier(name: str) -> str:
 def transpile(sql: str, dialect: str) -> str:
     """DuckDB SQL (one statement) rewritten for `dialect`, pretty-printed.
 
-    One correction to sqlglot: it writes `percentile_cont(q) WITHIN GROUP (ORDER BY x)` as
+    Two corrections to sqlglot: DuckDB's `arg_max_null` becomes `max_by` (same meaning, see
+    `_max_by`), and sqlglot writes `percentile_cont(q) WITHIN GROUP (ORDER BY x)` as
     Spark's `PERCENTILE_APPROX`, which returns a nearby data value instead of the
     interpolated percentile; Spark's `PERCENTILE(x, q)` is exact and interpolates the same way
     as DuckDB, so Spark gives the same answer.
     """
     import sqlglot
 
-    tree = sqlglot.parse_one(sql, read="duckdb")
+    tree = sqlglot.parse_one(sql, read="duckdb").transform(_max_by)
     if dialect in ("spark", "databricks"):
         tree = tree.transform(_exact_percentile)
     return tree.sql(dialect=dialect, pretty=True)
+
+
+def _max_by(node: Any) -> Any:
+    """DuckDB's `arg_max_null(x, y)` (x of the largest y, even when that x is null) is what
+    `max_by` means in Spark and Trino; sqlglot passes the name through unchanged."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "arg_max_null":
+        return exp.ArgMax(this=node.expressions[0].copy(), expression=node.expressions[1].copy())
+    return node
 
 
 def _exact_percentile(node: Any) -> Any:

@@ -21,21 +21,20 @@
 -- @column flagged: true when any step is over the threshold
 with kl as (
     -- One row per (run, step) with both families. Reads `metrics_raw` directly (the latest
-    -- write per key via max_by on the write order) rather than the `metrics` view: the same
-    -- rule, but one aggregation instead of a window over every metric. A prefixed write
-    -- outranks every unprefixed one (its seq is lifted above any line number), so one max_by
-    -- per family picks the latest prefixed value, else the latest unprefixed one. Writes
-    -- without a number (value null) are left out so that both engines skip them: DuckDB's
-    -- max_by ignores a null value, Spark's would return it.
+    -- write per key on the write order) rather than the `metrics` view: the same rule, but one
+    -- aggregation instead of a window over every metric. Per family, the prefixed name's
+    -- latest write is used when it is a number, else the unprefixed name's latest write.
+    -- arg_max_null keeps a latest write that has no number (a string: value null), so a
+    -- number it superseded is not used; Spark's and Trino's max_by behave so already.
     select run_id, step,
-           max_by(value, case when key = 'optim/kl_sample_train_v1' then seq + 1000000000000
-                              when key = 'kl_sample_train_v1' then seq end) as v1,
-           max_by(value, case when key = 'optim/kl_sample_train_v2' then seq + 1000000000000
-                              when key = 'kl_sample_train_v2' then seq end) as v2
+           coalesce(arg_max_null(value, seq) filter (where key = 'optim/kl_sample_train_v1'),
+                    arg_max_null(value, seq) filter (where key = 'kl_sample_train_v1')) as v1,
+           coalesce(arg_max_null(value, seq) filter (where key = 'optim/kl_sample_train_v2'),
+                    arg_max_null(value, seq) filter (where key = 'kl_sample_train_v2')) as v2
     from metrics_raw
     where key in ('optim/kl_sample_train_v1', 'optim/kl_sample_train_v2',
                   'kl_sample_train_v1', 'kl_sample_train_v2')
-      and value is not null and step is not null and not coalesce(pre_resume, false)
+      and step is not null and not coalesce(pre_resume, false)
     group by run_id, step
 ),
 flags as (
@@ -47,6 +46,7 @@ flags as (
            or coalesce(not isnan(v2) and v2 > (select value_num from settings where name = 'kl_threshold'), false)
                as is_over
     from kl
+    where v1 is not null or v2 is not null  -- a step whose KL writes are all strings logs none
 ),
 islands as (
     -- Gaps and islands: the number of not-over steps so far is the same for every step of a

@@ -267,6 +267,13 @@ KL_EDGE_METRICS = "".join(json.dumps(line) + "\n" for line in [
     {"step": 10, "optim/kl_sample_train_v1": 0.001},
     {"step": 11, "optim/kl_sample_train_v1": 0.001},
     {"step": 12, "optim/kl_sample_train_v1": 0.3}, {"step": 13, "optim/kl_sample_train_v1": 0.3},
+    # A number superseded by a string at the same step is not live: the unprefixed spelling's
+    # live number is used (14), or the step logs no KL at all and does not end a streak (16).
+    {"step": 14, "optim/kl_sample_train_v1": 0.5},
+    {"step": 14, "optim/kl_sample_train_v1": "n/a", "kl_sample_train_v1": 0.002},
+    {"step": 15, "optim/kl_sample_train_v1": 0.3},
+    {"step": 16, "optim/kl_sample_train_v1": 0.9}, {"step": 16, "optim/kl_sample_train_v1": "skipped"},
+    {"step": 17, "optim/kl_sample_train_v1": 0.3},
 ])
 
 

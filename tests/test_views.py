@@ -162,7 +162,7 @@ def test_kl_spellings_and_streaks_match_oracle(tmp_path: Path) -> None:
     store.ingest([tmp_path / "runs"])
     got, want = kl_rows(store), oracle.kl_health(tmp_path / "runs")
     assert_rows_equal(got, want)
-    assert (want["edge"]["steps_over"], want["edge"]["longest_streak_over"]) == (8, 3)
+    assert (want["edge"]["steps_over"], want["edge"]["longest_streak_over"]) == (10, 3)
 
 
 @pytest.mark.parametrize("style", ["truncate", "duplicate"])
