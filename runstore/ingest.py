@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -32,6 +34,8 @@ from .work import FileResult, FileTask, process_file
 RUNNING_WINDOW_S = 120  # a run whose files changed this recently is `running`
 TEXT_LIMIT = 8 << 20  # code.diff kept up to 8 MB
 BATCH_ROWS = 4_000_000  # publish a snapshot after about this many staged rows
+READ_THREADS = 2  # threads reading and normalizing the files ahead of the one being staged
+READ_AHEAD_BYTES = 64 << 20  # source bytes read ahead of the staged file, at most
 
 
 @dataclass
@@ -82,6 +86,8 @@ def ingest(root: Path, paths: Iterable[str | os.PathLike[str]], *,
         # $RUNSTORE_BATCH_ROWS lets tests make a real `runstore ingest` process publish many
         # snapshots (the crash test kills it between and during them).
         batch_rows = int(os.environ.get("RUNSTORE_BATCH_ROWS") or BATCH_ROWS)
+    # $RUNSTORE_READ_THREADS=0 reads every file inline (tests compare the two ways).
+    threads = int(os.environ.get("RUNSTORE_READ_THREADS") or READ_THREADS)
     roots = [Path(p) for p in paths]
     for p in roots:
         if not p.exists():
@@ -93,12 +99,13 @@ def ingest(root: Path, paths: Iterable[str | os.PathLike[str]], *,
         led = Ledger.from_arrow(_read_ledger(root, w.manifest))
         runs = _discover_all(roots)
         job = _Job(root, w, led, report, on_warning, now if now is not None else time.time())
-        for i, rd in enumerate(runs):
-            job.run(rd)
-            if progress:
-                progress(i + 1, len(runs), report.bytes_read, rd.run_name)
-            if w.staged_rows >= batch_rows:
-                job.commit()
+        with _ReadAhead(job.tasks(runs), threads) as ahead:
+            for i, rd in enumerate(runs):
+                job.run(rd, ahead)
+                if progress:
+                    progress(i + 1, len(runs), report.bytes_read, rd.run_name)
+                if w.staged_rows >= batch_rows:
+                    job.commit()
         job.mark_missing({rd.run_id for rd in runs})
         report.seconds = time.monotonic() - started
         job.commit(final=True)
@@ -136,6 +143,59 @@ def _discover_all(roots: list[Path]) -> list[RunDir]:
     return out
 
 
+class _ReadAhead:
+    """Runs `process_file` for the coming files in worker threads; hands results over in order.
+
+    The per-file work is pure (see work.py) and its heavy parts (pyarrow's JSON reader, Arrow
+    compute, numpy) release the GIL, so reading the next files overlaps the staging, the
+    Python-bound normalizers and the Delta writes of a commit on the main thread. Files the
+    ledger has seen with the same size and mtime are planned inline: a no-op re-ingest stays a
+    `stat` per file. At most `READ_AHEAD_BYTES` of source files are in flight (bounds memory).
+    """
+
+    def __init__(self, tasks: Iterator[FileTask], threads: int):
+        self._tasks = tasks
+        self._pending: deque[tuple[FileTask, Future[FileResult] | None]] = deque()
+        self._in_flight = 0
+        self._pool = (ThreadPoolExecutor(threads, thread_name_prefix="runstore-read")
+                      if threads > 0 else None)
+
+    def __enter__(self) -> "_ReadAhead":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def next(self) -> tuple[FileTask, FileResult]:
+        """The next task (in the order `tasks` yields them) and its result."""
+        self._fill()
+        task, fut = self._pending.popleft()
+        if fut is None:
+            return task, process_file(task)
+        self._in_flight -= task.file.size
+        self._fill()
+        return task, fut.result()
+
+    def _fill(self) -> None:
+        while not self._pending or self._in_flight < READ_AHEAD_BYTES:
+            task = next(self._tasks, None)
+            if task is None:
+                return
+            if self._pool is None or _unchanged(task):
+                self._pending.append((task, None))
+            else:
+                self._pending.append((task, self._pool.submit(process_file, task)))
+                self._in_flight += task.file.size
+
+
+def _unchanged(task: FileTask) -> bool:
+    """Whether the ledger saw the file as it is now (so `process_file` only plans a skip)."""
+    e, f = task.entry, task.file
+    return e is not None and (e.size, e.mtime_ns) == (f.size, f.mtime_ns) \
+        and not e.state.get("reread")
+
+
 class _Job:
     """The state of one ingest: the ledger being updated and the counts being reported."""
 
@@ -149,14 +209,28 @@ class _Job:
         self._stored_runs: dict[str, dict[str, Any]] | None = None  # loaded when needed
 
     # -- per run -----------------------------------------------------------------------
-    def run(self, rd: RunDir) -> None:
+    def tasks(self, runs: list[RunDir]) -> Iterator[FileTask]:
+        """One task per file of every run, in order (a task carries the file's ledger entry:
+        only the file's own result changes that entry, so a task can be made early)."""
+        for rd in runs:
+            run_name = self._run_name(rd)
+            for f in rd.files:
+                yield FileTask(rd.path, rd.run_id, run_name, f, self.led.get(rd.run_id, f.rel_path))
+
+    def _run_name(self, rd: RunDir) -> str:
+        prev = self.led.get(rd.run_id, "")
+        return prev.state.get("run_name", rd.run_name) if prev else rd.run_name
+
+    def run(self, rd: RunDir, ahead: _ReadAhead) -> None:
+        """Stage the results of `rd`'s files, taken in order from `ahead`."""
         run_id = rd.run_id
         prev = self.led.get(run_id, "")
-        run_name = prev.state.get("run_name", rd.run_name) if prev else rd.run_name
+        run_name = self._run_name(rd)
         changed = False
         for f in rd.files:
-            task = FileTask(rd.path, run_id, run_name, f, self.led.get(run_id, f.rel_path))
-            changed |= self._apply(task, process_file(task))
+            task, res = ahead.next()
+            assert task.file is f, "read-ahead out of step with the runs"
+            changed |= self._apply(task, res)
             tables.pause_point("parse")
         newest = max((f.mtime_ns for f in rd.files), default=0)
         status = self._status(run_id, newest)
