@@ -382,6 +382,14 @@ def check_writable(root: Path) -> None:
         ) from e
 
 
+@dataclass
+class Staged:
+    """Deletes (predicates) and appends (Arrow tables) per table, to commit together."""
+
+    deletes: dict[str, list[str]]
+    appends: dict[str, list[pa.Table]]
+
+
 class Writer:
     """Exclusive write access to a store: stage deletes and appends, publish snapshots."""
 
@@ -485,23 +493,35 @@ class Writer:
         return bool(self._deletes or self._appends)
 
     # -- publishing --------------------------------------------------------------------
+    def take_staged(self) -> Staged:
+        """Hand over what is staged; the writer stages afresh from here on. Pass it to
+        `commit(staged=...)`, which may then run in another thread while this one stages
+        the next batch (the caller keeps one commit at a time, and holds the lock until the
+        last one has returned)."""
+        staged = Staged(self._deletes, self._appends)
+        self._deletes, self._appends, self.staged_rows = {}, {}, 0
+        return staged
+
     def commit(self, *, ledger: pa.Table | None, last_ingest: dict | None = None,
-               settings: dict | None = None) -> Manifest:
-        """Apply staged deletes and appends, write the ledger, publish a new manifest."""
+               settings: dict | None = None, staged: Staged | None = None) -> Manifest:
+        """Apply staged deletes and appends (`staged`, or what is staged now), write the
+        ledger, publish a new manifest."""
         from deltalake import DeltaTable, write_deltalake
 
         assert self.manifest is not None, "store has no manifest; run migrations first"
+        if staged is None:
+            staged = Staged(self._deletes, self._appends)
         tables = {k: dict(v) for k, v in self.manifest.tables.items()}
-        touched = set(self._deletes) | set(self._appends)
+        touched = set(staged.deletes) | set(staged.appends)
         for name in sorted(touched):
             path = str(self.root / "tables" / name)
             with writing(self.root, f"tables/{name}"):
-                preds = self._deletes.get(name)
+                preds = staged.deletes.get(name)
                 if preds:
                     # One delete per table and commit: each Delta delete rewrites the files it
                     # hits.
                     DeltaTable(path).delete(" OR ".join(f"({p})" for p in preds))
-                parts = self._appends.get(name)
+                parts = staged.appends.get(name)
                 if parts:
                     data = pa.concat_tables(parts).cast(schema_mod.schema(name))
                     write_deltalake(path, data, mode="append",
@@ -516,9 +536,8 @@ class Writer:
                     dt.create_checkpoint()
                     pause_point("compact")
             tables[name] = {"version": dt.version(), "files": self._rel_files(dt)}
-        self._deletes.clear()
-        self._appends.clear()
-        self.staged_rows = 0
+        if staged.deletes is self._deletes:  # committed what was staged: start afresh
+            self._deletes, self._appends, self.staged_rows = {}, {}, 0
         ledger_rel = self.manifest.ledger
         seq = self.manifest.seq + 1
         if ledger is not None:
