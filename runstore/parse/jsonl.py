@@ -40,6 +40,7 @@ MAX_NESTING = 512  # deeper JSON is refused as "nested too deeply" (see the modu
 FAST_MAX_NESTING = 64  # deeper buffers skip pyarrow's reader
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 _BRACKET_LIMIT = 32 << 20  # a buffer with more bracket bytes skips pyarrow's reader too
+_SHORT = 4096  # `loads` counts the brackets of shorter texts before measuring their nesting
 
 
 @lru_cache(maxsize=1)
@@ -84,7 +85,10 @@ def loads(text: str | bytes, raw: bytes | None = None) -> Any:
     """`json.loads`, refusing (RecursionError) JSON nested deeper than MAX_NESTING."""
     if raw is None:
         raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-    if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and not 0 <= nesting(raw) <= MAX_NESTING:
+    # Counting brackets first is a cheap way out for a short line; a whole file (a logtree)
+    # has more than MAX_NESTING of them anyway, so it goes straight to `nesting`.
+    if (len(raw) > _SHORT or raw.count(b"[") + raw.count(b"{") > MAX_NESTING) \
+            and not 0 <= nesting(raw) <= MAX_NESTING:
         raise RecursionError(f"JSON nested deeper than {MAX_NESTING} levels")
     return json.loads(text)
 
