@@ -13,13 +13,13 @@ Contract:
   and encoder recurse, and how much of the recursion limit a caller has left varies, so
   without it the same line could pass here and overflow later when a value is re-encoded.
   `loads(data)` applies the same rule to a whole JSON file.
-* `fast_table(data)` tries pyarrow's multithreaded JSON reader on the whole buffer and returns
-  None when it refuses it (type changes inside a column, duplicate keys, a bad line, a line
-  longer than `LONG_BLOCK`), and does not even try unless every line starts with `{`, the buffer
-  is valid UTF-8 and no line nests deeper than `FAST_MAX_NESTING`: pyarrow 26's reader kills
-  the process (a segfault, not an error) on a first line `null` and on absurd nesting (it
-  recurses once per level and overflows its thread's stack), and passes invalid UTF-8
-  through. Callers then fall back to `records`, which reports such lines instead.
+* `fast_table(data)` tries pyarrow's JSON reader on the whole buffer (in the calling thread)
+  and returns None when it refuses it (type changes inside a column, duplicate keys, a bad
+  line, a line longer than `BLOCK`), and does not even try unless every line starts with `{`,
+  the buffer is valid UTF-8 and no line nests deeper than `FAST_MAX_NESTING`: pyarrow 26's
+  reader kills the process (a segfault, not an error) on a first line `null` and on absurd
+  nesting (it recurses once per level and overflows its thread's stack), and passes invalid
+  UTF-8 through. Callers then fall back to `records`, which reports such lines instead.
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ import pyarrow as pa
 from ..normalize import Context
 
 _decoder = json.JSONDecoder()
-BLOCK = 1 << 20  # pyarrow parses blocks in parallel: 1 MB ones keep both cores busy on 5 MB
-LONG_BLOCK = 8 << 20  # a buffer with a line longer than BLOCK is read again in blocks this big
+BLOCK = 8 << 20  # longest line pyarrow's reader is given
 MAX_NESTING = 512  # deeper JSON is refused as "nested too deeply" (see the module docstring)
 FAST_MAX_NESTING = 64  # deeper buffers skip pyarrow's reader
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
@@ -130,17 +129,15 @@ def fast_table(data: bytes, schema: pa.Schema | None = None) -> pa.Table | None:
             return None  # pyarrow passes invalid UTF-8 through: let `records` report the line
     if not 0 <= nesting(data) <= FAST_MAX_NESTING:
         return None
-    parse = (pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-             if schema is not None else None)
-    for block in (BLOCK, LONG_BLOCK):
-        try:
-            opts = pj.ReadOptions(block_size=block, use_threads=True)
-            return pj.read_json(io.BytesIO(data), read_options=opts, parse_options=parse)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError,
-                pa.ArrowException) as e:
-            if "straddl" not in str(e):  # only a line longer than the block is worth a retry
-                return None
-    return None
+    try:
+        # One thread per buffer: the ingest reads several files at once, and splitting a
+        # buffer into blocks for pyarrow's own threads cost ~15% more CPU (see benchmarks.md).
+        opts = pj.ReadOptions(block_size=BLOCK, use_threads=False)
+        parse = (pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+                 if schema is not None else None)
+        return pj.read_json(io.BytesIO(data), read_options=opts, parse_options=parse)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowException):
+        return None
 
 
 def _objects_only(data: bytes) -> bool:
