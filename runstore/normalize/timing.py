@@ -147,15 +147,15 @@ def _nest_chunk(recs: np.ndarray, width: int, lengths: np.ndarray, offsets: np.n
     # One child position at a time against the later positions, records along the last
     # (contiguous) axis: each comparison runs over all k records at once, and only the
     # p > child half of the n × n pairs is compared.
-    sT, eT, cT, vT, rT = (np.ascontiguousarray(a.T) for a in (s, e, c, valid, rank))
+    # Padding has NaN times, so the containment test below already rules it out as a parent.
+    sT, eT, cT, rT = (np.ascontiguousarray(a.T) for a in (s, e, c, rank))
     d = np.zeros((width, k), np.int64)
     least = np.full((width, k), width, np.int32)
     for child in range(width - 1):
         later = slice(child + 1, width)
-        anc = cT[later] != cT[child]  # another span name,
-        anc &= vT[later]
-        anc &= sT[later] <= sT[child] + EPS  # that contains the child
+        anc = sT[later] <= sT[child] + EPS  # a later span that contains the child
         anc &= eT[later] >= eT[child] - EPS
+        anc &= cT[later] != cT[child]  # and has another name
         d[child] = anc.sum(axis=0)
         least[child] = np.where(anc, rT[later], width).min(axis=0)
     d, least = d.T, least.T
