@@ -50,6 +50,7 @@ MANIFESTS = "_runstore/manifests"
 LEDGERS = "_runstore/ledger"
 LOCK = "_runstore/lock"
 COMPACT_FILES = 32  # $RUNSTORE_COMPACT_FILES overrides it (tests use it to compact often)
+COMMIT_THREADS = 2  # tables written at once by a commit
 KEEP_MANIFESTS = 20
 
 
@@ -506,36 +507,19 @@ class Writer:
                settings: dict | None = None, staged: Staged | None = None) -> Manifest:
         """Apply staged deletes and appends (`staged`, or what is staged now), write the
         ledger, publish a new manifest."""
-        from deltalake import DeltaTable, write_deltalake
+        from concurrent.futures import ThreadPoolExecutor
 
         assert self.manifest is not None, "store has no manifest; run migrations first"
         if staged is None:
             staged = Staged(self._deletes, self._appends)
         tables = {k: dict(v) for k, v in self.manifest.tables.items()}
-        touched = set(staged.deletes) | set(staged.appends)
-        for name in sorted(touched):
-            path = str(self.root / "tables" / name)
-            with writing(self.root, f"tables/{name}"):
-                preds = staged.deletes.get(name)
-                if preds:
-                    # One delete per table and commit: each Delta delete rewrites the files it
-                    # hits.
-                    DeltaTable(path).delete(" OR ".join(f"({p})" for p in preds))
-                parts = staged.appends.get(name)
-                if parts:
-                    data = pa.concat_tables(parts).cast(schema_mod.schema(name))
-                    write_deltalake(path, data, mode="append",
-                                    writer_properties=_writer_properties(name))
-                    self.rows_added[name] = self.rows_added.get(name, 0) + data.num_rows
-                pause_point("write")
-                dt = DeltaTable(path)
-                if len(dt.file_uris()) > int(os.environ.get("RUNSTORE_COMPACT_FILES")
-                                             or COMPACT_FILES):
-                    dt.optimize.compact()
-                    dt = DeltaTable(path)
-                    dt.create_checkpoint()
-                    pause_point("compact")
-            tables[name] = {"version": dt.version(), "files": self._rel_files(dt)}
+        touched = sorted(set(staged.deletes) | set(staged.appends))
+        # Tables are separate Delta logs: two are written at a time (the writes are Rust and
+        # release the GIL), so the last, inline commit of an ingest keeps both cores busy.
+        with ThreadPoolExecutor(COMMIT_THREADS, thread_name_prefix="runstore-write") as pool:
+            done = [pool.submit(self._write_table, name, staged) for name in touched]
+            for name, fut in zip(touched, done):
+                tables[name] = fut.result()
         if staged.deletes is self._deletes:  # committed what was staged: start afresh
             self._deletes, self._appends, self.staged_rows = {}, {}, 0
         ledger_rel = self.manifest.ledger
@@ -557,6 +541,33 @@ class Writer:
         )
         self.publish(m)
         return m
+
+    def _write_table(self, name: str, staged: Staged) -> dict[str, Any]:
+        """Apply one table's staged deletes and appends; its new manifest entry."""
+        from deltalake import DeltaTable, write_deltalake
+
+        path = str(self.root / "tables" / name)
+        with writing(self.root, f"tables/{name}"):
+            preds = staged.deletes.get(name)
+            if preds:
+                # One delete per table and commit: each Delta delete rewrites the files it
+                # hits.
+                DeltaTable(path).delete(" OR ".join(f"({p})" for p in preds))
+            parts = staged.appends.get(name)
+            if parts:
+                data = pa.concat_tables(parts).cast(schema_mod.schema(name))
+                write_deltalake(path, data, mode="append",
+                                writer_properties=_writer_properties(name))
+                self.rows_added[name] = self.rows_added.get(name, 0) + data.num_rows
+            pause_point("write")
+            dt = DeltaTable(path)
+            if len(dt.file_uris()) > int(os.environ.get("RUNSTORE_COMPACT_FILES")
+                                         or COMPACT_FILES):
+                dt.optimize.compact()
+                dt = DeltaTable(path)
+                dt.create_checkpoint()
+                pause_point("compact")
+        return {"version": dt.version(), "files": self._rel_files(dt)}
 
     def publish(self, m: Manifest) -> None:
         with writing(self.root, f"{MANIFESTS}/{m.seq:08d}.json"):
