@@ -62,6 +62,7 @@ COMPACT_FILES = 32  # $RUNSTORE_COMPACT_FILES overrides it (tests use it to comp
 # narrow there too (the default, 20,000 rows, made a `key IN` scan ~3x slower after compact).
 GROUP_ROWS_BY = {"metrics_raw": "key"}
 PAGE_ROWS = 8192
+COMMIT_THREADS = 2  # tables written at once by a commit
 KEEP_MANIFESTS = 20
 
 
@@ -503,6 +504,14 @@ def check_writable(root: Root) -> None:
         ) from e
 
 
+@dataclass
+class Staged:
+    """Deletes (predicates) and appends (Arrow tables) per table, to commit together."""
+
+    deletes: dict[str, list[str]]
+    appends: dict[str, list[pa.Table]]
+
+
 class Writer:
     """Exclusive write access to a store: stage deletes and appends, publish snapshots."""
 
@@ -602,45 +611,36 @@ class Writer:
         return bool(self._deletes or self._appends)
 
     # -- publishing --------------------------------------------------------------------
+    def take_staged(self) -> Staged:
+        """Hand over what is staged; the writer stages afresh from here on. Pass it to
+        `commit(staged=...)`, which may then run in another thread while this one stages
+        the next batch (the caller keeps one commit at a time, and holds the lock until the
+        last one has returned)."""
+        staged = Staged(self._deletes, self._appends)
+        self._deletes, self._appends, self.staged_rows = {}, {}, 0
+        return staged
+
     def commit(self, *, ledger: pa.Table | None, last_ingest: dict | None = None,
-               settings: dict | None = None) -> Manifest:
-        """Apply staged deletes and appends, write the ledger, publish a new manifest."""
-        from deltalake import write_deltalake
+               settings: dict | None = None, staged: Staged | None = None) -> Manifest:
+        """Apply staged deletes and appends (`staged`, or what is staged now), write the
+        ledger, publish a new manifest."""
+        from concurrent.futures import ThreadPoolExecutor
 
         assert self.manifest is not None, "store has no manifest; run migrations first"
         if isinstance(self.lock, Lease):
             self.lock.renew()  # before writing anything: stop if the lease was lost
+        if staged is None:
+            staged = Staged(self._deletes, self._appends)
         tables = {k: dict(v) for k, v in self.manifest.tables.items()}
-        touched = set(self._deletes) | set(self._appends)
-        for name in sorted(touched):
-            path = self.root / "tables" / name
-            with writing(self.root, f"tables/{name}"):
-                preds = self._deletes.get(name)
-                if preds:
-                    # One delete per table and commit: each Delta delete rewrites the files it
-                    # hits.
-                    delta_table(path).delete(" OR ".join(f"({p})" for p in preds))
-                parts = self._appends.get(name)
-                if parts:
-                    data = pa.concat_tables(parts).cast(schema_mod.schema(name))
-                    if name in GROUP_ROWS_BY:
-                        data = group_rows(data, GROUP_ROWS_BY[name])
-                    write_deltalake(str(path), data, mode="append",
-                                    writer_properties=writer_properties(name),
-                                    storage_options=storage_options(path))
-                    self.rows_added[name] = self.rows_added.get(name, 0) + data.num_rows
-                pause_point("write")
-                dt = delta_table(path)
-                if len(dt.file_uris()) > int(os.environ.get("RUNSTORE_COMPACT_FILES")
-                                             or COMPACT_FILES):
-                    dt.optimize.compact(writer_properties=writer_properties(name))
-                    dt = delta_table(path)
-                    dt.create_checkpoint()
-                    pause_point("compact")
-            tables[name] = {"version": dt.version(), "files": self._rel_files(dt)}
-        self._deletes.clear()
-        self._appends.clear()
-        self.staged_rows = 0
+        touched = sorted(set(staged.deletes) | set(staged.appends))
+        # Tables are separate Delta logs: two are written at a time (the writes are Rust and
+        # release the GIL), so the last, inline commit of an ingest keeps both cores busy.
+        with ThreadPoolExecutor(COMMIT_THREADS, thread_name_prefix="runstore-write") as pool:
+            done = [pool.submit(self._write_table, name, staged) for name in touched]
+            for name, fut in zip(touched, done):
+                tables[name] = fut.result()
+        if staged.deletes is self._deletes:  # committed what was staged: start afresh
+            self._deletes, self._appends, self.staged_rows = {}, {}, 0
         ledger_rel = self.manifest.ledger
         seq = self.manifest.seq + 1
         if ledger is not None:
@@ -660,6 +660,36 @@ class Writer:
         )
         self.publish(m)
         return m
+
+    def _write_table(self, name: str, staged: Staged) -> dict[str, Any]:
+        """Apply one table's staged deletes and appends; its new manifest entry."""
+        from deltalake import write_deltalake
+
+        path = self.root / "tables" / name
+        with writing(self.root, f"tables/{name}"):
+            preds = staged.deletes.get(name)
+            if preds:
+                # One delete per table and commit: each Delta delete rewrites the files it
+                # hits.
+                delta_table(path).delete(" OR ".join(f"({p})" for p in preds))
+            parts = staged.appends.get(name)
+            if parts:
+                data = pa.concat_tables(parts).cast(schema_mod.schema(name))
+                if name in GROUP_ROWS_BY:
+                    data = group_rows(data, GROUP_ROWS_BY[name])
+                write_deltalake(str(path), data, mode="append",
+                                writer_properties=writer_properties(name),
+                                storage_options=storage_options(path))
+                self.rows_added[name] = self.rows_added.get(name, 0) + data.num_rows
+            pause_point("write")
+            dt = delta_table(path)
+            if len(dt.file_uris()) > int(os.environ.get("RUNSTORE_COMPACT_FILES")
+                                         or COMPACT_FILES):
+                dt.optimize.compact(writer_properties=writer_properties(name))
+                dt = delta_table(path)
+                dt.create_checkpoint()
+                pause_point("compact")
+        return {"version": dt.version(), "files": self._rel_files(dt)}
 
     def publish(self, m: Manifest) -> None:
         with writing(self.root, f"{MANIFESTS}/{m.seq:08d}.json"):
@@ -738,14 +768,19 @@ def group_rows(data: pa.Table, column: str) -> pa.Table:
                             ).combine_chunks()
 
 
-def writer_properties(table: str) -> Any:
-    """Parquet settings for a table's new files; None for deltalake's defaults."""
-    from deltalake import WriterProperties
+# Float columns of (nearly) unique values: a dictionary page would only be built to be
+# dropped (measured on the bench spans: 12% less CPU to write, 5% smaller files without it).
+_NO_DICTIONARY = {"spans": ("duration_s", "wall_start_s", "wall_end_s")}
 
-    if table not in GROUP_ROWS_BY:
-        return None
-    # Without a compression WriterProperties writes uncompressed files; Snappy is the default.
-    return WriterProperties(data_page_row_count_limit=PAGE_ROWS, compression="SNAPPY")
+
+def writer_properties(table: str) -> Any:
+    """Parquet settings for a table's new files (Snappy, deltalake's default codec)."""
+    from deltalake import ColumnProperties, WriterProperties
+
+    plain = {c: ColumnProperties(dictionary_enabled=False) for c in _NO_DICTIONARY.get(table, ())}
+    # Without a compression WriterProperties writes uncompressed files.
+    return WriterProperties(compression="SNAPPY", column_properties=plain or None,
+                            data_page_row_count_limit=PAGE_ROWS if table in GROUP_ROWS_BY else None)
 
 
 def sweep_temporaries(root: Root) -> None:

@@ -7,9 +7,9 @@ to stage first (a re-read file's earlier rows, steps logged again, trace events 
 open), the warnings (`file:line: message`) and the bytes read. It never touches the store and
 never writes to a source: the ingest applies results in order. A write-once file that changed but now yields no
 row, only warnings (cut mid-rewrite, garbage), is skipped instead: its earlier rows stay
-and the next ingest retries it. (Keeping this pure also keeps it
-movable to worker processes; measured on this 2-core machine, a pool did not pay: see
-docs/benchmarks.md.)
+and the next ingest retries it. Being pure, it runs in the ingest's read-ahead threads
+(its heavy parts release the GIL); a pool of worker processes did not pay on 2 cores (see
+docs/benchmarks.md).
 """
 
 from __future__ import annotations

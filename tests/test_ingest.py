@@ -344,6 +344,30 @@ def test_second_ingest_adds_nothing(ingested) -> None:
     assert manifests(store.path) == n_manifests
 
 
+def all_rows(store: runstore.Store) -> dict[str, list[str]]:
+    """Every row of every table (but when it was written), as sorted reprs (NaN-safe)."""
+    out = {}
+    for t in TABLES:
+        rows = store.arrow(f"select * exclude (ingested_at) from {t}" if t == "runs"
+                           else f"select * from {t}").to_pylist()
+        out[t] = sorted(repr(sorted(r.items())) for r in rows)
+    return out
+
+
+def test_read_ahead_and_background_commits_store_what_inline_does(
+        awkward_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Batches of 2,000 rows: many snapshots, each written while the next batch is staged.
+    monkeypatch.setenv("RUNSTORE_BATCH_ROWS", "2000")
+    seen = {}
+    for threads in ("0", "2"):
+        monkeypatch.setenv("RUNSTORE_READ_THREADS", threads)
+        store = runstore.open(tmp_path / f"store-{threads}")
+        report = store.ingest([awkward_tree])
+        seen[threads] = (all_rows(store), report.warnings, report.rows_added, report.snapshots)
+    assert seen["0"][3] > 3
+    assert seen["2"] == seen["0"]
+
+
 # --------------------------------------------------------------------------- incremental
 
 

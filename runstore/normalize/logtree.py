@@ -74,18 +74,24 @@ def _iter_subtree(node: dict) -> Iterator[dict]:
     """Element nodes of a subtree in document order (the node itself first), MAX_DEPTH deep."""
     max_depth = MAX_DEPTH
     stack: list[tuple[dict, int]] = [(node, 0)]
+    pop, push = stack.pop, stack.append
     while stack:
-        cur, depth = stack.pop()
+        cur, depth = pop()
         yield cur
-        if depth >= max_depth:
+        kids = cur.get("children")
+        if depth >= max_depth or not isinstance(kids, list):
             continue
-        for child in reversed(_children(cur)):
+        depth += 1
+        for child in reversed(kids):
             if isinstance(child, dict):
-                stack.append((child, depth + 1))
+                push((child, depth))
 
 
 def _text(node: dict) -> str:
     """All text below a node, HTML entities unescaped, outer whitespace stripped."""
+    kids = node.get("children")
+    if isinstance(kids, list) and len(kids) == 1 and isinstance(kids[0], str):
+        return html.unescape(kids[0]).strip()  # the usual leaf: one string child
     parts: list[str] = []
     max_depth = MAX_DEPTH
     stack: list[tuple[Any, int]] = [(node, 0)]

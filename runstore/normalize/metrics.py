@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -56,7 +57,9 @@ def _fast(data: bytes, first_line: int, ctx: Context, pre_resume: bool) -> pa.Ta
     else:
         step = pa.nulls(n, pa.int64())
     seq = pa.array(range(first_line, first_line + n), pa.int64())
-    parts = []
+    # Unpivot in one go: every key's column of values (or of texts) end to end, then one
+    # filter drops the nulls. Rows come out key by key, in the order of the wide columns.
+    keys, values, texts, masks = [], [], [], []
     for name in wide.column_names:
         if name == "step":
             continue
@@ -65,30 +68,44 @@ def _fast(data: bytes, first_line: int, ctx: Context, pre_resume: bool) -> pa.Ta
         if pa.types.is_null(typ):
             continue
         if any(check(typ) for check in _NUMERIC):
-            value, value_str = col.cast(pa.float64()), None
+            value, value_str = col.cast(pa.float64()), pa.nulls(n, pa.string())
         elif pa.types.is_string(typ) or pa.types.is_large_string(typ):
-            value, value_str = None, col.cast(pa.string())
+            value, value_str = pa.nulls(n, pa.float64()), col.cast(pa.string())
         elif pa.types.is_boolean(typ):
-            value, value_str = None, pc.if_else(col, "true", "false")
+            value, value_str = pa.nulls(n, pa.float64()), pc.if_else(col, "true", "false")
         else:
             return None  # nested values: rare, let the line decoder turn them into JSON text
-        mask = pc.is_valid(col)
-        kept = pc.sum(mask).as_py() or 0
-        if not kept:
-            continue
-        parts.append(pa.table({
-            "run_id": pa.repeat(ctx.run_id, kept),
-            "step": pc.filter(step, mask),
-            "key": pa.repeat(name, kept),
-            "value": pc.filter(value, mask) if value is not None else pa.nulls(kept, pa.float64()),
-            "value_str": pc.filter(value_str, mask) if value_str is not None else pa.nulls(kept, pa.string()),
-            "seq": pc.filter(seq, mask),
-            "pre_resume": pa.repeat(pre_resume, kept),
-            "source_id": pa.repeat(ctx.source_id, kept),
-        }))
-    if not parts:
+        keys.append(name)
+        values.append(value)
+        texts.append(value_str)
+        masks.append(pc.is_valid(col))
+    if not keys:
         return schema("metrics_raw").empty_table()
-    return pa.concat_tables([p.cast(schema("metrics_raw")) for p in parts])
+    mask = _chain(masks)
+    kept = pc.sum(mask).as_py() or 0
+    if not kept:
+        return schema("metrics_raw").empty_table()
+    key_index = np.repeat(np.arange(len(keys), dtype=np.int32), n)
+    key = pa.DictionaryArray.from_arrays(key_index, pa.array(keys, pa.string()))
+    table = pa.table({
+        "run_id": pa.repeat(ctx.run_id, kept),
+        "step": pc.filter(_chain([step] * len(keys)), mask),
+        "key": pc.filter(key, mask).cast(pa.string()),
+        "value": pc.filter(_chain(values), mask),
+        "value_str": pc.filter(_chain(texts), mask),
+        "seq": pc.filter(_chain([seq] * len(keys)), mask),
+        "pre_resume": pa.repeat(pre_resume, kept),
+        "source_id": pa.repeat(ctx.source_id, kept),
+    })
+    return table.cast(schema("metrics_raw"))
+
+
+def _chain(parts: list[pa.Array | pa.ChunkedArray]) -> pa.Array:
+    """Arrays and chunked arrays of one type, end to end, as one array."""
+    chunks: list[pa.Array] = []
+    for part in parts:
+        chunks.extend(part.chunks if isinstance(part, pa.ChunkedArray) else [part])
+    return pa.concat_arrays(chunks)
 
 
 def _slow(data: bytes, first_line: int, ctx: Context, pre_resume: bool) -> pa.Table:

@@ -104,19 +104,16 @@ def _nest(table: pa.Table, lengths: np.ndarray) -> tuple[np.ndarray, pa.Array]:
     end = _floats(table.column("wall_end_s"))
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     order = np.argsort(lengths, kind="stable")  # similar lengths together: less padding
+    widths = np.maximum(lengths[order], 1).astype(np.int64)  # ascending
     pos = 0
     while pos < len(order):
-        width = int(lengths[order[pos]]) or 1
-        take = [order[pos]]
-        pos += 1
-        while pos < len(order):
-            w = max(width, int(lengths[order[pos]]))
-            if (len(take) + 1) * w * w > MAX_CELLS:
-                break
-            width = w
-            take.append(order[pos])
-            pos += 1
-        _nest_chunk(np.array(take), width, lengths, offsets, codes, start, end, depth, parent_code)
+        # The longest run of records from `pos` whose padded masks fit MAX_CELLS (at least
+        # one): cells grow with both the count and the (ascending) width, so bisect.
+        cells = np.arange(1, len(order) - pos + 1) * widths[pos:] ** 2
+        stop = pos + max(1, int(np.searchsorted(cells, MAX_CELLS, side="right")))
+        _nest_chunk(order[pos:stop], int(widths[stop - 1]), lengths, offsets, codes, start, end,
+                    depth, parent_code)
+        pos = stop
     dictionary = names.dictionary
     parent = pc.take(dictionary, pa.array(np.where(parent_code < 0, 0, parent_code)))
     parent = pc.if_else(pa.array(parent_code >= 0), parent, pa.nulls(n_total, pa.string()))
@@ -137,6 +134,41 @@ def _nest_chunk(recs: np.ndarray, width: int, lengths: np.ndarray, offsets: np.n
     s = np.where(valid, start[flat_idx], np.nan)
     e = np.where(valid, end[flat_idx], np.nan)
     c = np.where(valid, codes[flat_idx], -2)
+    with np.errstate(invalid="ignore"):  # inf - inf: such sizes take the general path below
+        size = e - s
+    if not np.isfinite(size[valid]).all():
+        _nest_chunk_any(k, width, col, valid, flat_idx, s, e, c, depth, parent_code)
+        return
+    # The tightest ancestor is the one of least size, the smallest index on ties: rank the
+    # spans of each record that way once, then take the ancestor of least rank.
+    by_size = np.argsort(np.where(valid, size, np.inf), axis=1, kind="stable")
+    rank = np.empty((k, width), np.int32)
+    np.put_along_axis(rank, by_size, col[None, :].astype(np.int32), axis=1)
+    # One child position at a time against the later positions, records along the last
+    # (contiguous) axis: each comparison runs over all k records at once, and only the
+    # p > child half of the n × n pairs is compared.
+    # Padding has NaN times, so the containment test below already rules it out as a parent.
+    sT, eT, cT, rT = (np.ascontiguousarray(a.T) for a in (s, e, c, rank))
+    d = np.zeros((width, k), np.int64)
+    least = np.full((width, k), width, np.int32)
+    for child in range(width - 1):
+        later = slice(child + 1, width)
+        anc = sT[later] <= sT[child] + EPS  # a later span that contains the child
+        anc &= eT[later] >= eT[child] - EPS
+        anc &= cT[later] != cT[child]  # and has another name
+        d[child] = anc.sum(axis=0)
+        least[child] = np.where(anc, rT[later], width).min(axis=0)
+    d, least = d.T, least.T
+    depth[flat_idx[valid]] = d[valid]
+    ri, ci = np.nonzero((d > 0) & valid)
+    parent_code[flat_idx[ri, ci]] = c[ri, by_size[ri, least[ri, ci]]]
+
+
+def _nest_chunk_any(k: int, width: int, col: np.ndarray, valid: np.ndarray,
+                    flat_idx: np.ndarray, s: np.ndarray, e: np.ndarray, c: np.ndarray,
+                    depth: np.ndarray, parent_code: np.ndarray) -> None:
+    """`_nest_chunk` for records with NaN or infinite sizes: full k × width × width masks, and
+    argmin's own rules (NaN first, the first of equal infinities) pick the parent."""
     # anc[r, child, p]: p completes after child, is another span name, and contains it.
     later = col[None, :] > col[:, None]  # (width, width): p index > child index
     anc = (later[None, :, :] & valid[:, None, :]
@@ -144,7 +176,8 @@ def _nest_chunk(recs: np.ndarray, width: int, lengths: np.ndarray, offsets: np.n
            & (s[:, None, :] <= s[:, :, None] + EPS)
            & (e[:, None, :] >= e[:, :, None] - EPS))
     d = anc.sum(axis=2)
-    size = np.where(anc, (e - s)[:, None, :], np.inf)
+    with np.errstate(invalid="ignore"):
+        size = np.where(anc, (e - s)[:, None, :], np.inf)
     tight = size.argmin(axis=2)  # first minimum: the smallest index on ties
     rows = flat_idx[valid]
     depth[rows] = d[valid]
