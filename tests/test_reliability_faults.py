@@ -75,6 +75,14 @@ def delta_matches_manifest(store_path: Path) -> None:
         assert tables.rel_files(store_path, dt) == sorted(entry["files"]), name
 
 
+def assert_holds_both(store_path: Path, committed: dict[str, int], tree: Path) -> None:
+    """The store holds the rows committed before plus every row of `tree`, and each Delta
+    log matches the snapshot (the ingest that failed left nothing half-written behind)."""
+    added = want_counts(tree)
+    assert counts(store_path) == {t: committed[t] + added[t] for t in TABLES}
+    delta_matches_manifest(store_path)
+
+
 @contextmanager
 def mounted(*commands: list[str], target: Path) -> Iterator[None]:
     """Run mount commands (root only); unmount `target` afterwards. Skips when mounting is not
@@ -129,9 +137,7 @@ def test_full_disk_tmpfs(_small_template: Path, big_tree: Path, tmp_path: Path) 
         subprocess.run(["mount", "-o", "remount,size=64m", str(store)], check=True)
         p = python_m(store, "ingest", "-q", str(big_tree))
         assert p.returncode == 0, p.stderr
-        big = want_counts(big_tree)
-        assert counts(store) == {t: committed[t] + big[t] for t in TABLES}
-        delta_matches_manifest(store)
+        assert_holds_both(store, committed, big_tree)
 
 
 def test_full_disk_simulated(small_tree: Path, big_tree: Path, tmp_path: Path,
@@ -158,9 +164,7 @@ def test_full_disk_simulated(small_tree: Path, big_tree: Path, tmp_path: Path,
     monkeypatch.setattr(deltalake, "write_deltalake", real)
     result = cli(store, "ingest", "-q", str(big_tree))
     assert result.exit_code == 0, result.stderr
-    big = want_counts(big_tree)
-    assert counts(store) == {t: committed[t] + big[t] for t in TABLES}
-    delta_matches_manifest(store)
+    assert_holds_both(store, committed, big_tree)
 
 
 def test_full_disk_while_publishing(small_tree: Path, big_tree: Path, tmp_path: Path,
@@ -181,8 +185,7 @@ def test_full_disk_while_publishing(small_tree: Path, big_tree: Path, tmp_path: 
     assert counts(store) == committed
     monkeypatch.setattr(tables, "publish_manifest", real)
     assert cli(store, "ingest", "-q", str(big_tree)).exit_code == 0
-    big = want_counts(big_tree)
-    assert counts(store) == {t: committed[t] + big[t] for t in TABLES}
+    assert_holds_both(store, committed, big_tree)
 
 
 # ---------------------------------------------------------------------------------------------
