@@ -360,7 +360,7 @@ class Lease:
     def acquire(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         self.token = uuid.uuid4().hex
-        stale_seen: dict[str, float] = {}
+        unreadable_since: float | None = None
         while True:
             try:
                 self.root.write_new(LOCK, self._body())
@@ -375,8 +375,9 @@ class Lease:
                     continue
                 if not isinstance(expires, (int, float)):
                     # Unreadable lease: give it one TTL from when first seen.
-                    first = stale_seen.setdefault("unreadable", time.monotonic())
-                    if time.monotonic() - first > self.ttl:
+                    if unreadable_since is None:
+                        unreadable_since = time.monotonic()
+                    elif time.monotonic() - unreadable_since > self.ttl:
                         self.root.delete(LOCK)
                         continue
             if time.monotonic() >= deadline:
