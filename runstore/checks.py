@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence, Union, cast,
 import pyarrow as pa
 
 from .errors import StoreNotFound, UsageError
+from .fs import is_remote
 
 if TYPE_CHECKING:
     from .store import Store
@@ -264,8 +265,7 @@ def config_path(store_path: str | os.PathLike[str] | None,
     """The runstore.toml in force: the one beside the store, else the working directory's
     (only the latter for a store on S3)."""
     candidates = []
-    if store_path is not None and isinstance(store_path, (str, os.PathLike)) \
-            and not str(store_path).startswith("s3://"):
+    if store_path is not None and not is_remote(store_path):
         candidates.append(Path(store_path).absolute().parent / CONFIG_FILE)
     candidates.append(Path(cwd if cwd is not None else os.getcwd()).absolute() / CONFIG_FILE)
     return next((p for p in candidates if p.is_file()), None)

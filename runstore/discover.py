@@ -19,7 +19,10 @@ import re
 import stat as stat_mod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import TYPE_CHECKING, Iterator, Literal
+
+if TYPE_CHECKING:
+    from .fs import S3
 
 FileKind = Literal[
     "config",
@@ -45,6 +48,7 @@ ROOT_FILES: dict[str, FileKind] = {
     "timing_spans.jsonl": "timing_spans",
     "trace_events.jsonl": "trace_events",
 }
+RUN_MARKERS = ("config.json", "metrics.jsonl")  # a directory holding either is a run
 PRE_RESUME = re.compile(r"^metrics\.jsonl\.pre_resume_\d+$")
 ITERATION_DIR = re.compile(r"^iteration_(\d{6,})$")
 _SUFFIXES = {"_logtree.json": "logtree", "_rollout_summaries.jsonl": "rollouts"}
@@ -137,10 +141,18 @@ def _is_dir(entry: os.DirEntry) -> bool:
         return False
 
 
+def _layout(files: list[SourceFile]) -> Layout:
+    """`iteration_dirs` when a rollout or logtree file lies in an iteration directory, else
+    `flat` when the run has any, else `none`."""
+    per_iteration = [f.rel_path for f in files if f.kind in ("rollouts", "logtree")]
+    if any("/" in rel for rel in per_iteration):
+        return "iteration_dirs"
+    return "flat" if per_iteration else "none"
+
+
 def scan_run(path: str, run_name: str) -> RunDir:
     """Classify the files of one run directory."""
     files: list[SourceFile] = []
-    layouts: set[str] = set()
 
     def add(entry: os.DirEntry, rel: str) -> None:
         found = classify(rel)
@@ -154,8 +166,6 @@ def scan_run(path: str, run_name: str) -> RunDir:
             return
         kind, split, iteration = found
         files.append(SourceFile(rel, kind, st.st_size, st.st_mtime_ns, split, iteration))
-        if kind in ("rollouts", "logtree"):
-            layouts.add("iteration_dirs" if "/" in rel else "flat")
 
     for entry in _entries(path):
         if _is_dir(entry):
@@ -165,12 +175,11 @@ def scan_run(path: str, run_name: str) -> RunDir:
                         add(sub, f"{entry.name}/{sub.name}")
         elif _is_file(entry):
             add(entry, entry.name)
-    layout: Layout = "iteration_dirs" if "iteration_dirs" in layouts else ("flat" if layouts else "none")
-    return RunDir(path=path, run_name=run_name, layout=layout, files=files)
+    return RunDir(path=path, run_name=run_name, layout=_layout(files), files=files)
 
 
 def is_run(path: str) -> bool:
-    return any(os.path.isfile(os.path.join(path, n)) for n in ("config.json", "metrics.jsonl"))
+    return any(os.path.isfile(os.path.join(path, n)) for n in RUN_MARKERS)
 
 
 def discover(root: str | os.PathLike[str]) -> Iterator[RunDir]:
@@ -200,40 +209,44 @@ def discover(root: str | os.PathLike[str]) -> Iterator[RunDir]:
         stack.extend(reversed(subdirs))
 
 
-def discover_remote(root: str) -> Iterator[RunDir]:
-    """Every run under an `s3://bucket/prefix`, in sorted path order, from one listing.
+def discover_remote(top: "S3") -> Iterator[RunDir]:
+    """Every run under an S3 prefix, in sorted path order, from one listing.
 
     The same rules as `discover`: a run is a prefix holding `config.json` or `metrics.jsonl`,
     nothing inside a run is taken for another run, prefixes starting with `.` are skipped.
     A file's `mtime_ns` is the object's change token (see `fs.Entry`).
     """
-    from .fs import S3
-
-    top = S3(root)
     entries = list(top.walk())
-    runs = sorted({e.rel.rsplit("/", 1)[0] if "/" in e.rel else "" for e in entries
-                   if e.rel.rsplit("/", 1)[-1] in ("config.json", "metrics.jsonl")})
-    runs = [r for r in runs if not any(part.startswith(".") for part in r.split("/") if part)]
-    kept: list[str] = []
-    for r in runs:  # sorted: a run's parent run, if any, comes first
-        if not any(r == k or k == "" or r.startswith(k + "/") for k in kept):
-            kept.append(r)
-    by_run: dict[str, list[SourceFile]] = {r: [] for r in kept}
-    layouts: dict[str, set[str]] = {r: set() for r in kept}
+    marked = {_parent(e.rel) for e in entries if e.rel.rsplit("/", 1)[-1] in RUN_MARKERS}
+    runs: set[str] = set()
+    for r in sorted(marked):  # sorted: a run's enclosing run, if any, comes first
+        if not any(part.startswith(".") for part in r.split("/") if part) \
+                and not any(a in runs for a in _ancestors(r)):
+            runs.add(r)
+    files: dict[str, list[SourceFile]] = {r: [] for r in runs}
     for e in entries:
-        owner = next((k for k in kept if k == "" or e.rel.startswith(k + "/")), None)
-        if owner is None:
+        # A file a run reads lies in the run or one `iteration_NNNNNN/` below it.
+        parent = _parent(e.rel)
+        owner = parent if parent in runs else _parent(parent) if parent else None
+        if owner not in runs:
             continue
         rel = e.rel[len(owner) + 1:] if owner else e.rel
         found = classify(rel)
-        if found is None:
-            continue
-        kind, split, iteration = found
-        by_run[owner].append(SourceFile(rel, kind, e.size, e.mtime_ns, split, iteration))
-        if kind in ("rollouts", "logtree"):
-            layouts[owner].add("iteration_dirs" if "/" in rel else "flat")
-    for r in kept:
-        found_layouts = layouts[r]
-        layout: Layout = ("iteration_dirs" if "iteration_dirs" in found_layouts
-                          else ("flat" if found_layouts else "none"))
-        yield RunDir(path=top.uri(r), run_name=r or ".", layout=layout, files=by_run[r])
+        if found is not None:
+            kind, split, iteration = found
+            files[owner].append(SourceFile(rel, kind, e.size, e.mtime_ns, split, iteration))
+    for r in sorted(runs):
+        yield RunDir(path=top.uri(r), run_name=r or ".", layout=_layout(files[r]), files=files[r])
+
+
+def _parent(rel: str) -> str:
+    return rel.rsplit("/", 1)[0] if "/" in rel else ""
+
+
+def _ancestors(rel: str) -> Iterator[str]:
+    """The enclosing prefixes of `rel`, the root ("") first."""
+    if rel:
+        yield ""
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            yield "/".join(parts[:i])

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import RunstoreError
@@ -44,6 +45,14 @@ class Entry:
 
 def is_remote(uri: Any) -> bool:
     return isinstance(uri, S3) or (isinstance(uri, str) and uri.startswith("s3://"))
+
+
+def location(where: Any) -> "Path | S3":
+    """An `S3` for an `s3://` URI (or an `S3`), else a `Path`: what every place that accepts
+    either kind of location turns its argument into."""
+    if isinstance(where, S3):
+        return where
+    return S3(str(where)) if is_remote(where) else Path(where)
 
 
 def storage_options(where: Any) -> dict[str, str] | None:

@@ -32,7 +32,7 @@ from . import ledger as ledger_mod
 from . import migrate, schema, tables
 from .discover import RunDir, SourceFile, discover, discover_remote, source_id_for
 from .errors import SourceNotFound
-from .fs import S3, is_remote
+from .fs import S3, location
 from .ledger import Entry, Ledger
 from .normalize import Context
 from .parse import jsonl
@@ -95,9 +95,9 @@ def ingest(root: Path, paths: Iterable[str | os.PathLike[str]], *,
         batch_rows = int(os.environ.get("RUNSTORE_BATCH_ROWS") or BATCH_ROWS)
     # $RUNSTORE_READ_THREADS=0 reads every file inline (tests compare the two ways).
     threads = int(os.environ.get("RUNSTORE_READ_THREADS") or READ_THREADS)
-    roots = [str(p) if is_remote(p) else Path(p) for p in paths]
+    roots = [location(p) for p in paths]
     for p in roots:
-        if not (S3(p).exists() if isinstance(p, str) else p.exists()):
+        if not p.exists():
             raise SourceNotFound(f"{p} does not exist — pass a directory of runs (or one run).")
     report = IngestReport()
     with _arrow_memory(), tables.writer(root, lock_timeout=lock_timeout) as w:
@@ -160,11 +160,11 @@ def _read_ledger(root: Path, manifest: tables.Manifest) -> pa.Table:
         raise StoreCorrupt(f"cannot read the ingest ledger {path}: {e}. Run `runstore repair`.") from e
 
 
-def _discover_all(roots: list[Path | str]) -> list[RunDir]:
+def _discover_all(roots: list[Path | S3]) -> list[RunDir]:
     seen: set[str] = set()
     out: list[RunDir] = []
     for top in roots:
-        for rd in (discover_remote(top) if isinstance(top, str) else discover(top)):
+        for rd in (discover_remote(top) if isinstance(top, S3) else discover(top)):
             if rd.run_id in seen:
                 continue
             seen.add(rd.run_id)
@@ -441,9 +441,8 @@ class _Job:
 
 
 def _source_exists(run_path: str) -> bool:
-    if is_remote(run_path):
-        return S3(run_path).exists()
-    return os.path.isdir(run_path)
+    where = location(run_path)
+    return where.exists() if isinstance(where, S3) else where.is_dir()
 
 
 def _is_hex(s: str) -> bool:

@@ -22,7 +22,7 @@ import pyarrow as pa
 from . import migrate as migrate_mod
 from . import query, sqlcheck, statements, tables
 from .errors import QueryError
-from .fs import S3, is_remote, storage_options
+from .fs import S3, location, storage_options
 from .ingest import IngestReport, Progress
 from .query import View
 
@@ -39,11 +39,8 @@ def resolve(store: str | os.PathLike[str] | None = None) -> "tables.Root":
     """The store location: the argument, else $RUNSTORE_STORE, else ./.runstore. An
     `s3://bucket/prefix` names a store on S3-compatible object storage (see docs/scale.md)."""
     chosen = store if store not in (None, "") else os.environ.get("RUNSTORE_STORE") or DEFAULT_STORE
-    if isinstance(chosen, S3):
-        return chosen
-    if is_remote(chosen):
-        return S3(str(chosen))
-    return Path(chosen).expanduser().absolute()
+    where = location(chosen)
+    return where if isinstance(where, S3) else where.expanduser().absolute()
 
 
 class Store:

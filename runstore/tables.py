@@ -48,7 +48,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from . import schema as schema_mod
-from .fs import S3, AlreadyExists, storage_options
+from .fs import S3, AlreadyExists, location, storage_options
 from .errors import StoreCorrupt, StoreLocked, StoreNotFound, RunstoreError
 
 MANIFESTS = "_runstore/manifests"
@@ -197,11 +197,12 @@ def open_parquet(path: str) -> Any:
     """A `pyarrow.parquet.ParquetFile` for a local path or an `s3://` URI."""
     import pyarrow.parquet as pq
 
-    return pq.ParquetFile(S3(path).open() if path.startswith("s3://") else path)
+    where = location(path)
+    return pq.ParquetFile(where.open() if isinstance(where, S3) else path)
 
 
 def _exists(path: str) -> bool:
-    return S3(path).exists() if path.startswith("s3://") else os.path.exists(path)
+    return location(path).exists()
 
 
 def read_table(root: Root, manifest: Manifest, table: str) -> pa.Table:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from . import checks
 from .errors import QueryError, SourceNotFound, StoreLocked, StoreNotFound, UsageError
 from .ingest import IngestReport, Progress
-from .fs import S3, is_remote
+from .fs import S3, location
 
 if TYPE_CHECKING:
     from .store import Store
@@ -87,7 +87,7 @@ class Watcher:
                  on_warning: Callable[[str], None] | None = None,
                  progress: Progress | None = None, lock_timeout: float = 60.0):
         self.store = store
-        self.paths: list[Path | S3] = [S3(str(p)) if is_remote(p) else Path(p) for p in paths]
+        self.paths: list[Path | S3] = [location(p) for p in paths]
         self.check = check
         self.rules = list(rules) if rules is not None else None
         self.on_alert = on_alert

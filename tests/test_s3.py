@@ -326,3 +326,20 @@ def test_ingest_check_from_s3_prints_firing_rules(demo_tree: Path, bucket: str,
     fired = sorted(line.split()[1].rstrip(":") for line in proc.stdout.splitlines()
                    if line.startswith("FIRED "))
     assert fired == sorted(n for n, row in oracle.kl_health(demo_tree).items() if row["flagged"])
+
+
+def test_runs_on_s3_are_discovered_as_on_disk(awkward_tree: Path, bucket: str) -> None:
+    """The awkward tree (nested runs, hidden and decoy directories, both layouts) uploaded to
+    S3 yields the same runs, layouts and classified files as the same tree on disk."""
+    from runstore.discover import discover, discover_remote
+    from runstore.fs import S3
+
+    upload(awkward_tree, f"s3://{bucket}/runs")
+
+    def shape(runs: Any) -> list[tuple[str, str, list[tuple[str, str, int]]]]:
+        return sorted((rd.run_name, rd.layout, sorted((f.rel_path, f.kind, f.size) for f in rd.files))
+                      for rd in runs)
+
+    local = shape(discover(awkward_tree))
+    assert len(local) == len(oracle.run_dirs(awkward_tree))
+    assert shape(discover_remote(S3(f"s3://{bucket}/runs"))) == local

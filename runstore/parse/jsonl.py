@@ -31,6 +31,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
+from ..fs import S3, is_remote
 from ..normalize import Context
 
 _decoder = json.JSONDecoder()
@@ -56,7 +57,7 @@ def _depth_steps() -> Any:
 def read_span(path: str, start: int, *, complete_lines: bool) -> bytes:
     """The bytes of `path` (a local path or an `s3://` URI) from `start` to its end, cut
     after the last newline when `complete_lines`."""
-    if path.startswith("s3://"):
+    if is_remote(path):
         data = _s3_range(path, start, None)
     else:
         with open(path, "rb") as f:
@@ -71,7 +72,7 @@ def read_span(path: str, start: int, *, complete_lines: bool) -> bytes:
 def read_tail(path: str, end: int, n: int) -> bytes:
     """The `n` bytes just before `end` (to check an append-only file was not rewritten)."""
     start = max(0, end - n)
-    if path.startswith("s3://"):
+    if is_remote(path):
         return _s3_range(path, start, end)
     with open(path, "rb") as f:
         f.seek(start)
@@ -79,8 +80,6 @@ def read_tail(path: str, end: int, n: int) -> bytes:
 
 
 def _s3_range(uri: str, start: int, end: int | None) -> bytes:
-    from ..fs import S3
-
     return S3(uri).read_range("", start, end)
 
 
