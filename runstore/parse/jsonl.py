@@ -121,11 +121,19 @@ def records(data: bytes, first_line: int, ctx: Context) -> Iterator[tuple[int, A
 
 
 def count_lines(data: bytes) -> int:
-    """Complete lines in a buffer read by `read_span`."""
-    return data.count(b"\n")
+    """Complete lines in a buffer read by `read_span`.
+
+    numpy rather than `bytes.count`: faster, and it releases the GIL (see `_objects_only`).
+    """
+    import numpy as np
+
+    return int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A))
 
 
 def fast_table(data: bytes, schema: pa.Schema | None = None) -> pa.Table | None:
+    """`data` (complete JSON lines) parsed by pyarrow in one go, or None when the buffer needs
+    the line decoder: a line that is not an object (a blank line too, so line numbers hold),
+    a BOM or CRLF, invalid UTF-8, deep nesting, or anything pyarrow refuses."""
     import pyarrow.json as pj
 
     if not data or data.isspace():
