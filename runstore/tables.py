@@ -746,28 +746,40 @@ def group_rows(data: pa.Table, column: str) -> pa.Table:
     8192-row batches in parallel and interleaves them; one chunk keeps the order).
 
     Normalized metrics arrive as long runs of one key (a run's buffer is unpivoted column by
-    column), so whole runs are reordered by slicing, without the per-row copy of a sort.
+    column), so the runs of each batch are found in place and reordered by slicing: the one
+    copy made is the final single chunk, without the per-row gather of a sort.
     """
     import numpy as np
     import pyarrow.compute as pc
 
+    if data.num_rows < 2:
+        return data.combine_chunks()
+    segments: list[tuple[bool, str, int, pa.RecordBatch]] = []  # sort key, then position
+    for batch in data.to_batches():
+        n = batch.num_rows
+        if not n:
+            continue
+        values = batch.column(column)
+        changed = pc.fill_null(pc.not_equal(values.slice(1), values.slice(0, n - 1)), True)
+        starts = np.concatenate([[0], np.flatnonzero(changed.to_numpy(zero_copy_only=False)) + 1])
+        if len(starts) > n // 64 + 1:  # values interleave row by row (a line-by-line buffer)
+            return _sort_rows(data, column)
+        ends = np.append(starts[1:], n)
+        for value, a, b in zip(values.take(pa.array(starts)).to_pylist(), starts, ends):
+            segments.append((value is None, value or "", len(segments),
+                             batch.slice(int(a), int(b - a))))
+    segments.sort(key=lambda seg: seg[:3])
+    return pa.Table.from_batches([seg[3] for seg in segments], schema=data.schema).combine_chunks()
+
+
+def _sort_rows(data: pa.Table, column: str) -> pa.Table:
+    """`group_rows` by a sort: ranks of the dictionary codes (~10x faster than the strings)."""
+    import pyarrow.compute as pc
+
     data = data.combine_chunks()
-    n = data.num_rows
-    if n < 2:
-        return data
-    values = data.column(column).chunk(0)
-    changed = pc.fill_null(pc.not_equal(values.slice(1), values.slice(0, n - 1)), True)
-    starts = np.concatenate([[0], np.flatnonzero(changed.to_numpy(zero_copy_only=False)) + 1])
-    if len(starts) > n // 64:  # values interleave row by row (a line-by-line buffer)
-        # Sorting the ranks of the dictionary codes is ~10x faster than sorting the strings.
-        coded = values.dictionary_encode()
-        ranks = pc.take(pc.rank(coded.dictionary, "ascending"), coded.indices)
-        return data.take(pc.sort_indices(ranks))
-    firsts = values.take(pa.array(starts)).to_pylist()
-    order = sorted(range(len(starts)), key=lambda i: (firsts[i] is None, firsts[i] or ""))
-    ends = np.append(starts[1:], n)
-    return pa.concat_tables([data.slice(starts[i], ends[i] - starts[i]) for i in order]
-                            ).combine_chunks()
+    coded = data.column(column).chunk(0).dictionary_encode()
+    ranks = pc.take(pc.rank(coded.dictionary, "ascending"), coded.indices)
+    return data.take(pc.sort_indices(ranks))
 
 
 # Float columns of (nearly) unique values: a dictionary page would only be built to be

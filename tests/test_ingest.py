@@ -272,17 +272,19 @@ def test_metrics_raw_files_hold_rows_grouped_by_key(ingested) -> None:
         assert keys == sorted(keys), f
 
 
-@pytest.mark.parametrize("keys", [["b", "b", "a", "a", "c", "a", "a"] * 20,  # runs of a key
-                                  ["b", "a", "c"] * 100])  # one key per row: sorted instead
+@pytest.mark.parametrize("keys", [["b"] * 90 + ["a"] * 80 + ["c"] * 120 + ["a"] * 95,  # runs
+                                  (["b"] * 120 + [None] * 130 + ["a"] * 140) * 2,  # nulls: last
+                                  ["b", "a", "c"] * 300])  # one key per row: sorted instead
 def test_group_rows_is_a_stable_sort_by_the_column(keys: list[str]) -> None:
     import pyarrow as pa
 
-    parts = [pa.table({"key": keys[i:i + 7], "n": list(range(i, i + len(keys[i:i + 7])))})
-             for i in range(0, len(keys), 7)]
+    parts = [pa.table({"key": pa.array(keys[i:i + 250], pa.string()),
+                       "n": list(range(i, i + len(keys[i:i + 250])))})
+             for i in range(0, len(keys), 250)]
     got = tables.group_rows(pa.concat_tables(parts), "key")
     assert got.column("key").num_chunks == 1
     assert list(zip(got["key"].to_pylist(), got["n"].to_pylist())) == \
-        sorted(zip(keys, range(len(keys))), key=lambda kn: kn[0])
+        sorted(zip(keys, range(len(keys))), key=lambda kn: (kn[0] is None, kn[0] or ""))
 
 
 def test_kind_and_layout(ingested) -> None:
