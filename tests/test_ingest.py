@@ -370,6 +370,40 @@ def test_read_ahead_and_background_commits_store_what_inline_does(
     assert seen["2"] == seen["0"]
 
 
+def test_ingest_leaves_the_cycle_collector_as_it_found_it(small_tree: Path, store_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # The ingest pauses it (docs/benchmarks.md); a caller's setting must survive, errors too.
+    import gc
+
+    from runstore import ingest as ingest_mod
+
+    was = gc.isenabled()
+    seen: list[bool] = []
+    fail = []
+    real = ingest_mod._Job.run
+
+    def run(self, *args):
+        seen.append(gc.isenabled())
+        if fail:
+            raise RuntimeError("stop")
+        return real(self, *args)
+
+    monkeypatch.setattr(ingest_mod._Job, "run", run)
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            runstore.open(store_path).ingest([small_tree])
+            assert gc.isenabled() is enabled
+        gc.enable()
+        fail.append(True)
+        with pytest.raises(RuntimeError, match="stop"):
+            runstore.open(store_path.with_name("other")).ingest([small_tree])
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen and not any(seen)  # paused while the runs were staged
+
+
 # --------------------------------------------------------------------------- incremental
 
 
