@@ -12,7 +12,9 @@ each in a fresh process (so peak RSS is per step):
 3. a no-op re-ingest (whole CLI process);
 4. 10 steps appended to every run, then a re-ingest (whole CLI process).
 
-The baseline and the full ingest alternate `--repeat` times; the ratio uses the medians.
+The baseline and the full ingest alternate `--repeat` times; the ratio uses the medians. The
+CPU time of both sides (user + system, every thread) is printed too: unlike wall time it
+hardly moves with the machine's load, so its ratio is the one to compare across machines.
 Prints a Markdown table for docs/benchmarks.md.
 """
 
@@ -44,8 +46,9 @@ for i, (fam, paths) in enumerate(sorted(families.items())):
 """
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of one child process."""
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MB) and CPU seconds (user + system, all threads) of one child
+    process."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -53,7 +56,7 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, flo
     if status != 0:
         err = proc.stderr.read().decode() if proc.stderr else ""
         raise SystemExit(f"{' '.join(cmd)} failed ({status}): {err[-2000:]}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def tree_bytes(root: Path, suffix: str = "") -> int:
@@ -79,22 +82,22 @@ def main() -> None:
     shutil.copytree(args.tree, tree)  # appends below must not change the cached tree
     py = sys.executable
     cli = [py, "-m", "runstore"]
-    base_t, ingest_t, base_mem, ingest_mem = [], [], [], []
+    base_t, ingest_t, base_mem, ingest_mem, base_cpu, ingest_cpu = [], [], [], [], [], []
     try:
         for i in range(args.repeat):
-            w, m = timed([py, "-c", BASELINE, str(tree)])
-            base_t.append(w); base_mem.append(m)
+            w, m, c = timed([py, "-c", BASELINE, str(tree)])
+            base_t.append(w); base_mem.append(m); base_cpu.append(c)
             store = work / f"store{i}"
-            w, m = timed(cli + ["--store", str(store), "ingest", "-q", str(tree)])
-            ingest_t.append(w); ingest_mem.append(m)
+            w, m, c = timed(cli + ["--store", str(store), "ingest", "-q", str(tree)])
+            ingest_t.append(w); ingest_mem.append(m); ingest_cpu.append(c)
         store = work / "store0"
-        noop, _ = timed(cli + ["--store", str(store), "ingest", "-q", str(tree)])
+        noop, _, _ = timed(cli + ["--store", str(store), "ingest", "-q", str(tree)])
         runs = [p.parent for p in tree.rglob("metrics.jsonl")]
         before = tree_bytes(tree, ".jsonl")
         for run in runs:
             demo.append_steps(run, 10)
         appended = tree_bytes(tree, ".jsonl") - before
-        inc, _ = timed(cli + ["--store", str(store), "ingest", "-q", str(tree)])
+        inc, _, _ = timed(cli + ["--store", str(store), "ingest", "-q", str(tree)])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -108,6 +111,9 @@ def main() -> None:
     print(f"| DuckDB read_json of every JSONL file (baseline), s | {', '.join(f'{x:.2f}' for x in base_t)} |")
     print(f"| runstore full ingest, s | {', '.join(f'{x:.2f}' for x in ingest_t)} |")
     print(f"| **ratio ingest / baseline (medians)** | **{g / b:.2f}** |")
+    bc, ic = statistics.median(base_cpu), statistics.median(ingest_cpu)
+    print(f"| CPU (user + system) baseline / ingest, s (medians) | {bc:.1f} / {ic:.1f} "
+          f"(ratio {ic / bc:.2f}) |")
     print(f"| peak RSS baseline / ingest, MB | {max(base_mem):.0f} / {max(ingest_mem):.0f} |")
     print(f"| no-op re-ingest (whole process), s | {noop:.2f} |")
     print(f"| re-ingest after 10 steps appended to every run ({appended / 1e6:.1f} MB), s | {inc:.2f} |")
