@@ -762,12 +762,12 @@ def group_rows(data: pa.Table, column: str) -> pa.Table:
         values = batch.column(column)
         changed = pc.fill_null(pc.not_equal(values.slice(1), values.slice(0, n - 1)), True)
         starts = np.concatenate([[0], np.flatnonzero(changed.to_numpy(zero_copy_only=False)) + 1])
-        if len(starts) > n // 64 + 1:  # values interleave row by row (a line-by-line buffer)
-            return _sort_rows(data, column)
         ends = np.append(starts[1:], n)
         for value, a, b in zip(values.take(pa.array(starts)).to_pylist(), starts, ends):
             segments.append((value is None, value or "", len(segments),
                              batch.slice(int(a), int(b - a))))
+        if len(segments) > data.num_rows // 64:  # values interleave row by row (line-by-line
+            return _sort_rows(data, column)      # buffers): a sort is faster than slices
     segments.sort(key=lambda seg: seg[:3])
     return pa.Table.from_batches([seg[3] for seg in segments], schema=data.schema).combine_chunks()
 
