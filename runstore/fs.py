@@ -8,7 +8,9 @@ inside), `walk()` (every object below, with its size and a change token), `read(
 `write_new(rel, data)` — a conditional `If-None-Match: *` put that fails with
 `AlreadyExists` when the object exists, so two writers can never both publish the same
 snapshot or both take the lock — `put(rel, data)` (overwrite), `delete(rel)`, `rmtree(rel)`,
-`exists(rel)` and `uri(rel)`. And what the engines need: `storage_options()` for deltalake and
+`exists(rel)` and `uri(rel)`, plus the `Path` methods store code calls on either kind of
+location: `read_text()`, `unlink(missing_ok=True)`, `exists()`. `listdir(where)` and
+`rmtree(where)` take either kind. And what the engines need: `storage_options()` for deltalake and
 polars (object_store), `filesystem()` (an fsspec filesystem) for DuckDB's
 `register_filesystem` and pyarrow. Local stores use `pathlib.Path` directly (tables.py).
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -53,6 +56,24 @@ def location(where: Any) -> "Path | S3":
     if isinstance(where, S3):
         return where
     return S3(str(where)) if is_remote(where) else Path(where)
+
+
+def listdir(where: "Path | S3") -> list[str]:
+    """Sorted names directly inside a directory (an S3 prefix); empty when there is none."""
+    if isinstance(where, S3):
+        return where.list("")
+    try:
+        return sorted(os.listdir(where))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def rmtree(where: "Path | S3") -> None:
+    """Remove a directory (every object under an S3 prefix) and all it holds."""
+    if isinstance(where, S3):
+        where.rmtree()
+    else:
+        shutil.rmtree(where)
 
 
 def storage_options(where: Any) -> dict[str, str] | None:
@@ -140,6 +161,9 @@ class S3:
     def read(self, rel: str) -> bytes:
         return self.filesystem().cat_file(self._key(rel))
 
+    def read_text(self) -> str:
+        return self.read("").decode()
+
     def write_new(self, rel: str, data: bytes) -> None:
         fs = self.filesystem()
         try:
@@ -157,6 +181,11 @@ class S3:
             self.filesystem().rm_file(self._key(rel))
         except FileNotFoundError:
             pass
+
+    def unlink(self, missing_ok: bool = False) -> None:
+        """Delete this object (as `Path.unlink`; S3 cannot tell a missing one apart cheaply,
+        so it is always ignored)."""
+        self.delete("")
 
     def exists(self, rel: str = "") -> bool:
         return bool(self.filesystem().exists(self._key(rel)))

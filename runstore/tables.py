@@ -35,7 +35,6 @@ import fcntl
 import json
 import os
 import re
-import shutil
 import sys
 import time
 import uuid
@@ -48,7 +47,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from . import schema as schema_mod
-from .fs import S3, AlreadyExists, location, storage_options
+from .fs import S3, AlreadyExists, listdir, location, rmtree, storage_options
 from .errors import StoreCorrupt, StoreLocked, StoreNotFound, RunstoreError
 
 MANIFESTS = "_runstore/manifests"
@@ -123,19 +122,11 @@ Root = Path | S3  # a store on local disk, or under an S3 prefix (see fs.py)
 
 def manifest_paths(root: Root) -> list[tuple[int, Any]]:
     d = root / MANIFESTS
-    try:
-        names = d.list("") if isinstance(d, S3) else os.listdir(d)
-    except FileNotFoundError:
-        return []
     out = []
-    for n in names:
+    for n in listdir(d):
         if n.endswith(".json") and n[:-5].isdigit():
             out.append((int(n[:-5]), d / n))
     return sorted(out)
-
-
-def _read_text(path: Any) -> str:
-    return path.read("").decode() if isinstance(path, S3) else path.read_text()
 
 
 def read_manifest(root: Root) -> Manifest | None:
@@ -145,7 +136,7 @@ def read_manifest(root: Root) -> Manifest | None:
         return None
     seq, path = paths[-1]
     try:
-        return Manifest.from_json(_read_text(path))
+        return Manifest.from_json(path.read_text())
     except (OSError, ValueError, TypeError) as e:
         raise StoreCorrupt(
             f"cannot read the store manifest {path}: {e}. Run `runstore repair`: it sets the "
@@ -554,9 +545,9 @@ class Writer:
         """Roll back Delta versions that no published manifest covers (a crashed writer)."""
         self._sweep_temporaries()
         tables_dir = self.root / "tables"
-        for name in _list_dirs(tables_dir):
+        for name in listdir(tables_dir):
             path = tables_dir / name
-            if "_delta_log" not in _list_dirs(path):
+            if "_delta_log" not in listdir(path):
                 continue
             entry = (self.manifest.tables.get(name) if self.manifest else None)
             dt = self._open_table(path)
@@ -569,7 +560,7 @@ class Writer:
                         f"{self.root / MANIFESTS}. Run `runstore repair` to rebuild it.")
                 # Created by a writer that never published: nothing of it is visible.
                 with writing(self.root, f"tables/{name}"):
-                    path.rmtree() if isinstance(path, S3) else shutil.rmtree(path)
+                    rmtree(path)
                 continue
             if dt.version() == entry["version"]:
                 continue
@@ -708,10 +699,10 @@ class Writer:
         paths = manifest_paths(self.root)
         for seq, path in paths[:-KEEP_MANIFESTS]:
             try:
-                m = Manifest.from_json(_read_text(path))
-                _remove(path)
+                m = Manifest.from_json(path.read_text())
+                path.unlink(missing_ok=True)
                 if m.ledger and m.ledger != self.manifest.ledger:  # type: ignore[union-attr]
-                    _remove(self.root / m.ledger)
+                    (self.root / m.ledger).unlink(missing_ok=True)
             except (OSError, ValueError):
                 continue
 
@@ -815,23 +806,6 @@ def sweep_temporaries(root: Root) -> None:
                     (d / n).unlink()
                 except OSError:
                     pass
-
-
-def _list_dirs(d: Any) -> list[str]:
-    """Names directly inside a directory (an S3 prefix), empty when it does not exist."""
-    if isinstance(d, S3):
-        return d.list("")
-    try:
-        return sorted(os.listdir(d)) if os.path.isdir(d) else []
-    except FileNotFoundError:
-        return []
-
-
-def _remove(path: Any) -> None:
-    if isinstance(path, S3):
-        path.delete("")
-    else:
-        path.unlink(missing_ok=True)
 
 
 def delta_table(path: Any) -> Any:
