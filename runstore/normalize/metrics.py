@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..parse import jsonl
-from ..schema import schema
+from ..schema import empty, schema
 from . import Context, clean_str as _clean_str
 
 _NUMERIC = (pa.types.is_integer, pa.types.is_floating)
@@ -80,11 +80,11 @@ def _fast(data: bytes, first_line: int, ctx: Context, pre_resume: bool) -> pa.Ta
         texts.append(value_str)
         masks.append(pc.is_valid(col))
     if not keys:
-        return schema("metrics_raw").empty_table()
+        return empty("metrics_raw")
     mask = _chain(masks)
     kept = pc.sum(mask).as_py() or 0
     if not kept:
-        return schema("metrics_raw").empty_table()
+        return empty("metrics_raw")
     key_index = np.repeat(np.arange(len(keys), dtype=np.int32), n)
     key = pa.DictionaryArray.from_arrays(key_index, pa.array(keys, pa.string()))
     table = pa.table({
