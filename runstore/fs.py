@@ -10,8 +10,8 @@ inside), `walk()` (every object below, with its size and a change token), `read(
 snapshot or both take the lock — `put(rel, data)` (overwrite), `delete(rel)`, `rmtree(rel)`,
 `exists(rel)` and `uri(rel)`, plus the `Path` methods store code calls on either kind of
 location: `read_text()`, `unlink(missing_ok=True)`, `exists()`. `listdir(where)` and
-`rmtree(where)` take either kind. And what the engines need: `storage_options()` for deltalake and
-polars (object_store), `filesystem()` (an fsspec filesystem) for DuckDB's
+`rmtree(where)` take either kind. And what the engines need: `storage_options()` for
+deltalake and polars (object_store), `filesystem()` (an fsspec filesystem) for DuckDB's
 `register_filesystem` and pyarrow. Local stores use `pathlib.Path` directly (tables.py).
 
 Credentials and endpoint come from the standard AWS environment and config
@@ -83,8 +83,6 @@ def storage_options(where: Any) -> dict[str, str] | None:
 
 class S3:
     """A prefix in an S3 bucket (AWS or any S3-compatible service)."""
-
-    remote = True
 
     def __init__(self, uri: str):
         if not uri.startswith("s3://") or len(uri) <= 5:

@@ -145,7 +145,7 @@ def read_manifest(root: Root) -> Manifest | None:
 
 
 def require_store(root: Root) -> Manifest:
-    m = read_manifest(root) if isinstance(root, S3) or (root / MANIFESTS).is_dir() else None
+    m = read_manifest(root)  # None when there is no manifests directory at all
     if m is None and _has_data_files(root):
         raise StoreCorrupt(f"the store at {root} has tables but no manifest in "
                            f"{root / MANIFESTS}. Run `runstore repair` to rebuild it.")
@@ -522,10 +522,9 @@ class Writer:
     def __enter__(self) -> "Writer":
         from .migrate import check_version
 
-        if isinstance(self.root, S3) or (self.root / MANIFESTS).is_dir():
-            early = read_manifest(self.root)
-            if early is not None:
-                check_version(early)  # a newer runstore's store: refuse before writing a byte
+        early = read_manifest(self.root)
+        if early is not None:
+            check_version(early)  # a newer runstore's store: refuse before writing a byte
         check_writable(self.root)
         self.lock.acquire(self.lock_timeout)
         try:
