@@ -42,17 +42,35 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _remember_wide(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    ctx.meta["runstore.wide"] = value
+    return value
+
+
 def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    # --wide reaches `emit` through the context, so commands need no parameter for it.
+    fn = click.option("--wide", is_flag=True, expose_value=False, callback=_remember_wide,
+                      help="Table format: cut nothing and keep one line per row, however "
+                           "wide (default: fit the terminal, $COLUMNS if set).")(fn)
     fn = click.option("--output", "-o", "output", type=click.Path(dir_okay=False),
                       help="Write to FILE instead of standard output.")(fn)
     fn = click.option("--format", "-F", "fmt", type=click.Choice(FORMATS),
-                      help="Output format (default: table on a terminal, else csv).")(fn)
+                      help="Output format (default: from the --output extension: .json "
+                           ".jsonl .csv .md .parquet; else table on a terminal, else csv).")(fn)
     return fn
+
+
+def output_format(fmt: str | None, output: str | None) -> str | None:
+    """The format asked for: --format, else the one --output's extension names, else None."""
+    from .output import format_for
+
+    return fmt or format_for(output)
 
 
 def emit(table: Any, fmt: str | None, output: str | None) -> None:
     from . import output as out
 
+    fmt = output_format(fmt, output)
     if fmt is None:
         fmt = "table" if (output is None and sys.stdout.isatty()) else "csv"
     if fmt == "parquet":
@@ -60,12 +78,10 @@ def emit(table: Any, fmt: str | None, output: str | None) -> None:
             raise click.UsageError("--format parquet needs --output FILE")
         out.write_parquet(table, output)
         return
+    wide = bool(click.get_current_context().meta.get("runstore.wide"))
+    # shutil reads $COLUMNS first, then asks the terminal; a file has no width to fit.
     width = shutil.get_terminal_size((100, 24)).columns if output is None else 10_000
-    text = out.render(table, fmt, width=width)
-    if output:
-        Path(output).write_text(text)
-    else:
-        click.echo(text, nl=False)
+    _write_text(out.render(table, fmt, width=width, wide=wide), output)
 
 
 def parse_params(values: tuple[str, ...]) -> dict[str, Any]:
@@ -227,22 +243,36 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
 @click.option("--name", metavar="GLOB", help="Only runs whose run_name matches GLOB (* matches / too).")
 @click.option("--where", metavar="SQL-EXPR",
               help="Only runs for which this SQL condition over run_summary's columns holds.")
+@click.option("--columns", "-c", metavar="COL,...",
+              help="Show these run_summary columns, in this order (default: every column but "
+                   "run_id; `all`: every column).")
 @output_options
 @click.pass_context
 @handle_errors
 def runs(ctx: click.Context, kind: str | None, name: str | None, where: str | None,
-         fmt: str | None, output: str | None) -> None:
+         columns: str | None, fmt: str | None, output: str | None) -> None:
     """List runs with their summary (the run_summary view), ordered by name.
+
+    run_id is left out unless asked for (`--columns all`, or name it in --columns): it is
+    for joins, and run_name already tells the runs apart.
 
     Example:
 
     \b
         runstore runs --kind rl --name 'math_rl_sweep/*'
         runstore runs --where "best_reward > 0.5 and not kl_flagged" -F csv
+        runstore runs --columns run_name,status,last_step,max_kl
     """
-    from .statements import runs_query
+    from .statements import runs_query, summary_columns
 
-    emit(_store(ctx).arrow(*runs_query(kind=kind, name=name, where=where)), fmt, output)
+    if columns is None:
+        chosen: list[str] | None = [c for c in summary_columns() if c != "run_id"]
+    elif columns.strip().lower() == "all":
+        chosen = None
+    else:
+        chosen = [c.strip() for c in columns.split(",") if c.strip()]
+    emit(_store(ctx).arrow(*runs_query(kind=kind, name=name, where=where, columns=chosen)),
+         fmt, output)
 
 
 @main.command()
@@ -315,7 +345,7 @@ def views(dialect: str | None, fmt: str | None, output: str | None) -> None:
 
     if dialect is not None:
         _write_text(catalog.views_ddl(dialect), output)
-    elif fmt is not None:
+    elif output_format(fmt, output) is not None:
         emit(catalog.views_table(), fmt, output)
     else:
         _write_text(catalog.views_text(), output)

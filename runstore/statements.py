@@ -7,7 +7,8 @@ travel as bound parameters; user-supplied names (metric keys as column names) on
 identifiers quoted by sqlglot; a user-supplied `--where` condition only after
 `sqlcheck.condition` has checked it is a plain expression. Nothing is pasted into SQL text.
 
-* `runs_query(kind=, name=, where=)`: `run_summary`, filtered, ordered by `run_name`.
+* `runs_query(kind=, name=, where=, columns=)`: `run_summary` (all its columns or the
+  chosen ones), filtered, ordered by `run_name`.
 * `metrics_query(keys, runs=, wide=)`: live metrics of some keys, long (one row per run, step
   and key) or wide (one row per run and step, one column per key, named by the key).
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from . import sqlcheck
-from .errors import QueryError
+from .errors import QueryError, UsageError
 
 Statement = tuple[str, dict[str, Any]]
 
@@ -25,19 +26,33 @@ Statement = tuple[str, dict[str, Any]]
 WIDE_KEY_COLUMNS = ("run_id", "run_name", "step")
 
 
+def summary_columns() -> list[str]:
+    """The columns of `run_summary`, in order (from the view's documentation)."""
+    from .query import views
+
+    return [c for c, _ in next(v for v in views() if v.name == "run_summary").columns]
+
+
 def runs_query(*, kind: str | None = None, name: str | None = None,
-               where: str | None = None) -> Statement:
-    """`run_summary` rows, optionally filtered by kind, a run-name GLOB and a SQL condition.
+               where: str | None = None, columns: Sequence[str] | None = None) -> Statement:
+    """`run_summary` rows, optionally filtered by kind, a run-name GLOB and a SQL condition,
+    with every column or only `columns` (in that order; each must be one of the view's).
 
     >>> sql, params = runs_query(kind="rl", name="math_rl_sweep/*")
     >>> sql
     'SELECT * FROM run_summary WHERE kind = $kind AND run_name GLOB $name ORDER BY run_name'
     >>> params
     {'kind': 'rl', 'name': 'math_rl_sweep/*'}
+    >>> runs_query(columns=["run_name", "status"])[0]
+    'SELECT run_name, status FROM run_summary ORDER BY run_name'
     """
     from sqlglot import exp
 
-    query = exp.select("*").from_("run_summary")
+    if columns is None:
+        query = exp.select("*")
+    else:
+        query = exp.select(*(exp.column(c) for c in _summary_columns(columns)))
+    query = query.from_("run_summary")
     params: dict[str, Any] = {}
     if kind is not None:
         query = query.where(exp.column("kind").eq(exp.Placeholder(this="kind")))
@@ -50,6 +65,23 @@ def runs_query(*, kind: str | None = None, name: str | None = None,
         query = query.where(exp.paren(sqlcheck.condition(where, "--where"), copy=False))
     query = query.order_by(exp.column("run_name"))
     return query.sql(dialect="duckdb"), params
+
+
+def _summary_columns(columns: Sequence[str]) -> list[str]:
+    """`columns` checked against run_summary's; UsageError naming the closest otherwise."""
+    import difflib
+
+    known = summary_columns()
+    items = [columns] if isinstance(columns, str) else list(columns)
+    if not items:
+        raise UsageError(f"give at least one column; run_summary has {', '.join(known)}")
+    for c in items:
+        if c not in known:
+            close = difflib.get_close_matches(str(c), known, n=3)
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            raise UsageError(f"run_summary has no column {c!r}; {hint}its columns: "
+                             f"{', '.join(known)}")
+    return list(dict.fromkeys(items))
 
 
 def _keys(keys: str | Sequence[str]) -> list[str]:

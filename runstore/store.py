@@ -234,20 +234,24 @@ class Store:
         return self._frame(*statements.metrics_query(keys, runs=runs, wide=wide))
 
     def runs(self, *, kind: str | None = None, name: str | None = None,
-             where: str | None = None) -> "pl.DataFrame":
+             where: str | None = None, columns: Sequence[str] | None = None) -> "pl.DataFrame":
         """`run_summary` as a DataFrame, one row per run, ordered by `run_name`.
 
         `kind` filters on the run kind (`rl`, `sl`, `dpo`, `unknown`), `name` is a GLOB over
         `run_name`, `where` one SQL condition over run_summary's columns (checked to be a
-        plain expression: no statements or subqueries).
+        plain expression: no statements or subqueries). `columns` picks and orders the
+        columns (default: all, `run_id` first; a name the view lacks is a `UsageError`).
 
         Example:
             >>> store.runs().height
             11
             >>> store.runs(kind="rl", where="best_reward > 0.5")["run_name"].to_list()[:2]
             ['gsm8k_tool_rl/sweep/lr_1e-3/seed_0', 'gsm8k_tool_rl/sweep/lr_1e-4/seed_0']
+            >>> store.runs(columns=["run_name", "status"]).columns
+            ['run_name', 'status']
         """
-        return self._frame(*statements.runs_query(kind=kind, name=name, where=where))
+        return self._frame(*statements.runs_query(kind=kind, name=name, where=where,
+                                                  columns=columns))
 
     def check(self, *, threshold: float | None = None, rules: Iterable[Any] | None = None,
               runs: str | None = None, since_step: int | None = None,
