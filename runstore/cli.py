@@ -50,8 +50,10 @@ def _remember_wide(ctx: click.Context, param: click.Parameter, value: bool) -> b
 def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     # --wide reaches `emit` through the context, so commands need no parameter for it.
     fn = click.option("--wide", is_flag=True, expose_value=False, callback=_remember_wide,
-                      help="Table format: cut nothing and keep one line per row, however "
-                           "wide (default: fit the terminal, $COLUMNS if set).")(fn)
+                      help="Table format: cut nothing, one line per row however wide "
+                           "(default: fit the terminal or $COLUMNS, cutting other text but "
+                           "never run names or keys, and one block per row when that is not "
+                           "enough).")(fn)
     fn = click.option("--output", "-o", "output", type=click.Path(dir_okay=False),
                       help="Write to FILE instead of standard output.")(fn)
     fn = click.option("--format", "-F", "fmt", type=click.Choice(FORMATS),
@@ -118,6 +120,13 @@ def _store(ctx: click.Context) -> Any:
 @click.pass_context
 def main(ctx: click.Context, store: str | None, debug: bool) -> None:
     """runstore: ingest training-run logs and ask cross-run questions in SQL.
+
+    Commands that print rows share --format, --output and --wide. Tables (the default on a
+    terminal) fit its width ($COLUMNS if set) without cutting numbers or identifying columns
+    (run_name, run_id, key, metric, name, rule, split, evaluator, conversation_id, table,
+    column, view): other text is cut in the middle first, and a table that still does not fit
+    prints one block of `column  value` lines per row. -o FILE picks the format from the
+    extension (.json .jsonl .csv .md .parquet) unless --format is given.
 
     Example:
 
@@ -302,7 +311,14 @@ def check(ctx: click.Context, threshold: float | None, rules: tuple[str, ...],
     step counts, NaN never fires, +Infinity does. More rules come from --rule and from
     [[check.rule]] in a runstore.toml beside the store or in the working directory.
 
-    Exit status: 0 when nothing fired, 1 when a rule fired, 2 for a usage or store error.
+    A rule naming a metric that no run in the store has logged is an error that names the
+    closest logged keys (a misspelt rule would never fire). Fired or not, one line on stderr
+    says how many runs each rule fired for and how many it checked, e.g.
+    `kl_sample_train_v1|v2 > 0.01 fired for 0 of 23 runs (21 checked, 2 without KL)`; with
+    --format markdown and nothing fired, that line is the output.
+
+    Exit status: 0 when nothing fired, 1 when a rule fired, 2 for a usage or store error
+    (an unknown metric too).
 
     Example:
 
@@ -314,13 +330,18 @@ def check(ctx: click.Context, threshold: float | None, rules: tuple[str, ...],
     from . import checks
 
     try:
-        table = checks.run_check(_store(ctx), threshold=threshold, rules=rules, runs=runs,
-                                 since_step=since_step, default_rules=default_rules)
+        result = checks.check(_store(ctx), threshold=threshold, rules=rules, runs=runs,
+                              since_step=since_step, default_rules=default_rules)
     except RunstoreError as e:
         e.exit_code = 2  # 1 means "a rule fired", so every error here is a 2
         raise
-    emit(table, fmt, output)
-    if table.num_rows:
+    if output_format(fmt, output) == "markdown" and not result.table.num_rows:
+        # For $GITHUB_STEP_SUMMARY: the verdict, not a table with a header and no rows.
+        _write_text(result.summary() + "\n", output)
+    else:
+        emit(result.table, fmt, output)
+    click.echo(result.summary(), err=True)
+    if result.table.num_rows:
         ctx.exit(1)
 
 
@@ -487,14 +508,22 @@ def plot_metric(ctx: click.Context, keys: tuple[str, ...], runs: str | None,
                 color_by: str | None, smooth: int | None, output: str) -> None:
     """One line per run and metric KEY over steps.
 
+    A KEY that no run in the store has logged is an error naming the closest logged keys; a
+    KEY that only some runs log gets a note on stderr saying how many.
+
     Example:
 
     \b
         runstore plot metric env/all/reward/total --runs 'math_rl_sweep/*' \\
             --color-by learning_rate --smooth 10 -o reward.html
     """
-    _write_chart(_store(ctx).plot_metric(list(keys), runs=runs, color_by=color_by,
-                                         smooth=smooth), output)
+    from .keys import require
+
+    store = _store(ctx)
+    _write_chart(store.plot_metric(list(keys), runs=runs, color_by=color_by, smooth=smooth),
+                 output)
+    for note in require(store, list(dict.fromkeys(keys)), runs=runs).notes():
+        click.echo(note, err=True)
 
 
 @plot.command("kl")

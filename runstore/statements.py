@@ -11,6 +11,8 @@ identifiers quoted by sqlglot; a user-supplied `--where` condition only after
   chosen ones), filtered, ordered by `run_name`.
 * `metrics_query(keys, runs=, wide=)`: live metrics of some keys, long (one row per run, step
   and key) or wide (one row per run and step, one column per key, named by the key).
+* `logged_keys_query(keys, runs=)`: the distinct (key, run) pairs of `metrics_raw`, for
+  `keys.logged_keys`; `count_runs_query(runs)`: how many runs match a GLOB.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def _summary_columns(columns: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def _keys(keys: str | Sequence[str]) -> list[str]:
+def metric_keys(keys: str | Sequence[str]) -> list[str]:
     """Keys as a list without duplicates (first occurrence wins), checked."""
     items = [keys] if isinstance(keys, str) else list(keys)
     if not items:
@@ -118,7 +120,7 @@ def metrics_query(keys: str | Sequence[str], *, runs: str | None = None,
     """
     from sqlglot import exp
 
-    names = _keys(keys)
+    names = metric_keys(keys)
     if wide:
         clash = [k for k in names if k in WIDE_KEY_COLUMNS]
         if clash:
@@ -153,3 +155,50 @@ def metrics_query(keys: str | Sequence[str], *, runs: str | None = None,
     else:
         query = query.order_by(col("run_name", "r"), col("step", "m"), col("key", "m"))
     return query.sql(dialect="duckdb"), params
+
+
+def _runs_named(runs: str) -> Any:
+    """`run_id IN (ids of the runs whose name matches $runs)`."""
+    from sqlglot import exp
+
+    named = exp.select("run_id").from_("runs").where(
+        exp.Glob(this=exp.column("run_name"), expression=exp.Placeholder(this="runs")))
+    return exp.column("run_id").isin(query=named)
+
+
+def logged_keys_query(keys: Sequence[str] | None = None, *,
+                      runs: str | None = None) -> Statement:
+    """Distinct `key, run_id` of `metrics_raw` (all rows: live, superseded, step-less), for
+    `keys` only when given and for runs whose name matches the GLOB `runs` when given.
+
+    >>> logged_keys_query(["optim/entropy"], runs="math/*")
+    ('SELECT DISTINCT key, run_id FROM metrics_raw WHERE LIST_CONTAINS($keys, key) AND run_id IN (SELECT run_id FROM runs WHERE run_name GLOB $runs)', {'keys': ['optim/entropy'], 'runs': 'math/*'})
+    """
+    from sqlglot import exp
+
+    query = exp.select("key", "run_id").distinct().from_("metrics_raw")
+    params: dict[str, Any] = {}
+    if keys is not None:
+        query = query.where(exp.func("list_contains", exp.Placeholder(this="keys"),
+                                     exp.column("key")))
+        params["keys"] = metric_keys(keys)
+    if runs is not None:
+        query = query.where(_runs_named(runs))
+        params["runs"] = runs
+    return query.sql(dialect="duckdb"), params
+
+
+def count_runs_query(runs: str | None = None) -> Statement:
+    """How many runs the store holds (whose name matches the GLOB `runs`, when given).
+
+    >>> count_runs_query("math/*")
+    ('SELECT COUNT(*) AS n FROM runs WHERE run_name GLOB $runs', {'runs': 'math/*'})
+    """
+    from sqlglot import exp
+
+    query = exp.select(exp.alias_(exp.Count(this=exp.Star()), "n")).from_("runs")
+    if runs is None:
+        return query.sql(dialect="duckdb"), {}
+    query = query.where(exp.Glob(this=exp.column("run_name"),
+                                 expression=exp.Placeholder(this="runs")))
+    return query.sql(dialect="duckdb"), {"runs": runs}

@@ -304,6 +304,14 @@ def test_runs_leaves_run_id_out_unless_asked(long_names: tuple[Path, Path]) -> N
     assert max(map(len, lines)) <= 120
 
 
+def test_help_names_the_columns_never_cut() -> None:
+    from runstore.output import IDENTIFYING
+
+    text = " ".join(run(None, "--help").stdout.split())
+    listed = text.split("identifying columns (", 1)[1].split(")", 1)[0]
+    assert sorted(c.strip() for c in listed.split(",")) == sorted(IDENTIFYING)
+
+
 def test_wide_cuts_nothing(long_names: tuple[Path, Path]) -> None:
     _, store = long_names
     query = ("select run_name, model_name, repeat('x', 90) as filler, run_path from runs "
