@@ -517,12 +517,12 @@ def plot_metric(ctx: click.Context, keys: tuple[str, ...], runs: str | None,
         runstore plot metric env/all/reward/total --runs 'math_rl_sweep/*' \\
             --color-by learning_rate --smooth 10 -o reward.html
     """
-    from .keys import require
+    from .keys import coverage
 
     store = _store(ctx)
     _write_chart(store.plot_metric(list(keys), runs=runs, color_by=color_by, smooth=smooth),
                  output)
-    for note in require(store, list(dict.fromkeys(keys)), runs=runs).notes():
+    for note in coverage(store, list(dict.fromkeys(keys)), runs=runs).notes():
         click.echo(note, err=True)
 
 

@@ -9,10 +9,10 @@ the 100-run benchmark store, 12M rows: ~20 ms for a few keys, ~160 ms for all 95
 
 `require(store, names)` is the check that commands and `Store` methods make before they
 answer: a name that no run in the store has logged raises `UnknownKey` (a `UsageError`: exit 2
-in the CLI) naming the closest logged keys (difflib), and otherwise it returns a `Coverage`
-saying how many runs (of how many) log each name, from which the CLI prints a note for names
-that some runs lack. With `families=True` a name stands for its `optim/` family, as in health
-rules (`entropy` and `optim/entropy` are one metric; see `checks.family`).
+in the CLI) naming the closest logged keys (difflib). `coverage(store, names, runs=)` says how
+many runs (of how many) log each name, from which the CLI prints a note for names that some
+runs lack. With `families=True` a name stands for its `optim/` family, as in health rules
+(`entropy` and `optim/entropy` are one metric; see `checks.family`).
 """
 
 from __future__ import annotations
@@ -54,23 +54,32 @@ class Coverage:
                 for name, n in self.logging.items() if n < self.runs]
 
 
-def require(store: "Store", names: Sequence[str], *, runs: str | None = None,
-            families: bool = False, what: Callable[[str], str] | None = None) -> Coverage:
-    """`Coverage` of `names` (within the runs matching `runs`); `UnknownKey` when one of them
-    is logged by no run in the whole store. `what(name)` words the error's subject (e.g. the
-    rule the name comes from); `families` counts every spelling of a name's `optim/` family."""
-    from .checks import family
-
-    spellings = {n: family(n) if families else (n,) for n in names}
-    wanted = sorted({k for ks in spellings.values() for k in ks})
-    everywhere = logged_keys(store, wanted)
+def require(store: "Store", names: Sequence[str], *, families: bool = False,
+            what: Callable[[str], str] | None = None) -> None:
+    """`UnknownKey` when one of `names` is logged by no run in the store (one lookup when all
+    are). `what(name)` words the error's subject (e.g. the rule the name comes from);
+    `families` counts every spelling of a name's `optim/` family as that name."""
+    spellings = _spellings(names, families)
+    everywhere = logged_keys(store, sorted({k for ks in spellings.values() for k in ks}))
     for name, ks in spellings.items():
         if not any(k in everywhere for k in ks):
             raise UnknownKey(_unknown(store, name, ks, what, families))
-    scoped = everywhere if runs is None else logged_keys(store, wanted, runs=runs)
+
+
+def coverage(store: "Store", names: Sequence[str], *, runs: str | None = None,
+             families: bool = False) -> Coverage:
+    """How many of the runs matching the GLOB `runs` (all runs when None) log each name."""
+    spellings = _spellings(names, families)
+    scoped = logged_keys(store, sorted({k for ks in spellings.values() for k in ks}), runs=runs)
     logging = {name: len(frozenset().union(*(scoped.get(k, frozenset()) for k in ks)))
                for name, ks in spellings.items()}
     return Coverage(_count_runs(store, runs), logging)
+
+
+def _spellings(names: Sequence[str], families: bool) -> dict[str, tuple[str, ...]]:
+    from .checks import family
+
+    return {n: family(n) if families else (n,) for n in names}
 
 
 def _count_runs(store: "Store", runs: str | None) -> int:

@@ -663,6 +663,23 @@ def test_a_firing_check_also_says_what_it_checked(awkward_store: runstore.Store,
     assert result.stdout.splitlines()[0] == "| " + " | ".join(COLUMNS) + " |"
 
 
+def test_check_imports_no_pandas_polars_or_arrow_compute(awkward_store: runstore.Store,
+                                                         tmp_path: Path) -> None:
+    """`runstore check` stays a quick command: pyarrow's Table.filter alone would import
+    pyarrow.compute and pandas (about a second in a fresh process)."""
+    code = ("import sys\n"
+            "from click.testing import CliRunner\n"
+            "from runstore.cli import main\n"
+            f"r = CliRunner().invoke(main, ['--store', {str(awkward_store.path)!r}, 'check', "
+            "'--rule', 'optim/entropy < 0.3', '-F', 'table'])\n"
+            "assert r.exit_code == 1, r.output\n"
+            "heavy = [m for m in ('pandas', 'polars', 'pyarrow.compute') if m in sys.modules]\n"
+            "print(','.join(heavy) or 'none')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, check=True)
+    assert out.stdout.strip() == "none"
+
+
 def test_check_help_has_an_example() -> None:
     result = run_cli(None, "check", "--help")
     assert "Example:" in result.output and "runstore check" in result.output

@@ -502,7 +502,8 @@ def test_metrics_of_a_key_no_run_logs_is_an_error(demo_store: runstore.Store,
     some = next(k for k, runs in sorted(logged.items())
                 if 1 < len(runs) < len(oracle.run_dirs(_demo_template)))
     assert set(demo_store.metrics(some)["run_name"]) <= logged[some]
-    coverage = keys.require(demo_store, [some, "env/all/reward/total"])
+    keys.require(demo_store, [some, "env/all/reward/total"])  # no error
+    coverage = keys.coverage(demo_store, [some, "env/all/reward/total"])
     assert coverage.runs == len(oracle.run_dirs(_demo_template))
     assert coverage.logging == {some: len(logged[some]),
                                 "env/all/reward/total": len(logged["env/all/reward/total"])}
