@@ -348,8 +348,12 @@ def _check_keys(keys: str | Sequence[str]) -> list[str]:
 def plot_metric(store: "Store", keys: str | Sequence[str], *, runs: str | None = None,
                 color_by: str | None = None, smooth: int | None = None,
                 max_points: int = MAX_POINTS) -> "go.Figure":
-    """One line per run and key over steps (live values of the `metrics` view)."""
+    """One line per run and key over steps (live values of the `metrics` view); a key that no
+    run in the store has logged is an `UnknownKey` error (see `keys.require`)."""
+    from .keys import require
+
     names = _check_keys(keys)
+    require(store, names)
     table = metric_series(store, names, runs)
     if table.num_rows == 0:
         raise no_data_error(store, runs, f"logs a numeric value for {', '.join(names)} — "

@@ -4,7 +4,11 @@ Contract: a `Rule` is a metric family (one or more metric names), a comparison (
 `<`, `<=`) and a finite number. `evaluate(store, rules)` runs every rule over the `metrics`
 view (live values only: the latest write of each step, no `pre_resume` copies) in one query
 and returns one row per (run, rule) that fires: `run_name, rule, first_step, last_step,
-steps_over, longest_streak, peak, latest, status` (plus `run_id` for callers that track runs).
+steps_over, longest_streak, peak, latest, status` (plus `run_id` for callers that track runs;
+`status` is `run_status`'s, as of the query). `check(store, ...)` is `runstore check`: it also
+refuses a rule whose metric no run in the store has logged (`keys.UnknownKey`, naming the
+closest logged keys; the default KL rule excepted) and returns a `CheckResult` whose
+`summary()` is one line saying how many runs each rule fired for and how many it checked.
 
 Semantics, the same as the `kl_health` view's for KL (a test holds the two together):
 
@@ -445,8 +449,11 @@ streaks as (
           group by run_id, rule_idx, island) as s
     group by run_id, rule_idx
 ),
-fired as (
+outcome as (
+    -- One row per (run, rule) whose metrics the run logs, fired or not: a green check still
+    -- says how many runs it looked at.
     select s.run_id, s.rule_idx,
+           bool_or(s.is_over) as fired,
            min(s.step) filter (where s.is_over) as first_step,
            max(s.step) filter (where s.is_over) as last_step,
            count(*) filter (where s.is_over) as steps_over,
@@ -456,15 +463,33 @@ fired as (
     from steps as s
     join rules as r on r.rule_idx = s.rule_idx
     group by s.run_id, s.rule_idx, r.op
-    having bool_or(s.is_over)
+),
+scope as (
+    -- The runs the check covers (the --runs filter is added here too).
+    select count(*) as n from runs
+),
+answer as (
+    -- Part 0: one row per (run, rule) that fired. Part 1: one row per rule with its counts.
+    -- The parts come in that order, so the fired rows are a prefix of the result and callers
+    -- slice instead of filtering (pyarrow's filter imports pandas: ~1 s in a fresh process).
+    select 0 as part, f.run_id, u.run_name, r.rule, f.first_step, f.last_step, f.steps_over,
+           t.longest_streak, f.peak, f.latest, st.status, f.rule_idx,
+           null::bigint as checked, null::bigint as fired_runs, null::bigint as scope_runs
+    from outcome as f
+    join rules as r on r.rule_idx = f.rule_idx
+    left join streaks as t on t.run_id = f.run_id and t.rule_idx = f.rule_idx
+    left join runs as u on u.run_id = f.run_id
+    left join run_status as st on st.run_id = f.run_id
+    where f.fired
+    union all
+    select 1, null, null, r.rule, null, null, null, null, null, null, null, r.rule_idx,
+           count(f.run_id), count(f.run_id) filter (where f.fired), (select n from scope)
+    from rules as r
+    left join outcome as f on f.rule_idx = r.rule_idx
+    group by r.rule_idx, r.rule
 )
-select f.run_id, u.run_name, r.rule, f.first_step, f.last_step, f.steps_over,
-       t.longest_streak, f.peak, f.latest, u.status
-from fired as f
-join rules as r on r.rule_idx = f.rule_idx
-join streaks as t on t.run_id = f.run_id and t.rule_idx = f.rule_idx
-left join runs as u on u.run_id = f.run_id
-order by u.run_name, f.rule_idx
+select * exclude (part) from answer
+order by part, run_name, rule_idx
 """
 
 
@@ -502,32 +527,119 @@ def check_query(rules: Sequence[Rule], *, runs: str | None = None,
         picked.where(m("step") >= exp.Placeholder(this="since_step"), copy=False)
         params["since_step"] = since_step
     if runs is not None:
-        named = (exp.select("run_id").from_("runs")
-                 .where(exp.Glob(this=exp.column("run_name"),
-                                 expression=exp.Placeholder(this="runs"))))
+        glob = exp.Glob(this=exp.column("run_name"), expression=exp.Placeholder(this="runs"))
+        named = exp.select("run_id").from_("runs").where(glob.copy())
         picked.where(m("run_id").isin(query=named), copy=False)
+        scope = next(c.this for c in tree.find_all(exp.CTE) if c.alias == "scope")
+        scope.where(glob, copy=False)
         params["runs"] = runs
     return tree.sql(dialect="duckdb"), params
+
+
+def _answer(store: "Store", rules: Sequence[Rule], runs: str | None,
+            since_step: int | None) -> tuple[pa.Table, list[dict[str, Any]]]:
+    """The check query's two parts: the fired rows (`run_id`, the `COLUMNS`, `rule_idx`) and
+    one dict per rule (`rule_idx`, `checked`, `fired_runs`, `scope_runs`)."""
+    table = store.arrow(*check_query(rules, runs=runs, since_step=since_step))
+    n_fired = table.num_rows - len(rules)
+    counts = table.slice(n_fired).select(["rule_idx", "checked", "fired_runs", "scope_runs"])
+    return table.slice(0, n_fired).select(["run_id", *COLUMNS, "rule_idx"]), counts.to_pylist()
 
 
 def evaluate(store: "Store", rules: Sequence[Rule], *, runs: str | None = None,
              since_step: int | None = None) -> pa.Table:
     """Every (run, rule) that fires, as Arrow: `run_id` then the `COLUMNS`, by run name."""
-    return store.arrow(*check_query(rules, runs=runs, since_step=since_step))
+    return _answer(store, rules, runs, since_step)[0].select(["run_id", *COLUMNS])
 
 
-def run_check(store: "Store", *, threshold: float | None = None,
-              rules: Iterable[RuleLike] | None = None, runs: str | None = None,
-              since_step: int | None = None, default_rules: bool | None = None,
-              config: bool | str | os.PathLike[str] = True) -> pa.Table:
-    """`runstore check`: choose the rules (arguments, runstore.toml, store setting), evaluate.
+@dataclass(frozen=True)
+class CheckResult:
+    """What `runstore check` found: the rows that fired and how many runs each rule saw.
+
+    `checked[i]` counts the runs (in scope) that log a value of `rules[i]`'s metrics (at
+    `since_step` or later), `fired[i]` those it fired for; `runs` counts every run in scope
+    (matching the `--runs` GLOB `scope`, when given).
+    """
+
+    table: pa.Table  # exactly the COLUMNS, one row per (run, rule) that fired
+    rules: tuple[Rule, ...]
+    runs: int
+    checked: tuple[int, ...]
+    fired: tuple[int, ...]
+    scope: str | None = None
+    since_step: int | None = None
+
+    def summary(self) -> str:
+        """One line for people (and CI summaries), fired or not, e.g.
+        `kl_sample_train_v1|v2 > 0.01 fired for 0 of 23 runs (21 checked, 2 without KL)`."""
+        where = f" matching {self.scope!r}" if self.scope is not None else ""
+        since = f" from step {self.since_step}" if self.since_step is not None else ""
+        total = f"{self.runs} run{'s' if self.runs != 1 else ''}{where}"
+
+        def seen(i: int) -> str:
+            missing = self.runs - self.checked[i]
+            lacking = f", {missing} without {_what(self.rules[i])}" if missing else ""
+            return f"({self.checked[i]} checked{lacking})"
+
+        if len(self.rules) == 1:
+            return f"{self.rules[0].name} fired for {self.fired[0]} of {total}{since} {seen(0)}"
+        hit = len(set(self.table.column("run_name").to_pylist()))
+        parts = "; ".join(f"{r.name} fired for {self.fired[i]} {seen(i)}"
+                          for i, r in enumerate(self.rules))
+        return f"{hit} of {total} fired a rule{since}: {parts}"
+
+
+def _what(rule: Rule) -> str:
+    """How the summary names a rule's metrics: `KL` for the default rule's."""
+    return "KL" if rule.metrics == KL_METRICS else "|".join(rule.metrics)
+
+
+def _is_default(rule: Rule) -> bool:
+    return rule == kl_rule(rule.value)
+
+
+def require_metrics(store: "Store", rules: Sequence[Rule]) -> None:
+    """`keys.UnknownKey` when a rule names a metric that no run in the store has logged (a
+    misspelt rule would otherwise never fire, and a CI gate would pass forever). The default
+    KL rule is exempt: a store of SL runs logs no KL, and its check is simply green."""
+    from . import keys
+
+    named: dict[str, str] = {}  # metric -> the first rule naming it, for the message
+    for rule in rules:
+        if not _is_default(rule):
+            for m in rule.metrics:
+                named.setdefault(m, rule.name)
+    if named:
+        keys.require(store, list(named), families=True,
+                     what=lambda m: f"{m} (rule {named[m]!r})")
+
+
+def check(store: "Store", *, threshold: float | None = None,
+          rules: Iterable[RuleLike] | None = None, runs: str | None = None,
+          since_step: int | None = None, default_rules: bool | None = None,
+          config: bool | str | os.PathLike[str] = True) -> CheckResult:
+    """`runstore check`: choose the rules (arguments, runstore.toml, store setting), make sure
+    each names logged metrics (`require_metrics`), evaluate them, and count what was seen.
 
     `config=True` reads the runstore.toml beside the store or in the working directory,
-    `False` none, a path that file. The result has exactly the `COLUMNS`.
+    `False` none, a path that file.
     """
     chosen = choose_rules(store, threshold=threshold, rules=rules,
                           default_rules=default_rules, config=config)
-    return evaluate(store, chosen, runs=runs, since_step=since_step).select(list(COLUMNS))
+    require_metrics(store, chosen)
+    fired, counts = _answer(store, chosen, runs, since_step)
+    by_rule = sorted(counts, key=lambda c: c["rule_idx"])
+    return CheckResult(
+        table=fired.select(list(COLUMNS)), rules=tuple(chosen),
+        runs=int(by_rule[0]["scope_runs"]),
+        checked=tuple(int(c["checked"]) for c in by_rule),
+        fired=tuple(int(c["fired_runs"]) for c in by_rule),
+        scope=runs, since_step=since_step)
+
+
+def run_check(store: "Store", **options: Any) -> pa.Table:
+    """`check(store, **options).table`: the rows that fired, exactly the `COLUMNS`."""
+    return check(store, **options).table
 
 
 def choose_rules(store: "Store", *, threshold: float | None = None,

@@ -42,17 +42,37 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _remember_wide(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    ctx.meta["runstore.wide"] = value
+    return value
+
+
 def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    # --wide reaches `emit` through the context, so commands need no parameter for it.
+    fn = click.option("--wide", is_flag=True, expose_value=False, callback=_remember_wide,
+                      help="Table format: cut nothing, one line per row however wide "
+                           "(default: fit the terminal or $COLUMNS, cutting other text but "
+                           "never run names or keys, and one block per row when that is not "
+                           "enough).")(fn)
     fn = click.option("--output", "-o", "output", type=click.Path(dir_okay=False),
                       help="Write to FILE instead of standard output.")(fn)
     fn = click.option("--format", "-F", "fmt", type=click.Choice(FORMATS),
-                      help="Output format (default: table on a terminal, else csv).")(fn)
+                      help="Output format (default: from the --output extension: .json "
+                           ".jsonl .csv .md .parquet; else table on a terminal, else csv).")(fn)
     return fn
+
+
+def output_format(fmt: str | None, output: str | None) -> str | None:
+    """The format asked for: --format, else the one --output's extension names, else None."""
+    from .output import format_for
+
+    return fmt or format_for(output)
 
 
 def emit(table: Any, fmt: str | None, output: str | None) -> None:
     from . import output as out
 
+    fmt = output_format(fmt, output)
     if fmt is None:
         fmt = "table" if (output is None and sys.stdout.isatty()) else "csv"
     if fmt == "parquet":
@@ -60,12 +80,10 @@ def emit(table: Any, fmt: str | None, output: str | None) -> None:
             raise click.UsageError("--format parquet needs --output FILE")
         out.write_parquet(table, output)
         return
+    wide = bool(click.get_current_context().meta.get("runstore.wide"))
+    # shutil reads $COLUMNS first, then asks the terminal; a file has no width to fit.
     width = shutil.get_terminal_size((100, 24)).columns if output is None else 10_000
-    text = out.render(table, fmt, width=width)
-    if output:
-        Path(output).write_text(text)
-    else:
-        click.echo(text, nl=False)
+    _write_text(out.render(table, fmt, width=width, wide=wide), output)
 
 
 def parse_params(values: tuple[str, ...]) -> dict[str, Any]:
@@ -102,6 +120,13 @@ def _store(ctx: click.Context) -> Any:
 @click.pass_context
 def main(ctx: click.Context, store: str | None, debug: bool) -> None:
     """runstore: ingest training-run logs and ask cross-run questions in SQL.
+
+    Commands that print rows share --format, --output and --wide. Tables (the default on a
+    terminal) fit its width ($COLUMNS if set) without cutting numbers or identifying columns
+    (run_name, run_id, key, metric, name, rule, split, evaluator, conversation_id, table,
+    column, view): other text is cut in the middle first, and a table that still does not fit
+    prints one block of `column  value` lines per row. -o FILE picks the format from the
+    extension (.json .jsonl .csv .md .parquet) unless --format is given.
 
     Example:
 
@@ -227,22 +252,36 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
 @click.option("--name", metavar="GLOB", help="Only runs whose run_name matches GLOB (* matches / too).")
 @click.option("--where", metavar="SQL-EXPR",
               help="Only runs for which this SQL condition over run_summary's columns holds.")
+@click.option("--columns", "-c", metavar="COL,...",
+              help="Show these run_summary columns, in this order (default: every column but "
+                   "run_id; `all`: every column).")
 @output_options
 @click.pass_context
 @handle_errors
 def runs(ctx: click.Context, kind: str | None, name: str | None, where: str | None,
-         fmt: str | None, output: str | None) -> None:
+         columns: str | None, fmt: str | None, output: str | None) -> None:
     """List runs with their summary (the run_summary view), ordered by name.
+
+    run_id is left out unless asked for (`--columns all`, or name it in --columns): it is
+    for joins, and run_name already tells the runs apart.
 
     Example:
 
     \b
         runstore runs --kind rl --name 'math_rl_sweep/*'
         runstore runs --where "best_reward > 0.5 and not kl_flagged" -F csv
+        runstore runs --columns run_name,status,last_step,max_kl
     """
-    from .statements import runs_query
+    from .statements import runs_query, summary_columns
 
-    emit(_store(ctx).arrow(*runs_query(kind=kind, name=name, where=where)), fmt, output)
+    if columns is None:
+        chosen: list[str] | None = [c for c in summary_columns() if c != "run_id"]
+    elif columns.strip().lower() == "all":
+        chosen = None
+    else:
+        chosen = [c.strip() for c in columns.split(",") if c.strip()]
+    emit(_store(ctx).arrow(*runs_query(kind=kind, name=name, where=where, columns=chosen)),
+         fmt, output)
 
 
 @main.command()
@@ -272,7 +311,14 @@ def check(ctx: click.Context, threshold: float | None, rules: tuple[str, ...],
     step counts, NaN never fires, +Infinity does. More rules come from --rule and from
     [[check.rule]] in a runstore.toml beside the store or in the working directory.
 
-    Exit status: 0 when nothing fired, 1 when a rule fired, 2 for a usage or store error.
+    A rule naming a metric that no run in the store has logged is an error that names the
+    closest logged keys (a misspelt rule would never fire). Fired or not, one line on stderr
+    says how many runs each rule fired for and how many it checked, e.g.
+    `kl_sample_train_v1|v2 > 0.01 fired for 0 of 23 runs (21 checked, 2 without KL)`; with
+    --format markdown and nothing fired, that line is the output.
+
+    Exit status: 0 when nothing fired, 1 when a rule fired, 2 for a usage or store error
+    (an unknown metric too).
 
     Example:
 
@@ -284,13 +330,18 @@ def check(ctx: click.Context, threshold: float | None, rules: tuple[str, ...],
     from . import checks
 
     try:
-        table = checks.run_check(_store(ctx), threshold=threshold, rules=rules, runs=runs,
-                                 since_step=since_step, default_rules=default_rules)
+        result = checks.check(_store(ctx), threshold=threshold, rules=rules, runs=runs,
+                              since_step=since_step, default_rules=default_rules)
     except RunstoreError as e:
         e.exit_code = 2  # 1 means "a rule fired", so every error here is a 2
         raise
-    emit(table, fmt, output)
-    if table.num_rows:
+    if output_format(fmt, output) == "markdown" and not result.table.num_rows:
+        # For $GITHUB_STEP_SUMMARY: the verdict, not a table with a header and no rows.
+        _write_text(result.summary() + "\n", output)
+    else:
+        emit(result.table, fmt, output)
+    click.echo(result.summary(), err=True)
+    if result.table.num_rows:
         ctx.exit(1)
 
 
@@ -315,7 +366,7 @@ def views(dialect: str | None, fmt: str | None, output: str | None) -> None:
 
     if dialect is not None:
         _write_text(catalog.views_ddl(dialect), output)
-    elif fmt is not None:
+    elif output_format(fmt, output) is not None:
         emit(catalog.views_table(), fmt, output)
     else:
         _write_text(catalog.views_text(), output)
@@ -457,14 +508,22 @@ def plot_metric(ctx: click.Context, keys: tuple[str, ...], runs: str | None,
                 color_by: str | None, smooth: int | None, output: str) -> None:
     """One line per run and metric KEY over steps.
 
+    A KEY that no run in the store has logged is an error naming the closest logged keys; a
+    KEY that only some runs log gets a note on stderr saying how many.
+
     Example:
 
     \b
         runstore plot metric env/all/reward/total --runs 'math_rl_sweep/*' \\
             --color-by learning_rate --smooth 10 -o reward.html
     """
-    _write_chart(_store(ctx).plot_metric(list(keys), runs=runs, color_by=color_by,
-                                         smooth=smooth), output)
+    from .keys import coverage
+
+    store = _store(ctx)
+    _write_chart(store.plot_metric(list(keys), runs=runs, color_by=color_by, smooth=smooth),
+                 output)
+    for note in coverage(store, list(dict.fromkeys(keys)), runs=runs).notes():
+        click.echo(note, err=True)
 
 
 @plot.command("kl")

@@ -4,9 +4,10 @@ Contract: `discover(root)` yields one `RunDir` per run found at any depth below 
 `root` itself). A run is a directory holding a regular file `config.json` or `metrics.jsonl`,
 as upstream's registry decides; discovery never looks inside a run for more runs, and
 directories that are not runs are skipped silently. Symlinked directories are followed once
-(their resolved path identifies the run, so a run reached twice is yielded once). Each file of
-a run is classified into a `SourceFile` with its kind, and for per-iteration artefacts its
-split (`train` / `eval/<label>`) and iteration, in either layout:
+(their resolved path identifies the run, so a run reached twice is yielded once).
+`run_holding(file)` (and `run_prefix_holding` on S3) names the run a file of a run belongs
+to. Each file of a run is classified into a `SourceFile` with its kind, and for
+per-iteration artefacts its split (`train` / `eval/<label>`) and iteration, in either layout:
 `iteration_NNNNNN/<base>_…` or flat `<base>_iteration_NNNNNN_…`. Nothing here reads file
 contents; only names and `stat` results.
 """
@@ -180,6 +181,34 @@ def scan_run(path: str, run_name: str) -> RunDir:
 
 def is_run(path: str) -> bool:
     return any(os.path.isfile(os.path.join(path, n)) for n in RUN_MARKERS)
+
+
+def run_holding(file: str) -> str | None:
+    """The run directory a file lies in (its directory, or the run above the
+    `iteration_NNNNNN` directory holding it), None when it is not a file of a run."""
+    parent = os.path.dirname(os.path.abspath(file))
+    if is_run(parent):
+        return parent
+    if ITERATION_DIR.match(os.path.basename(parent)) and is_run(os.path.dirname(parent)):
+        return os.path.dirname(parent)
+    return None
+
+
+def run_prefix_holding(rel: str) -> str | None:
+    """As `run_holding` for an S3 object, by name alone (a listing decides whether a run is
+    there): the prefix of the run that `rel` would be a file of, None when no run reads it.
+
+    >>> run_prefix_holding("runs/a/metrics.jsonl"), run_prefix_holding("runs/a/notes.txt")
+    ('runs/a', None)
+    >>> run_prefix_holding("runs/a/iteration_000010/train_logtree.json")
+    'runs/a'
+    """
+    parts = rel.strip("/").split("/")
+    if classify(parts[-1]) is not None:
+        return "/".join(parts[:-1])
+    if len(parts) >= 2 and classify("/".join(parts[-2:])) is not None:
+        return "/".join(parts[:-2])
+    return None
 
 
 def discover(root: str | os.PathLike[str]) -> Iterator[RunDir]:

@@ -287,8 +287,9 @@ group by r.run_name
 order by cost_usd desc, r.run_name"""),
     Question(
         "Which runs are still running, crashed, or finished?",
-        "`status` is `running` when a source file changed in the last minutes, `completed` "
-        "when the run wrote its final checkpoint, `idle` otherwise (stopped or crashed).",
+        "`status` (the `run_status` view, as of the query) is `completed` once the run wrote "
+        "its final checkpoint or its `progress/done_frac` reached 1, else `running` while a "
+        "source file changed in the last two minutes, else `idle` (stopped or crashed).",
         """\
 select status, run_name, kind, last_step, last_checkpoint
 from run_summary

@@ -33,6 +33,10 @@ class SourceNotFound(RunstoreError):
     """A path given to ingest does not exist."""
 
 
+class NoRuns(SourceNotFound):
+    """The paths given to ingest exist but hold no run."""
+
+
 class QueryError(RunstoreError):
     """A query was refused or failed."""
 
@@ -41,3 +45,7 @@ class UsageError(RunstoreError):
     """Bad arguments."""
 
     exit_code = 2
+
+
+class UnknownKey(UsageError):
+    """A metric key (or a health rule's metric) that no run in the store has logged."""

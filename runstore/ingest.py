@@ -31,8 +31,9 @@ import pyarrow as pa
 
 from . import ledger as ledger_mod
 from . import migrate, schema, tables
-from .discover import RunDir, SourceFile, discover, discover_remote, source_id_for
-from .errors import SourceNotFound
+from .discover import (RunDir, SourceFile, discover, discover_remote, run_holding,
+                       run_prefix_holding, source_id_for)
+from .errors import NoRuns, SourceNotFound
 from .fs import S3, location
 from .ledger import Entry, Ledger
 from .normalize import Context
@@ -59,6 +60,7 @@ class IngestReport:
     seconds: float = 0.0
     bytes_read: int = 0
     snapshots: int = 0
+    empty_paths: list[str] = field(default_factory=list)  # paths given that held no run
 
     @property
     def mb_per_s(self) -> float:
@@ -88,7 +90,15 @@ Progress = Callable[[int, int, int, str], None]  # (runs done, runs total, bytes
 def ingest(root: Path, paths: Iterable[str | os.PathLike[str]], *,
            progress: Progress | None = None, on_warning: Callable[[str], None] | None = None,
            lock_timeout: float = 60.0, batch_rows: int | None = None,
-           now: float | None = None) -> IngestReport:
+           now: float | None = None, require_runs: bool = True) -> IngestReport:
+    """Ingest every run under `paths` into the store at `root`; see the module docstring.
+
+    A path that is a file of a run stands for that run. With `require_runs`, paths that hold
+    no run at all are `NoRuns` (exit 1), raised before a new store is created and before
+    anything is published; a path without runs beside paths with runs is a warning. Without
+    it (`--watch` passes: runs may appear later) such paths are only listed in the report's
+    `empty_paths`.
+    """
     started = time.monotonic()
     if batch_rows is None:
         # $RUNSTORE_BATCH_ROWS lets tests make a real `runstore ingest` process publish many
@@ -96,16 +106,22 @@ def ingest(root: Path, paths: Iterable[str | os.PathLike[str]], *,
         batch_rows = int(os.environ.get("RUNSTORE_BATCH_ROWS") or BATCH_ROWS)
     # $RUNSTORE_READ_THREADS=0 reads every file inline (tests compare the two ways).
     threads = int(os.environ.get("RUNSTORE_READ_THREADS") or READ_THREADS)
-    roots = [location(p) for p in paths]
+    given = [str(p) for p in paths]
+    roots = [location(p) for p in given]
     for p in roots:
         if not p.exists():
             raise SourceNotFound(f"{p} does not exist — pass a directory of runs (or one run).")
+    roots = [_run_root(p) for p in roots]
+    if require_runs and not tables.manifest_paths(root) \
+            and not any(_holds_a_run(p) for p in roots):
+        raise NoRuns(_no_runs(given, roots))  # before the writer creates the store
     report = IngestReport()
     with _arrow_memory(), _without_cyclic_gc(), tables.writer(root, lock_timeout=lock_timeout) as w:
         migrate.apply(w)
         assert w.manifest is not None
         led = Ledger.from_arrow(_read_ledger(root, w.manifest))
-        runs = _discover_all(roots)
+        runs, empty = _discover_all(roots)
+        report.empty_paths = [given[i] for i in empty]
         job = _Job(root, w, led, report, on_warning, now if now is not None else time.time())
         try:
             with _ReadAhead(job.tasks(runs), threads) as ahead:
@@ -116,6 +132,11 @@ def ingest(root: Path, paths: Iterable[str | os.PathLike[str]], *,
                     if w.staged_rows >= batch_rows:
                         job.commit(background=threads > 0)
             job.mark_missing({rd.run_id for rd in runs})
+            if require_runs and empty:
+                if not runs and not report.runs_missing:
+                    raise NoRuns(_no_runs(given, roots))  # nothing staged: nothing published
+                for i in empty:
+                    job.warn(_no_runs([given[i]], [roots[i]]))
             report.seconds = time.monotonic() - started
             job.commit(final=True)
         except BaseException:
@@ -180,11 +201,15 @@ def _read_ledger(root: Path, manifest: tables.Manifest) -> pa.Table:
         raise StoreCorrupt(f"cannot read the ingest ledger {path}: {e}. Run `runstore repair`.") from e
 
 
-def _discover_all(roots: list[Path | S3]) -> list[RunDir]:
+def _discover_all(roots: list[Path | S3]) -> tuple[list[RunDir], list[int]]:
+    """The runs under `roots` (each once), and the indexes of the roots holding none."""
     seen: set[str] = set()
     out: list[RunDir] = []
-    for top in roots:
+    empty: list[int] = []
+    for i, top in enumerate(roots):
+        found = False
         for rd in (discover_remote(top) if isinstance(top, S3) else discover(top)):
+            found = True
             if rd.run_id in seen:
                 continue
             seen.add(rd.run_id)
@@ -192,7 +217,37 @@ def _discover_all(roots: list[Path | S3]) -> list[RunDir]:
                 rd.run_name = Path(rd.path).name
             out.append(rd)
             tables.pause_point("discover")
-    return out
+        if not found:
+            empty.append(i)
+    return out, empty
+
+
+NO_RUNS_HINT = "a run is a directory holding metrics.jsonl or config.json"
+
+
+def _run_root(p: Path | S3) -> Path | S3:
+    """A file of a run stands for its run (`run/metrics.jsonl` ingests `run/`): the run it
+    belongs to is unambiguous, and shell completion and `find` name files as often as
+    directories. Anything else is itself."""
+    if isinstance(p, S3):
+        prefix = run_prefix_holding(p.base[len("s3://"):])
+        return S3("s3://" + prefix) if prefix else p
+    if p.is_file():
+        run = run_holding(str(p))
+        if run is not None:
+            return Path(run)
+    return p
+
+
+def _holds_a_run(p: Path | S3) -> bool:
+    return next(iter(discover_remote(p) if isinstance(p, S3) else discover(p)), None) is not None
+
+
+def _no_runs(given: list[str], roots: list[Path | S3]) -> str:
+    """`no runs under empty/: a run is …`, saying `is a file` for a file that is not a run's."""
+    if len(given) == 1 and isinstance(roots[0], Path) and roots[0].is_file():
+        return f"{given[0]} is a file, not a run: {NO_RUNS_HINT}; pass a directory of runs"
+    return f"no runs under {' or '.join(given)}: {NO_RUNS_HINT}"
 
 
 class _ReadAhead:
@@ -306,11 +361,13 @@ class _Job:
             self.replace_runs.append(run_id)
 
     def _status(self, run_id: str, newest_ns: int) -> str:
-        if newest_ns and self.now - newest_ns / 1e9 < RUNNING_WINDOW_S:
-            return "running"
+        # A final checkpoint beats fresh mtimes: a copied tree of finished runs is not running.
+        # (The run_status view applies the same rule at query time, and also `done_frac`.)
         ck = self.led.get(run_id, "checkpoints.jsonl")
         if ck is not None and ck.state.get("final"):
             return "completed"
+        if newest_ns and self.now - newest_ns / 1e9 < RUNNING_WINDOW_S:
+            return "running"
         return "idle"
 
     def _run_row(self, rd: RunDir, run_id: str, run_name: str, status: str,
@@ -368,12 +425,15 @@ class _Job:
         except OSError:
             return None
 
+    def warn(self, text: str) -> None:
+        self.report.warnings.append(text)
+        if self.on_warning is not None:
+            self.on_warning(text)
+
     def _apply(self, task: FileTask, res: FileResult) -> bool:
         """Stage one file's result; True when the file was read."""
         for text in res.warnings:
-            self.report.warnings.append(text)
-            if self.on_warning is not None:
-                self.on_warning(text)
+            self.warn(text)
         self.report.bytes_read += res.bytes_read
         for table, pred in res.deletes:
             self.w.delete(table, pred)

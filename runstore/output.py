@@ -1,14 +1,25 @@
 """Rendering query results (Arrow tables) for people and programs.
 
-Contract: `render(table, fmt, width=None)` returns text for `table`, `csv`, `json` (one array
-of objects), `jsonl` and `markdown`; `write_parquet(table, path)` writes `parquet`. Floats that
+Contract: `render(table, fmt, width=None, wide=False)` returns text for `table`, `csv`, `json`
+(one array of objects), `jsonl` and `markdown`; `write_parquet(table, path)` writes `parquet`.
+`format_for(path)` names the format a file name asks for (`.json` → json, …). Floats that
 are NaN or infinite are written as the bare tokens `NaN`, `Infinity`, `-Infinity` in JSON
 (as the source files write them) and as text elsewhere; timestamps as ISO-8601; DECIMAL
-values as JSON numbers; any other value JSON cannot hold as its text. The table format aligns
-columns, cuts long text cells with `…` (narrowing the widest text columns first), fits the
-terminal width and ends with the row count; it and `markdown`, being for people, show floats
-with 6 significant digits. Numbers are never cut: when the table is still too wide, floats
-are shown with fewer significant digits, down to 3, and past that the lines overflow.
+values as JSON numbers; any other value JSON cannot hold as its text.
+
+The table format is for people: it aligns columns, shows floats with 6 significant digits,
+fits `width` (the terminal's) and ends with the row count. Two kinds of cell are never cut:
+numbers (a cut number reads as another number) and the values of identifying columns
+(`IDENTIFYING`: `run_name`, `run_id`, metric `key`s, span `name`s, `rule`s, …), because a
+cut name can no longer tell two runs apart. Other text gives way instead, in this order: a
+cell longer than `MAX_CELL` is cut; the widest other text columns narrow, down to
+`TEXT_FLOOR` characters (shorter values stay whole); headers narrow to their values; long
+text narrows to `LAST_FLOOR`; floats lose digits, down to 3. Cuts are made in the middle, at
+`/` where the text is a path (`math_rl_sweep/…/lr_4e-5`), so both ends stay readable. A table
+that still does not fit is printed as one block of `column  value` lines per row (as psql's
+expanded mode does), and its last line says so. `wide=True` cuts nothing and never switches
+to blocks: one line per row, however long. `markdown` cuts no identifying value and other
+cells at 200 characters.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ import csv
 import io
 import json
 import math
+import os
 from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any
@@ -24,8 +36,28 @@ from typing import Any
 import pyarrow as pa
 
 FORMATS = ("table", "csv", "json", "jsonl", "markdown", "parquet")
-MAX_CELL = 40  # longest cell of the table format before it is cut with …
-MIN_CELL = 6  # narrowest a column gets when fitting the terminal width
+# What `-o FILE` writes when no format is given; other extensions keep the caller's default.
+EXTENSIONS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv",
+              ".md": "markdown", ".markdown": "markdown", ".parquet": "parquet"}
+# Columns whose values name what a row is about: shown whole in the table format. Names as the
+# views, tables and commands spell them (`name` is a span's or a checkpoint's, `metric` and
+# `evaluator` are eval_metrics', `table`/`column`/`view` those of `runstore schema`/`views`).
+IDENTIFYING = frozenset({"run_name", "run_id", "key", "metric", "name", "rule", "split",
+                         "evaluator", "conversation_id", "table", "column", "view"})
+MAX_CELL = 40  # longest cell of other text columns before it is cut with …
+TEXT_FLOOR = 12  # other text columns narrow down to this, values shorter than it stay whole
+MIN_CELL = 6  # narrowest a header gets when fitting the terminal width
+LAST_FLOOR = 8  # long text narrows this far before the table gives way to blocks
+MARKDOWN_CELL = 200
+
+
+def format_for(path: str | None) -> str | None:
+    """The format a file name asks for by its extension (`k.json` → `json`), else None.
+
+    >>> format_for("k.json"), format_for("out.MD"), format_for("notes.txt"), format_for(None)
+    ('json', 'markdown', None, None)
+    """
+    return EXTENSIONS.get(os.path.splitext(path)[1].lower()) if path else None
 
 
 def _plain(v: Any) -> Any:
@@ -62,7 +94,7 @@ def rows(table: pa.Table) -> list[dict[str, Any]]:
     return [{k: _plain(v) for k, v in r.items()} for r in table.to_pylist()]
 
 
-def render(table: pa.Table, fmt: str, *, width: int | None = None) -> str:
+def render(table: pa.Table, fmt: str, *, width: int | None = None, wide: bool = False) -> str:
     if fmt == "json":
         return json.dumps(rows(table), allow_nan=True, ensure_ascii=False, indent=1,
                           default=str) + "\n"
@@ -79,7 +111,7 @@ def render(table: pa.Table, fmt: str, *, width: int | None = None) -> str:
     if fmt == "markdown":
         return _markdown(table)
     if fmt == "table":
-        return _table(table, width or 100)
+        return _table(table, width or 100, wide)
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
@@ -96,61 +128,144 @@ _CONTROLS = {c: f"\\x{c:02x}" for c in range(32) if chr(c) not in "\n\r\t"}
 _CONTROLS.update({ord("\n"): "⏎", ord("\r"): "", ord("\t"): " ", 0: "\\0", 0x7F: "\\x7f"})
 
 
-def _cell(v: Any, limit: int, digits: int = 6) -> str:
-    s = _human(v, digits).translate(_CONTROLS)
-    return s if len(s) <= limit else s[: max(1, limit - 1)] + "…"
+def shorten(text: str, limit: int | None) -> str:
+    """`text` cut to `limit` characters in the middle, at `/` when it is a path of 3 or more
+    parts and its first and last parts fit (names differ at their ends: the seed, the lr).
+
+    >>> shorten("math_rl_sweep/llama-3.1-8b-instruct/lr_4e-5", 25)
+    'math_rl_sweep/…/lr_4e-5'
+    >>> shorten("meta-llama/Llama-3.1-8B-Instruct", 14)
+    'meta-l…nstruct'
+    """
+    if limit is None or len(text) <= limit:
+        return text
+    if limit < 2:
+        return "…"[:limit]
+    parts = text.split("/")
+    head, tail = parts[0] + "/", "/" + parts[-1]
+    if len(parts) >= 3 and parts[0] and parts[-1] and len(head) + 1 + len(tail) <= limit:
+        i, j = 1, len(parts) - 2
+        grew = True
+        while grew and i <= j:  # whole parts, from the end first, then from the start
+            grew = False
+            if len(head) + 2 + len(parts[j]) + len(tail) <= limit:
+                tail, j, grew = "/" + parts[j] + tail, j - 1, True
+            if i <= j and len(head) + len(parts[i]) + 2 + len(tail) <= limit:
+                head, i, grew = head + parts[i] + "/", i + 1, True
+        return head + "…" + tail
+    back = limit // 2
+    return text[:limit - 1 - back] + "…" + text[len(text) - back:]
+
+
+def _cell(v: Any, limit: int | None, digits: int = 6) -> str:
+    return shorten(_human(v, digits).translate(_CONTROLS), limit)
 
 
 def _markdown(table: pa.Table) -> str:
     names = table.column_names
+    limits = [None if n in IDENTIFYING else MARKDOWN_CELL for n in names]
     out = ["| " + " | ".join(names) + " |", "|" + "|".join("---" for _ in names) + "|"]
     for r in table.to_pylist():
-        out.append("| " + " | ".join(_cell(r[c], 200).replace("|", "\\|") for c in names) + " |")
+        out.append("| " + " | ".join(_cut_end(r[c], lim).replace("|", "\\|")
+                                      for c, lim in zip(names, limits)) + " |")
     return "\n".join(out) + "\n"
 
 
-def _table(table: pa.Table, width: int) -> str:
-    names = table.column_names
-    data = table.to_pylist()
-    numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
-               for t in table.schema.types]
-    for digits in (6, 5, 4, 3):
-        widths, fits = _fit(names, data, numeric, width, digits)
-        if fits:
-            break
-    cells = [[_cell(r[c], w, digits) for c, w in zip(names, widths)] for r in data]
+def _cut_end(v: Any, limit: int | None) -> str:
+    s = _human(v).translate(_CONTROLS)
+    return s if limit is None or len(s) <= limit else s[: limit - 1] + "…"
 
+
+class _Columns:
+    """What the table format knows about each column: numeric, identifying, or other text."""
+
+    def __init__(self, table: pa.Table):
+        self.names = table.column_names
+        self.numeric = [pa.types.is_integer(t) or pa.types.is_floating(t)
+                        or pa.types.is_decimal(t) for t in table.schema.types]
+        self.whole = [num or n in IDENTIFYING for n, num in zip(self.names, self.numeric)]
+
+
+def _table(table: pa.Table, width: int, wide: bool) -> str:
+    cols = _Columns(table)
+    data = table.to_pylist()
+    if wide:
+        widths = [max([len(n)] + [len(_cell(r[n], None)) for r in data]) for n in cols.names]
+        return _grid(cols, data, widths, [None] * len(widths), 6, table.num_rows)
+    for digits in (6, 5, 4, 3):
+        widths, limits, needed = _fit(cols, data, width, digits)
+        if needed <= width or not data:
+            return _grid(cols, data, widths, limits, digits, table.num_rows)
+    return _blocks(cols, data, width, needed)
+
+
+def _rows_line(n: int) -> str:
+    return f"({n} row{'s' if n != 1 else ''}"
+
+
+def _grid(cols: _Columns, data: list[dict[str, Any]], widths: list[int],
+          limits: list[int | None], digits: int, n: int) -> str:
     def line(values: list[str]) -> str:
         return "  ".join(v.rjust(w) if num else v.ljust(w)
-                         for v, w, num in zip(values, widths, numeric)).rstrip()
+                         for v, w, num in zip(values, widths, cols.numeric)).rstrip()
 
-    out = [line([_cell(n, w) for n, w in zip(names, widths)]), "  ".join("-" * w for w in widths)]
-    out += [line(row) for row in cells]
-    n = table.num_rows
-    out.append(f"({n} row{'s' if n != 1 else ''})")
+    # A cut header keeps its start (`longe…`): people recognise a name by how it begins.
+    out = [line([_cut_end(n, w) for n, w in zip(cols.names, widths)]),
+           "  ".join("-" * w for w in widths)]
+    out += [line([_cell(r[c], lim, digits) for c, lim in zip(cols.names, limits)])
+            for r in data]
+    out.append(_rows_line(n) + ")")
     return "\n".join(out) + "\n"
 
 
-def _fit(names: list[str], data: list[dict[str, Any]], numeric: list[bool], width: int,
-         digits: int) -> tuple[list[int], bool]:
-    """Column widths for `width` characters, and whether they fit.
+def _blocks(cols: _Columns, data: list[dict[str, Any]], width: int, needed: int) -> str:
+    """One block per row, `column  value` per line: for tables too wide for the terminal."""
+    label = max(len(n) for n in cols.names)
+    room = max(width - label - 2, TEXT_FLOOR)
+    out = []
+    for i, r in enumerate(data, start=1):
+        title = f"-[ row {i} ]"
+        out.append(title + "-" * max(0, min(width, label + 2 + room) - len(title)))
+        for n, whole in zip(cols.names, cols.whole):
+            out.append(f"{n.ljust(label)}  {_cell(r[n], None if whole else room)}".rstrip())
+    out.append(f"{_rows_line(len(data))}, one block each: as a table they need {needed} "
+               f"columns, {width} fit; --wide prints the table anyway)")
+    return "\n".join(out) + "\n"
 
-    The widest text column loses one character at a time (down to MIN_CELL), so short
-    columns stay whole while long text gives way; then numeric columns' headers are cut,
-    never their values (a cut number reads as a different number).
+
+def _fit(cols: _Columns, data: list[dict[str, Any]], width: int,
+         digits: int) -> tuple[list[int], list[int | None], int]:
+    """Column widths for `width` characters, the cut of each column's cells (None: whole),
+    and the width the lines need (more than `width` when they cannot fit).
+
+    First the widest other-text column loses one character at a time, down to TEXT_FLOOR
+    (values shorter than that stay whole), so short columns stay whole while long text gives
+    way; then headers are cut, down to their column's values (and MIN_CELL); then long text
+    goes down to LAST_FLOOR, which beats turning the table into blocks for a few characters.
+    Numbers and identifying values are never cut.
     """
-    values = [max([0] + [len(_cell(r[c], MAX_CELL, digits)) for r in data]) for c in names]
-    widths = [min(max(len(n), v), MAX_CELL) for n, v in zip(names, values)]
-    floors = [max(v, MIN_CELL) if num else MIN_CELL for v, num in zip(values, numeric)]
+    names = cols.names
+    values = [max([0] + [len(_cell(r[c], None if whole else MAX_CELL, digits)) for r in data])
+              for c, whole in zip(names, cols.whole)]
+    widths = [max(len(n), v) if whole else min(max(len(n), v), MAX_CELL)
+              for n, v, whole in zip(names, values, cols.whole)]
+    text_floors = [w if whole else min(w, max(MIN_CELL, min(v, TEXT_FLOOR)))
+                   for w, v, whole in zip(widths, values, cols.whole)]
+    header_floors = [min(w, max(v, MIN_CELL)) if whole else f
+                     for w, v, f, whole in zip(widths, values, text_floors, cols.whole)]
+    last_floors = [f if whole or v <= TEXT_FLOOR else min(f, LAST_FLOOR)
+                   for f, v, whole in zip(header_floors, values, cols.whole)]
     gaps = 2 * max(len(widths) - 1, 0)
-    for shrinkable in ([not num for num in numeric], [True] * len(widths)):
-        while sum(widths) + gaps > width:
-            candidates = [i for i, ok in enumerate(shrinkable) if ok and widths[i] > floors[i]]
+    for floors in (text_floors, header_floors, last_floors):
+        excess = sum(widths) + gaps - width
+        while excess > 0:
+            candidates = [i for i, w in enumerate(widths) if w > floors[i]]
             if not candidates:
                 break
-            widest = max(candidates, key=lambda i: widths[i])
-            widths[widest] -= 1
-    return widths, sum(widths) + gaps <= width
+            widths[max(candidates, key=lambda i: widths[i])] -= 1
+            excess -= 1
+    limits: list[int | None] = [None if whole else w for w, whole in zip(widths, cols.whole)]
+    return widths, limits, sum(widths) + gaps
 
 
 def write_parquet(table: pa.Table, path: str) -> None:

@@ -32,7 +32,8 @@ TABLES: dict[str, list[tuple[str, pa.DataType, str]]] = {
         ("learning_rate", F64, "config.json `learning_rate`"),
         ("config", STR, "config.json as JSON text"),
         ("code_diff", STR, "code.diff text"),
-        ("status", STR, "running / completed / idle / missing"),
+        ("status", STR, "completed / running / idle / missing, as of the ingest (the run_status "
+                        "view derives it at query time)"),
         ("last_step", I64, "largest `step` in metrics.jsonl"),
         ("n_metric_rows", I64, "lines read from metrics.jsonl (including superseded ones)"),
         ("source_updated_at", TS, "newest modification time of any source file of the run"),

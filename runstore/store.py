@@ -75,14 +75,19 @@ class Store:
     # -- writing -------------------------------------------------------------------------
     def ingest(self, paths: Iterable[str | os.PathLike[str]] | str, *,
                progress: Progress | None = None, on_warning: Any = None,
-               lock_timeout: float = 60.0) -> IngestReport:
-        """Ingest every run under `paths` (incrementally); returns what was done."""
+               lock_timeout: float = 60.0, require_runs: bool = True) -> IngestReport:
+        """Ingest every run under `paths` (incrementally); returns what was done.
+
+        A path that is a file of a run ingests that run. Paths that hold no run raise
+        `NoRuns` (and create no store), unless `require_runs=False` (watching: runs may
+        appear later); one without runs beside others with runs is a warning.
+        """
         from .ingest import ingest
 
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         return ingest(self.path, list(paths), progress=progress, on_warning=on_warning,
-                      lock_timeout=lock_timeout)
+                      lock_timeout=lock_timeout, require_runs=require_runs)
 
     def compact(self, *, vacuum_hours: float | None = None,
                 lock_timeout: float = 60.0) -> dict[str, int]:
@@ -219,7 +224,9 @@ class Store:
         per run, step and key with `run_id, run_name, step, key, value, value_str`. With
         `wide=True`: one row per run and step, with `run_id, run_name, step` and one column
         per key named exactly like the key (numeric values; a step that logs only some of
-        the keys has nulls in the others).
+        the keys has nulls in the others). A key that no run in the store has logged raises
+        `UnknownKey` naming the closest logged keys; a key that only some runs log is fine
+        (those runs have rows, the others none) and says nothing.
 
         Example:
             >>> df = store.metrics(["env/all/reward/total", "optim/kl_sample_train_v1"],
@@ -230,24 +237,35 @@ class Store:
             (4, 160)
             >>> store.metrics("env/all/reward/total").columns
             ['run_id', 'run_name', 'step', 'key', 'value', 'value_str']
+            >>> store.metrics("env/all/rewrd/total")
+            Traceback (most recent call last):
+            runstore.errors.UnknownKey: no run in the store logs metric 'env/all/rewrd/total'; did you mean env/all/reward/total? (runstore sql "select distinct key from metrics_raw order by 1" lists every key)
         """
-        return self._frame(*statements.metrics_query(keys, runs=runs, wide=wide))
+        from . import keys as keys_mod
+
+        statement = statements.metrics_query(keys, runs=runs, wide=wide)
+        keys_mod.require(self, statements.metric_keys(keys))
+        return self._frame(*statement)
 
     def runs(self, *, kind: str | None = None, name: str | None = None,
-             where: str | None = None) -> "pl.DataFrame":
+             where: str | None = None, columns: Sequence[str] | None = None) -> "pl.DataFrame":
         """`run_summary` as a DataFrame, one row per run, ordered by `run_name`.
 
         `kind` filters on the run kind (`rl`, `sl`, `dpo`, `unknown`), `name` is a GLOB over
         `run_name`, `where` one SQL condition over run_summary's columns (checked to be a
-        plain expression: no statements or subqueries).
+        plain expression: no statements or subqueries). `columns` picks and orders the
+        columns (default: all, `run_id` first; a name the view lacks is a `UsageError`).
 
         Example:
             >>> store.runs().height
             11
             >>> store.runs(kind="rl", where="best_reward > 0.5")["run_name"].to_list()[:2]
             ['gsm8k_tool_rl/sweep/lr_1e-3/seed_0', 'gsm8k_tool_rl/sweep/lr_1e-4/seed_0']
+            >>> store.runs(columns=["run_name", "status"]).columns
+            ['run_name', 'status']
         """
-        return self._frame(*statements.runs_query(kind=kind, name=name, where=where))
+        return self._frame(*statements.runs_query(kind=kind, name=name, where=where,
+                                                  columns=columns))
 
     def check(self, *, threshold: float | None = None, rules: Iterable[Any] | None = None,
               runs: str | None = None, since_step: int | None = None,
@@ -262,21 +280,27 @@ class Store:
         `"optim/entropy < 0.05"`; `default_rules=False` drops the KL rule; `runs` is a GLOB
         over `run_name`; `since_step` ignores earlier steps. `config=True` also reads the
         `[[check.rule]]`s of the runstore.toml beside the store or in the working directory
-        (`False`: none; a path: that file). See docs/checks.md.
+        (`False`: none; a path: that file). A rule naming a metric that no run has logged
+        raises `UnknownKey` (a misspelt rule would never fire); `runstore.checks.check`
+        returns the same rows with per-rule counts and the CLI's one-line summary. See
+        docs/checks.md.
 
         Example:
             >>> store.check()[["run_name", "rule", "first_step", "steps_over"]].rows()
             [('gsm8k_tool_rl/sweep/lr_1e-3/seed_0', 'kl_sample_train_v1|v2 > 0.01', 22, 8)]
             >>> store.check(since_step=100).height
             0
+            >>> store.check(rules=["optim/entrpy < 0.5"])
+            Traceback (most recent call last):
+            runstore.errors.UnknownKey: no run in the store logs optim/entrpy (rule 'optim/entrpy < 0.5'); did you mean optim/entropy? (runstore sql "select distinct key from metrics_raw order by 1" lists every key)
         """
         import polars as pl
 
         from . import checks
 
-        df = pl.from_arrow(checks.run_check(self, threshold=threshold, rules=rules, runs=runs,
-                                            since_step=since_step, default_rules=default_rules,
-                                            config=config))
+        df = pl.from_arrow(checks.check(self, threshold=threshold, rules=rules, runs=runs,
+                                        since_step=since_step, default_rules=default_rules,
+                                        config=config).table)
         assert isinstance(df, pl.DataFrame)
         return df
 

@@ -11,13 +11,14 @@ the first pass and of every pass that changed something (quiet passes stay quiet
 passes it sleeps (`interval` seconds from the start of one pass to the start of the next,
 and never less than a tenth of `interval`), so a slow pass does not turn into a busy loop.
 
-The store and the tree may change under it: a path that does not exist yet (or any more) is
-reported once through `on_warning` and watched for; a run directory that appears is picked up,
-one that vanishes is marked `missing` by the ingest; a pass that fails for a reason that can
-pass (the store lock held too long, a file removed mid-read, no store yet) is reported and
-retried on the next pass. Errors that would repeat forever (a corrupt store, a newer store
-version, a bad rule) propagate. With `interval=None` there is exactly one pass, and a missing
-path is an error, as for a plain ingest.
+The store and the tree may change under it: a path that does not exist yet (or any more), or
+that holds no run yet, is reported once through `on_warning` and watched for; a run directory
+that appears is picked up, one that vanishes is marked `missing` by the ingest; a pass that
+fails for a reason that can pass (the store lock held too long, a file removed mid-read, no
+store yet) is reported and retried on the next pass. Errors that would repeat forever (a
+corrupt store, a newer store version, a bad rule) propagate. With `interval=None` there is
+exactly one pass, and a missing path, or paths holding no run, are an error, as for a plain
+ingest.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import checks
 from .errors import QueryError, SourceNotFound, StoreLocked, StoreNotFound, UsageError
-from .ingest import IngestReport, Progress
+from .ingest import NO_RUNS_HINT, IngestReport, Progress
 from .fs import S3, location
 
 if TYPE_CHECKING:
@@ -97,6 +98,7 @@ class Watcher:
         self.lock_timeout = lock_timeout
         self.reported: set[tuple[str, str]] = set()
         self.missing: set[Path | S3] = set()
+        self.empty: set[str] = set()  # paths that held no run at the last pass (said once)
         self.passes = 0
 
     def warn(self, text: str) -> None:
@@ -122,9 +124,13 @@ class Watcher:
         self.passes += 1
         paths = self.paths if strict else self.existing_paths()
         if paths:
+            # A watched path may hold no run yet: that ends only a one-pass (strict) ingest.
             report = self.store.ingest(paths, progress=self.progress,
                                        on_warning=self.on_warning,
-                                       lock_timeout=self.lock_timeout)
+                                       lock_timeout=self.lock_timeout, require_runs=strict)
+            for p in sorted(set(report.empty_paths) - self.empty):
+                self.warn(f"{p} holds no runs (yet): {NO_RUNS_HINT}; watching it")
+            self.empty = set(report.empty_paths)
             if self.on_report is not None and (self.passes == 1 or _changed(report)):
                 self.on_report(report)
         if not self.check:

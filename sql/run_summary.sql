@@ -8,7 +8,7 @@
 -- @column kind: rl / sl / dpo / unknown
 -- @column model_name: config.json `model_name`
 -- @column learning_rate: config.json `learning_rate`
--- @column status: running / completed / idle / missing (see the `runs` table)
+-- @column status: completed / running / idle / missing, as of the query (see `run_status`)
 -- @column n_steps: distinct steps with live metrics (an RL run's extra final-eval row counts)
 -- @column last_step: largest step with live metrics
 -- @column last_reward_ma10: `reward_ma10` of the run's last reward step (see `reward_trends`)
@@ -33,7 +33,7 @@ select r.run_id,
        r.kind,
        r.model_name,
        r.learning_rate,
-       r.status,
+       u.status,
        s.n_steps,
        s.last_step,
        t.reward_ma10 as last_reward_ma10,
@@ -43,6 +43,7 @@ select r.run_id,
        coalesce(c.n_checkpoints, 0) as n_checkpoints,
        c.latest_name as last_checkpoint
 from runs as r
+join run_status as u on u.run_id = r.run_id
 left join steps as s on s.run_id = r.run_id
 left join reward as w on w.run_id = r.run_id
 left join reward_trends as t on t.run_id = r.run_id and t.step = w.last_reward_step

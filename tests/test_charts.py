@@ -29,7 +29,7 @@ from runstore import charts, demo, perfetto
 from runstore.charts_docs import dump_dom, find_chromium, screenshot
 from runstore.cli import main
 from runstore.demo import RunSpec
-from runstore.errors import QueryError
+from runstore.errors import QueryError, UnknownKey
 
 REWARD = oracle.REWARD_KEY
 EVIL = 'evil/<img src=x onerror=alert(1)>&"q"'
@@ -198,7 +198,7 @@ def test_plot_metric_glob_filters_runs(demo_tree: tuple[Path, runstore.Store]) -
         r for r in series(root, REWARD) if r.startswith("math_rl_sweep/qwen3-8b/"))
     with pytest.raises(QueryError, match="no run matches --runs 'nothing/\\*'"):
         store.plot_metric(REWARD, runs="nothing/*")
-    with pytest.raises(QueryError, match="select distinct key from metrics"):
+    with pytest.raises(UnknownKey, match="no run in the store logs metric 'no/such/key'"):
         store.plot_metric("no/such/key")
 
 
@@ -855,8 +855,29 @@ def test_cli_writes_charts_report_and_trace(demo_tree: tuple[Path, runstore.Stor
     result = cli(store, "trace", "sl/*", "--step", "1", "--segment", "0")
     assert result.exit_code == 2 and "not both" in result.stderr
     result = cli(store, "plot", "metric", "no/such/key", "-o", str(tmp_path / "x.html"))
-    assert result.exit_code == 1 and "Error: none of the store's" in result.stderr
+    assert result.exit_code == 2 and "Error: no run in the store logs metric 'no/such/key'" \
+        in result.stderr
     assert not (tmp_path / "x.html").exists()
+
+
+def test_plot_metric_refuses_a_key_no_run_logs(demo_tree: tuple[Path, runstore.Store],
+                                               tmp_path: Path) -> None:
+    root, store = demo_tree
+    out = tmp_path / "nll.html"
+    nll = series(root, "train_mean_nll")
+    assert 0 < len(nll) < len(oracle.run_dirs(root)) and not series(root, "loss")
+    # `loss` is a typo here: before, the chart silently had only train_mean_nll's lines.
+    result = cli(store, "plot", "metric", "train_mean_nll", "loss", "-o", str(out))
+    assert result.exit_code == 2 and not out.exists()
+    assert result.stderr.startswith("Error: no run in the store logs metric 'loss'; did you "
+                                    "mean ") and "dpo_loss" in result.stderr
+    # A key that some runs lack draws their lines and says how many runs have it.
+    result = cli(store, "plot", "metric", "train_mean_nll", "-o", str(out))
+    assert result.exit_code == 0 and out.exists()
+    assert result.stderr.splitlines()[-1] == (
+        f"note: train_mean_nll is logged by {len(nll)} of {len(oracle.run_dirs(root))} runs")
+    result = cli(store, "plot", "metric", REWARD, "--runs", "math_rl_sweep/*", "-o", str(out))
+    assert result.exit_code == 0 and "note:" not in result.stderr  # every math run logs it
 
 
 def test_plot_commands_have_examples() -> None:

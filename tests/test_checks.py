@@ -417,7 +417,7 @@ def test_toml_beside_the_store(kl_store: Path, _awkward_template: Path,
     (kl_store.parent / "runstore.toml").write_text(TOML)
     result = run_cli(kl_store, "check", "-F", "json")
     assert result.exit_code == 1, result.output
-    rows = json.loads(result.output)
+    rows = json.loads(result.stdout)
     root = _awkward_template / "awkward" / "kl"
     by_rule: dict[str, dict[str, dict[str, Any]]] = {}
     for r in rows:
@@ -433,9 +433,9 @@ def test_toml_beside_the_store(kl_store: Path, _awkward_template: Path,
     assert "exact_threshold" in by_rule["any kl at or over 0.01"]  # >= fires at 0.01
     # Arguments beat the file; --no-default-rules keeps the file's own rules.
     result = run_cli(kl_store, "check", "-F", "json", "--threshold", "0.01")
-    assert "kl_sample_train_v1|v2 > 0.01" in {r["rule"] for r in json.loads(result.output)}
+    assert "kl_sample_train_v1|v2 > 0.01" in {r["rule"] for r in json.loads(result.stdout)}
     result = run_cli(kl_store, "check", "-F", "json", "--no-default-rules")
-    assert {r["rule"] for r in json.loads(result.output)} == {"optim/entropy < 0.3",
+    assert {r["rule"] for r in json.loads(result.stdout)} == {"optim/entropy < 0.3",
                                                               "any kl at or over 0.01"}
 
 
@@ -449,14 +449,14 @@ def test_toml_in_the_working_directory(kl_store: Path, tmp_path: Path,
     monkeypatch.chdir(cwd)
     result = run_cli(kl_store, "check", "-F", "jsonl")
     assert result.exit_code == 1
-    assert {json.loads(line)["rule"] for line in result.output.splitlines()} == {
+    assert {json.loads(line)["rule"] for line in result.stdout.splitlines()} == {
         "entropy collapse"}
     # The file beside the store wins over the working directory's.
     (kl_store.parent / "runstore.toml").write_text(
         "[check]\ndefault_rules = false\n\n[[check.rule]]\n"
         'metric = "optim/entropy"\nop = "<"\nvalue = -1\n')
     result = run_cli(kl_store, "check", "-F", "csv")
-    assert result.exit_code == 0 and result.output.splitlines() == [",".join(COLUMNS)]
+    assert result.exit_code == 0 and result.stdout.splitlines() == [",".join(COLUMNS)]
 
 
 @pytest.mark.parametrize("text,message", [
@@ -487,7 +487,7 @@ def test_exit_codes(awkward_store: runstore.Store, tmp_path: Path,
     store = awkward_store.path
     assert run_cli(store, "check", "-F", "csv").exit_code == 1
     # +Infinity is over any threshold, so a high threshold alone still fires for one run.
-    assert run_cli(store, "check", "-F", "csv", "--threshold", "1e12").output.count("\n") == 2
+    assert run_cli(store, "check", "-F", "csv", "--threshold", "1e12").stdout.count("\n") == 2
     assert run_cli(store, "check", "-F", "csv", "--threshold", "1",
                    "--runs", "*v2_only_spike").exit_code == 0
     assert run_cli(store, "check", "-F", "csv", "--runs", "awkward/values/*").exit_code == 0
@@ -517,24 +517,24 @@ def test_every_format(awkward_store: runstore.Store, tmp_path: Path,
     store = awkward_store.path
     want = rows_by_run(awkward_store.check(config=False))
 
-    out = run_cli(store, "check", "-F", "json").output
+    out = run_cli(store, "check", "-F", "json").stdout
     rows = json.loads(out)
     assert [list(r) for r in rows] == [COLUMNS] * len(want)
     assert {r["run_name"]: r["peak"] for r in rows}["awkward/kl/infinity"] == math.inf
 
-    out = run_cli(store, "check", "-F", "jsonl").output
+    out = run_cli(store, "check", "-F", "jsonl").stdout
     rows = [json.loads(line) for line in out.splitlines()]
     assert [r["run_name"] for r in rows] == sorted(want)
     assert all(list(r) == COLUMNS for r in rows)
 
-    out = run_cli(store, "check", "-F", "csv").output
+    out = run_cli(store, "check", "-F", "csv").stdout
     reader = csv.DictReader(io.StringIO(out))
     assert reader.fieldnames == COLUMNS
     rows = list(reader)
     assert {r["run_name"]: int(r["first_step"]) for r in rows} == {
         n: r["first_step"] for n, r in want.items()}
 
-    out = run_cli(store, "check", "-F", "markdown").output
+    out = run_cli(store, "check", "-F", "markdown").stdout
     assert out.splitlines()[0] == "| " + " | ".join(COLUMNS) + " |"
     assert len(out.splitlines()) == 2 + len(want)
 
@@ -547,6 +547,137 @@ def test_every_format(awkward_store: runstore.Store, tmp_path: Path,
     target = tmp_path / "fired.json"
     result = run_cli(store, "check", "-F", "json", "-o", str(target))
     assert result.exit_code == 1 and len(json.loads(target.read_text())) == len(want)
+
+
+def checked_runs(root: Path, metrics: tuple[str, ...], *, since_step: int | None = None,
+                 runs: str | None = None) -> set[str]:
+    """Runs (matching the glob `runs`) that log a live number of any of the rule's metric
+    families at `since_step` or later: the runs a rule looks at, from the files."""
+    import fnmatch
+
+    keys = {k for m in metrics for k in oracle.rule_family(m)}
+    out = set()
+    for run in oracle.run_dirs(root):
+        name = oracle.run_name(root, run)
+        if runs is not None and not fnmatch.fnmatchcase(name, runs):
+            continue
+        if any(k in keys and (since_step is None or s >= since_step)
+               for s, k in oracle.live_numbers(run)):
+            out.add(name)
+    return out
+
+
+def in_scope(root: Path, runs: str | None = None) -> int:
+    import fnmatch
+
+    return sum(1 for r in oracle.run_dirs(root)
+               if runs is None or fnmatch.fnmatchcase(oracle.run_name(root, r), runs))
+
+
+def test_a_rule_no_run_logs_is_an_error(awkward_store: runstore.Store, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from runstore.errors import UnknownKey
+
+    monkeypatch.chdir(tmp_path)
+    store = awkward_store.path
+    hint = '(runstore sql "select distinct key from metrics_raw order by 1" lists every key)'
+    result = run_cli(store, "check", "--rule", "optim/entrpy < 0.5")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == ("Error: no run in the store logs optim/entrpy (rule "
+                             f"'optim/entrpy < 0.5'); did you mean optim/entropy? {hint}\n")
+    # The unprefixed spelling is the same family: the typo still finds optim/entropy ...
+    result = run_cli(store, "check", "--rule", "entrpy < 0.5")
+    assert result.exit_code == 2 and "did you mean optim/entropy?" in result.stderr
+    # ... and the right name, either spelling, is accepted.
+    for rule in ("entropy < 0.5", "optim/entropy < 0.5"):
+        assert run_cli(store, "check", "--rule", rule, "-F", "csv").exit_code in (0, 1)
+    # Several metrics: each must be logged somewhere.
+    (tmp_path / "runstore.toml").write_text(
+        '[[check.rule]]\nmetric = ["optim/entropy", "optim/kl_sample_train_v3"]\nop = ">"\n'
+        "value = 1\n")
+    result = run_cli(store, "check")
+    assert result.exit_code == 2 and "logs optim/kl_sample_train_v3 (rule " in result.stderr
+    assert "did you mean optim/kl_sample_train_v1 or optim/kl_sample_train_v2?" in result.stderr
+    with pytest.raises(UnknownKey, match="optim/entrpy"):
+        awkward_store.check(rules=["optim/entrpy < 0.5"], config=False)
+    assert issubclass(UnknownKey, RunstoreError)
+
+
+def test_default_rule_is_green_on_a_store_without_kl(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    demo.generate_tree(root, [RunSpec("sl/only", kind="sl", steps=6, eval_every=0,
+                                      save_every=0)], seed=2)
+    store = runstore.open(tmp_path / "store")
+    store.ingest([root])
+    assert not checked_runs(root, KL)
+    result = run_cli(store.path, "check", "-F", "csv")
+    assert result.exit_code == 0 and result.stdout == ",".join(COLUMNS) + "\n"
+    assert result.stderr == ("kl_sample_train_v1|v2 > 0.01 fired for 0 of 1 run "
+                             "(0 checked, 1 without KL)\n")
+
+
+def test_green_check_says_what_it_checked(awkward_store: runstore.Store, _awkward_template: Path,
+                                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    store, root = awkward_store.path, _awkward_template
+    glob = "awkward/values/*"
+    n, seen = in_scope(root, glob), len(checked_runs(root, KL, runs=glob))
+    assert 0 < seen < n and not oracle.check_rule(root, KL, ">", 0.01, runs=glob)
+    line = (f"kl_sample_train_v1|v2 > 0.01 fired for 0 of {n} runs matching '{glob}' "
+            f"({seen} checked, {n - seen} without KL)")
+    result = run_cli(store, "check", "--runs", glob, "-F", "csv")
+    assert result.exit_code == 0 and result.stderr == line + "\n"
+    # Markdown, for $GITHUB_STEP_SUMMARY: the line instead of a table with no rows.
+    result = run_cli(store, "check", "--runs", glob, "-F", "markdown")
+    assert result.exit_code == 0 and result.stdout == line + "\n"
+    summary = tmp_path / "summary.md"
+    result = run_cli(store, "check", "--runs", glob, "-o", str(summary))  # .md: markdown
+    assert result.exit_code == 0 and summary.read_text() == line + "\n"
+    # Several rules: one line, each rule with its counts; --since-step is said too.
+    ent = ("optim/entropy",)
+    all_n = in_scope(root)
+    kl_seen = len(checked_runs(root, KL, since_step=12))
+    ent_seen = len(checked_runs(root, ent, since_step=12))
+    assert not oracle.check_rule(root, KL, ">", 0.01, since_step=12)
+    assert not oracle.check_rule(root, ent, "<", -1, since_step=12)
+    result = run_cli(store, "check", "--since-step", "12", "--rule", "optim/entropy < -1",
+                     "-F", "markdown")
+    line = (f"0 of {all_n} runs fired a rule from step 12: kl_sample_train_v1|v2 > 0.01 "
+            f"fired for 0 ({kl_seen} checked, {all_n - kl_seen} without KL); "
+            f"optim/entropy < -1 fired for 0 ({ent_seen} checked, {all_n - ent_seen} without "
+            "optim/entropy)")
+    assert result.exit_code == 0 and result.stdout == line + "\n" and result.stderr == line + "\n"
+
+
+def test_a_firing_check_also_says_what_it_checked(awkward_store: runstore.Store,
+                                                 _awkward_template: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    root = _awkward_template
+    fired = oracle.check_rule(root, KL, ">", 0.01)
+    n, seen = in_scope(root), len(checked_runs(root, KL))
+    result = run_cli(awkward_store.path, "check", "-F", "markdown")
+    assert result.exit_code == 1
+    assert result.stderr == (f"kl_sample_train_v1|v2 > 0.01 fired for {len(fired)} of {n} runs "
+                             f"({seen} checked, {n - seen} without KL)\n")
+    assert result.stdout.splitlines()[0] == "| " + " | ".join(COLUMNS) + " |"
+
+
+def test_check_imports_no_pandas_polars_or_arrow_compute(awkward_store: runstore.Store,
+                                                         tmp_path: Path) -> None:
+    """`runstore check` stays a quick command: pyarrow's Table.filter alone would import
+    pyarrow.compute and pandas (about a second in a fresh process)."""
+    code = ("import sys\n"
+            "from click.testing import CliRunner\n"
+            "from runstore.cli import main\n"
+            f"r = CliRunner().invoke(main, ['--store', {str(awkward_store.path)!r}, 'check', "
+            "'--rule', 'optim/entropy < 0.3', '-F', 'table'])\n"
+            "assert r.exit_code == 1, r.output\n"
+            "heavy = [m for m in ('pandas', 'polars', 'pyarrow.compute') if m in sys.modules]\n"
+            "print(','.join(heavy) or 'none')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, check=True)
+    assert out.stdout.strip() == "none"
 
 
 def test_check_help_has_an_example() -> None:
@@ -644,9 +775,10 @@ def test_ingest_check_without_watch_is_one_pass(small_tree: Path, tmp_path: Path
         fh.write(json.dumps({"step": 99, "kl_sample_train_v2": float("inf")}) + "\n")
     result = run_cli(tmp_path / "store", "ingest", str(small_tree), "--check")
     assert result.exit_code == 0
+    # The small tree's runs wrote their final checkpoint: completed, however fresh the files.
     assert result.stdout.splitlines() == [
         "FIRED b/c/sl: kl_sample_train_v1|v2 > 0.01 since step 99 (peak Infinity, "
-        "latest Infinity, 1 step over, run running)"]
+        "latest Infinity, 1 step over, run completed)"]
     result = run_cli(tmp_path / "store", "ingest", str(tmp_path / "missing"), "--check")
     assert result.exit_code == 1 and "does not exist" in result.output
     assert run_cli(tmp_path / "store", "ingest", str(small_tree), "--watch", "0").exit_code == 2
@@ -721,7 +853,7 @@ def test_watch_reports_a_live_spike_once_and_stops_on_sigint(small_tree: Path,
         assert seconds < 2 * INTERVAL + 4.0
         assert w.stdout().splitlines() == [
             "FIRED a/rl_flat: kl_sample_train_v1|v2 > 0.01 since step 100 (peak 0.5, "
-            "latest 0.5, 1 step over, run running)"]
+            "latest 0.5, 1 step over, run completed)"]  # it wrote its final checkpoint
         # More spike steps: ingested by later passes, never reported again.
         before = w.passes_that_ingested()
         with open(metrics, "a") as fh:

@@ -800,20 +800,88 @@ def test_several_paths_in_one_ingest(small_tree: Path, store_path: Path) -> None
 # --------------------------------------------------------------------------- status
 
 
+def drop_final_checkpoint(run: Path) -> None:
+    ck = run / "checkpoints.jsonl"
+    write_lines(ck, [line for line in jsonl_lines(ck) if json.loads(line).get("name") != "final"])
+
+
+def status_now(store: runstore.Store) -> dict[str, str]:
+    """`run_status.status` (derived when queried) by run name."""
+    return dict(store.sql("select run_name, status from run_status").rows())
+
+
 def test_status_running_while_files_change(small_tree: Path, store_path: Path) -> None:
-    run = small_tree / "a/rl_flat"
-    assert oracle.has_final_checkpoint(run)
+    run = small_tree / "b/c/sl"  # an SL run: no progress/done_frac to say it completed
+    drop_final_checkpoint(run)
+    age_tree(small_tree)
     store = runstore.open(store_path)
     store.ingest([small_tree])
-    assert runs_by_name(store)["a/rl_flat"]["status"] == "completed"
+    assert runs_by_name(store)["b/c/sl"]["status"] == "idle"
     os.utime(run / "metrics.jsonl")  # now: a trainer just wrote to it
     report = store.ingest([small_tree])
     assert report.runs_updated == 1 and report.runs_unchanged == 2
-    assert runs_by_name(store)["a/rl_flat"]["status"] == "running"
+    assert runs_by_name(store)["b/c/sl"]["status"] == "running"
+    assert status_now(store)["b/c/sl"] == "running"
     set_old_mtime(run / "metrics.jsonl", 3 * 60)  # quiet for three minutes
     store.ingest([small_tree])
-    assert runs_by_name(store)["a/rl_flat"]["status"] == "completed"
+    assert runs_by_name(store)["b/c/sl"]["status"] == "idle"
     assert counts(store) == expected(small_tree)
+
+
+def test_final_checkpoint_beats_fresh_files(small_tree: Path, tmp_path: Path) -> None:
+    """`cp -r` of finished runs gives every file a fresh mtime: still completed, not running."""
+    copied = tmp_path / "copied"
+    shutil.copytree(small_tree, copied, copy_function=shutil.copy)  # new mtimes, as cp -r
+    assert all(time.time() - p.stat().st_mtime < 60 for p in copied.rglob("*.jsonl"))
+    store = runstore.open(tmp_path / "copied_store")
+    store.ingest([copied])
+    finished = {oracle.run_name(copied, r) for r in oracle.run_dirs(copied)
+                if oracle.has_final_checkpoint(r)}
+    assert finished == {"a/rl_dirs", "a/rl_flat", "b/c/sl"}
+    assert {n: r["status"] for n, r in runs_by_name(store).items()} == dict.fromkeys(
+        finished, "completed")
+    assert status_now(store) == dict.fromkeys(finished, "completed")
+
+
+def test_status_derives_running_from_the_query_time(small_tree: Path, store_path: Path) -> None:
+    """A run seen changing at ingest is `running` then, and `idle` once its last change is
+    more than 120 s older than the query, with no ingest in between."""
+    from runstore.ingest import RUNNING_WINDOW_S, ingest
+
+    run = small_tree / "b/c/sl"
+    drop_final_checkpoint(run)
+    age_tree(small_tree)
+    set_old_mtime(run / "metrics.jsonl", 200)
+    store = runstore.open(store_path)
+    ingest(store.path, [small_tree], now=time.time() - 150)  # the ingest saw a 50 s old change
+    assert runs_by_name(store)["b/c/sl"]["status"] == "running"
+    assert status_now(store)["b/c/sl"] == "idle"  # the query sees a 200 s old change
+    assert dict(store.sql("select run_name, status from run_summary").rows())["b/c/sl"] == "idle"
+    # The view's window is the ingest's.
+    sql = (Path(__file__).resolve().parents[1] / "sql" / "run_status.sql").read_text()
+    assert f"interval {RUNNING_WINDOW_S} second" in sql
+
+
+def test_status_completed_when_done_frac_reaches_one(small_tree: Path, store_path: Path) -> None:
+    rl = small_tree / "a/rl_flat"  # logs progress/done_frac, reaching 1.0 at its last step
+    fracs = [v for _, k, v, _ in oracle.metric_rows(rl / "metrics.jsonl")
+             if k == "progress/done_frac"]
+    assert max(fracs) == 1.0
+    drop_final_checkpoint(rl)
+    other = small_tree / "a/rl_dirs"  # stopped early: done_frac below 1, then a NaN
+    drop_final_checkpoint(other)
+    lines = jsonl_lines(other / "metrics.jsonl")
+    keep = [line for line in lines if json.loads(line).get("progress/done_frac", 0) < 0.5]
+    write_lines(other / "metrics.jsonl",
+                keep + [b'{"step": 999, "progress/done_frac": NaN}'])
+    age_tree(small_tree)
+    store = runstore.open(store_path)
+    store.ingest([small_tree])
+    assert runs_by_name(store)["a/rl_flat"]["status"] == "idle"  # the ingest reads no metrics
+    now = status_now(store)
+    assert now["a/rl_flat"] == "completed" and now["a/rl_dirs"] == "idle"
+    row = store.sql("select * from run_status where run_name = 'a/rl_flat'").to_dicts()[0]
+    assert row["done_frac"] == 1.0 and row["final_checkpoint"] is False
 
 
 def test_status_completed_needs_a_final_checkpoint(small_tree: Path, store_path: Path) -> None:

@@ -85,6 +85,103 @@ def test_ingest_missing_path_is_an_error(tmp_path: Path, store_path: Path) -> No
     assert not store_path.exists()  # nothing created for nothing
 
 
+HINT = "a run is a directory holding metrics.jsonl or config.json"
+
+
+def test_ingest_of_what_is_not_a_run_is_an_error(small_tree: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty" / "deeper").mkdir(parents=True)
+    (tmp_path / "notes.txt").write_text("not a run\n")
+    (tmp_path / "empty" / "deeper" / "metrics.json").write_text("{}\n")  # not a run's file
+    for path, message in [
+            ("empty/", f"Error: no runs under empty/: {HINT}\n"),
+            ("notes.txt", f"Error: notes.txt is a file, not a run: {HINT}; pass a directory "
+                          "of runs\n"),
+            ("empty/deeper/metrics.json", "Error: empty/deeper/metrics.json is a file, not a "
+                                          f"run: {HINT}; pass a directory of runs\n")]:
+        result = run_cli("--store", "st", "ingest", path)
+        assert (result.exit_code, result.stdout, result.stderr) == (1, "", message), path
+        assert not (tmp_path / "st").exists()  # nothing created for nothing
+    result = run_cli("--store", "st", "ingest", "empty/", "notes.txt")
+    assert result.exit_code == 1 and result.stderr == (
+        f"Error: no runs under empty/ or notes.txt: {HINT}\n")
+    assert not (tmp_path / "st").exists()
+    # Into an existing store: the same error, and nothing is published.
+    assert run_cli("--store", "st", "ingest", str(small_tree)).exit_code == 0
+    before = sorted(os.listdir(tmp_path / "st" / "_runstore" / "manifests"))
+    result = run_cli("--store", "st", "ingest", "empty/")
+    assert result.exit_code == 1 and result.stderr == f"Error: no runs under empty/: {HINT}\n"
+    assert sorted(os.listdir(tmp_path / "st" / "_runstore" / "manifests")) == before
+    # Beside a path with runs, a path without is a warning and the runs are ingested.
+    result = run_cli("--store", "st2", "ingest", "empty/", str(small_tree))
+    assert result.exit_code == 0
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"warning: no runs under empty/: {HINT}"
+    m = SUMMARY.match(lines[-1])
+    assert m and m.groups()[:4] == ("3", "0", "0", "0") and m.group(6) == "1"
+
+
+def test_a_file_of_a_run_ingests_that_run(small_tree: Path, tmp_path: Path) -> None:
+    run_dir = small_tree / "a" / "rl_dirs"
+    logtree = sorted(run_dir.glob("iteration_*/*_logtree.json"))[0]  # one level deeper
+    for i, path in enumerate([run_dir / "metrics.jsonl", run_dir / "config.json", logtree]):
+        store = tmp_path / f"store{i}"
+        result = run_cli("--store", str(store), "ingest", str(path))
+        assert result.exit_code == 0, result.stderr
+        m = SUMMARY.match(result.stderr.strip())
+        assert m and m.groups()[:4] == ("1", "0", "0", "0")
+        assert m.group(5) == rows_part(run_dir)  # the whole run, not just that file
+        out = run_cli("--store", str(store), "sql", "select run_name, run_path from runs",
+                      "-F", "csv").stdout
+        assert out == f"run_name,run_path\nrl_dirs,{run_dir.resolve()}\n"
+
+
+def test_watch_keeps_watching_a_path_without_runs(small_tree: Path, tmp_path: Path) -> None:
+    """`--watch` on a directory that holds no run yet warns once and picks the runs up later."""
+    import shutil
+
+    from runstore import open as open_store
+    from runstore.watch import Watcher
+
+    later = tmp_path / "later"
+    later.mkdir()
+    warnings: list[str] = []
+    w = Watcher(open_store(tmp_path / "store"), [later], on_warning=warnings.append)
+    assert w.run_pass() == [] and w.run_pass() == []
+    assert warnings == [f"{later} holds no runs (yet): {HINT}; watching it"]
+    shutil.copytree(small_tree, later / "runs")
+    w.run_pass()
+    assert open_store(tmp_path / "store").sql("select count(*) from runs").item() == 3
+    assert len(warnings) == 1
+    # One pass (ingest --check, no --watch) is a plain ingest: an error.
+    result = run_cli("--store", str(tmp_path / "s2"), "ingest", str(tmp_path / "empty_too"),
+                     "--check")
+    assert result.exit_code == 1
+    (tmp_path / "empty_too").mkdir()
+    result = run_cli("--store", str(tmp_path / "s2"), "ingest", str(tmp_path / "empty_too"),
+                     "--check")
+    assert result.exit_code == 1 and f"no runs under {tmp_path / 'empty_too'}" in result.stderr
+
+
+def test_copied_finished_runs_say_completed(small_tree: Path, tmp_path: Path) -> None:
+    """After `cp -r` (fresh mtimes), runs with a final checkpoint are completed, not running."""
+    import shutil
+
+    copied = tmp_path / "copied"
+    shutil.copytree(small_tree, copied, copy_function=shutil.copy)
+    finished = sorted(oracle.run_name(copied, r) for r in oracle.run_dirs(copied)
+                      if oracle.has_final_checkpoint(r))
+    assert len(finished) == 3
+    store = str(tmp_path / "store")
+    assert run_cli("--store", store, "ingest", str(copied)).exit_code == 0
+    out = run_cli("--store", store, "runs", "-c", "run_name,status", "-F", "csv").stdout
+    assert out == "run_name,status\n" + "".join(f"{n},completed\n" for n in finished)
+    out = run_cli("--store", store, "sql", "select run_name, status from runs order by 1",
+                  "-F", "csv").stdout
+    assert out == "run_name,status\n" + "".join(f"{n},completed\n" for n in finished)
+
+
 def test_ingest_into_unwritable_store_is_an_error(small_tree: Path, tmp_path: Path) -> None:
     afile = tmp_path / "afile"
     afile.write_text("a regular file, not a directory\n")

@@ -203,20 +203,184 @@ def test_table_format_fits_the_width(store_dir: Path) -> None:
     from runstore import output
 
     store = runstore.open(store_dir)
-    table = store.arrow("select run_name, kind, status, n_steps, best_reward, max_kl "
-                        "from run_summary order by run_name")
-    lines = output.render(table, "table", width=70).splitlines()
-    assert max(len(line) for line in lines[:-1]) <= 70
+    table = store.arrow("select run_name, kind, status, n_steps from run_summary "
+                        "order by run_name")
+    names = table.column("run_name").to_pylist()
+    width = sum(max([len(c)] + [len(str(v)) for v in table.column(c).to_pylist()])
+                for c in table.column_names) + 2 * 3  # every value whole, and the gaps
+    lines = output.render(table, "table", width=width).splitlines()
+    assert max(len(line) for line in lines[:-1]) <= width
     assert lines[-1] == f"({table.num_rows} rows)"
-    assert lines[0].split() == ["run_name", "kind", "status", "n_steps", "best_reward", "max_kl"]
-    assert "…" in lines[2]  # long run names give way ...
-    assert "0.01" in "".join(lines)  # ... numbers do not
-    # Too narrow for the numbers: floats lose digits, never get cut; then lines overflow.
+    assert lines[0].split() == ["run_name", "kind", "status", "n_steps"]
+    assert [line.split()[0] for line in lines[2:-1]] == names  # whole, one per line
+    # Too narrow for the numbers: floats lose digits, never get cut, other text gives way.
     wide = store.arrow("select 0.123456789::double as a, 0.987654321::double as b, "
                        "repeat('y', 200) as t")
-    [header, _, row, _] = output.render(wide, "table", width=20).splitlines()
-    assert row.split()[:2] == ["0.123", "0.988"] and "…" in row
+    [header, _, row, _] = output.render(wide, "table", width=30).splitlines()
+    assert row.split()[:2] == ["0.123457", "0.987654"] and "…" in row and len(row) <= 30
+    [header, _, row, _] = output.render(wide, "table", width=22).splitlines()
+    assert row.split()[:2] == ["0.123", "0.988"] and "…" in row and len(row) <= 22
+    # Narrower still: one block for the row, numbers with all 6 digits.
+    lines = output.render(wide, "table", width=20).splitlines()
+    assert lines[0].startswith("-[ row 1 ]") and lines[1:3] == ["a  0.123457", "b  0.987654"]
+    assert lines[3].startswith("t  y") and "…" in lines[3] and len(lines[3]) <= 20
     assert output.render(wide, "csv").splitlines()[1].startswith("0.123456789,0.987654321,")
+
+
+# Run names longer than any cell limit, two pairs telling apart only at their ends.
+LONG_NAMES = ["math_rl_sweep/llama-3.1-8b-instruct-with-a-much-longer-name/lr_1e-5",
+              "math_rl_sweep/llama-3.1-8b-instruct-with-a-much-longer-name/lr_4e-5",
+              "kl_health_check_of_an_extraordinarily_long_experiment_name/seed_0",
+              "kl_health_check_of_an_extraordinarily_long_experiment_name/seed_1"]
+
+
+@pytest.fixture(scope="module")
+def long_names(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    from runstore import demo
+    from runstore.demo import RunSpec
+
+    base = tmp_path_factory.mktemp("long_names")
+    specs = [RunSpec(n, layout="flat", steps=12, eval_every=0, save_every=5, logtree=False,
+                     kl_spike_at=6 if i % 2 else None, model_name="meta-llama/Llama-3.1-8B-Instruct")
+             for i, n in enumerate(LONG_NAMES)]
+    demo.generate_tree(base / "runs", specs, seed=4)
+    runstore.open(base / "store").ingest([base / "runs"])
+    return base / "runs", base / "store"
+
+
+def at_width(width: int, store: Path, *args: str) -> Result:
+    return CliRunner().invoke(main, ["--store", str(store), *args], catch_exceptions=False,
+                              env={"COLUMNS": str(width)})
+
+
+def summary_columns_from_sql() -> list[str]:
+    text = (Path(__file__).resolve().parents[1] / "sql" / "run_summary.sql").read_text()
+    return [line.split()[2].rstrip(":") for line in text.splitlines()
+            if line.startswith("-- @column ")]
+
+
+@pytest.mark.parametrize("width", [40, 80, 120])
+def test_run_names_are_never_cut(long_names: tuple[Path, Path], width: int) -> None:
+    runs_dir, store = long_names
+    names = sorted(oracle.run_name(runs_dir, r) for r in oracle.run_dirs(runs_dir))
+    assert sorted(LONG_NAMES) == names
+    for args in (["runs", "-F", "table"], ["check", "-F", "table"],
+                 ["sql", "select run_name, kind, model_name from runs order by run_name",
+                  "-F", "table"]):
+        out = at_width(width, store, *args).stdout
+        shown = [w for line in out.splitlines() for w in line.split() if "/" in w and
+                 w.split("/")[0] in {n.split("/")[0] for n in names}]
+        fired = names[1::2] if args[0] == "check" else names
+        assert sorted(set(shown)) == sorted(fired), (args, out)
+        blocks = out.splitlines()[0].startswith("-[ row 1 ]")
+        if blocks:  # too wide as a table: one `column  value` block per row, all of it
+            assert out.count("-[ row ") == len(fired)
+            assert f"columns, {width} fit; --wide prints the table anyway)" in out
+        # Only lines holding an identifying value (a run name, the rule) may be wider.
+        assert all(len(line) <= width for line in out.splitlines()
+                   if not line.startswith("(") and not any(n in line for n in names)
+                   and "kl_sample_train_v1|v2 > 0.01" not in line), out
+
+
+def test_runs_leaves_run_id_out_unless_asked(long_names: tuple[Path, Path]) -> None:
+    _, store = long_names
+    every = summary_columns_from_sql()
+    assert every[0] == "run_id"
+    header = run(store, "runs", "-F", "csv").stdout.splitlines()[0].split(",")
+    assert header == every[1:]
+    assert run(store, "runs", "--columns", "all", "-F", "csv").stdout.splitlines()[0] == \
+        ",".join(every)
+    out = run(store, "runs", "-c", "run_id, run_name", "-F", "csv").stdout.splitlines()
+    assert out[0] == "run_id,run_name" and len(out[1].split(",")[0]) == 16
+    bad = run(store, "runs", "--columns", "run_name,stauts")
+    assert bad.exit_code == 2
+    assert bad.stderr.startswith("Error: run_summary has no column 'stauts'; did you mean "
+                                 "status? its columns: run_id, run_name,")
+    # A table that fits keeps one line per run, whole names, at 120 columns.
+    out = at_width(120, store, "runs", "-c", "run_name,status,last_step", "-F", "table").stdout
+    lines = out.splitlines()
+    assert lines[0].split() == ["run_name", "status", "last_step"]
+    assert [line.split()[0] for line in lines[2:-1]] == sorted(LONG_NAMES)
+    assert max(map(len, lines)) <= 120
+
+
+def test_help_names_the_columns_never_cut() -> None:
+    from runstore.output import IDENTIFYING
+
+    text = " ".join(run(None, "--help").stdout.split())
+    listed = text.split("identifying columns (", 1)[1].split(")", 1)[0]
+    assert sorted(c.strip() for c in listed.split(",")) == sorted(IDENTIFYING)
+
+
+def test_wide_cuts_nothing(long_names: tuple[Path, Path]) -> None:
+    _, store = long_names
+    query = ("select run_name, model_name, repeat('x', 90) as filler, run_path from runs "
+             "order by run_name")
+    out = at_width(40, store, "sql", query, "-F", "table", "--wide").stdout
+    lines = out.splitlines()
+    assert len(lines) == 2 + len(LONG_NAMES) + 1 and "…" not in out
+    rows = runstore.open(store).sql(query).rows()
+    for line, (name, model, filler, path) in zip(lines[2:], rows):
+        assert line.split() == [name, model, filler, path]
+    for command in (["runs"], ["check"], ["views"], ["schema"]):
+        assert "--wide" in run(None, *command, "--help").stdout, command
+
+
+def test_other_text_is_cut_in_the_middle(long_names: tuple[Path, Path]) -> None:
+    from runstore.output import shorten
+
+    _, store = long_names
+    out = at_width(80, store, "sql", "select 'math_rl_sweep/llama-3.1-8b-instruct/lr_4e-5' as "
+                   "path, 'meta-llama/Llama-3.1-8B-Instruct' as model, "
+                   "repeat('z', 30) as filler", "-F", "table").stdout
+    row = out.splitlines()[2].split()
+    assert row[0] == "math_rl_sweep/…/lr_4e-5"  # both ends of a path, cut at `/`
+    assert row[1].startswith("meta") and row[1].endswith("Instruct") and "…" in row[1]
+    assert max(len(line) for line in out.splitlines()) <= 80
+    for text in ["a/b/c/d/e/f/g/h", "x" * 50, "a" * 20 + "/" + "b" * 20 + "/" + "c" * 3]:
+        for limit in range(1, len(text) + 2):
+            cut = shorten(text, limit)
+            assert len(cut) <= limit
+            if len(text) <= limit:
+                assert cut == text
+            elif limit >= 2:  # the two ends of the text, joined by one …
+                head, _, tail = cut.partition("…")
+                assert text.startswith(head) and text.endswith(tail) and cut.count("…") == 1
+
+
+@pytest.mark.parametrize("name,fmt", [("k.json", "json"), ("k.jsonl", "jsonl"),
+                                      ("k.csv", "csv"), ("k.md", "markdown"),
+                                      ("K.JSON", "json"), ("k.parquet", "parquet"),
+                                      ("k.txt", "csv"), ("k", "csv")])
+def test_output_format_follows_the_extension(store_dir: Path, tmp_path: Path, name: str,
+                                             fmt: str) -> None:
+    target = tmp_path / name
+    query = "select 'a' as s, 2 as n union all select 'b', 3 order by s"
+    result = run(store_dir, "sql", query, "-o", str(target))
+    assert result.exit_code == 0 and result.stdout == ""
+    if fmt == "parquet":
+        assert pq.read_table(target).to_pylist() == [{"s": "a", "n": 2}, {"s": "b", "n": 3}]
+        return
+    text = target.read_text()
+    expected = {"json": '[\n {\n  "s": "a",\n  "n": 2\n },\n {\n  "s": "b",\n  "n": 3\n }\n]\n',
+                "jsonl": '{"s": "a", "n": 2}\n{"s": "b", "n": 3}\n',
+                "csv": "s,n\na,2\nb,3\n",
+                "markdown": "| s | n |\n|---|---|\n| a | 2 |\n| b | 3 |\n"}[fmt]
+    assert text == expected
+    # --format still wins over the extension.
+    assert run(store_dir, "sql", query, "-o", str(target), "-F", "csv").exit_code == 0
+    assert target.read_text() == "s,n\na,2\nb,3\n"
+
+
+def test_views_output_format_follows_the_extension(tmp_path: Path) -> None:
+    target = tmp_path / "views.json"
+    assert run(None, "views", "-o", str(target)).exit_code == 0
+    rows = json.loads(target.read_text())
+    assert {(r["view"], r["column"]) for r in rows} == {
+        (v.name, c) for v in query.views() for c, _ in v.columns}
+    text = tmp_path / "views.txt"
+    assert run(None, "views", "-o", str(text)).exit_code == 0
+    assert text.read_text() == run(None, "views").stdout
 
 
 def test_query_from_file_and_stdin(store_dir: Path, tmp_path: Path) -> None:

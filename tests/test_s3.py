@@ -293,6 +293,23 @@ def test_missing_s3_source_is_a_clear_error(bucket: str, tmp_path: Path) -> None
     assert f"s3://{bucket}/nothing-here does not exist" in proc.stderr
 
 
+def test_s3_paths_without_runs_and_files_of_runs(bucket: str, small_tree: Path,
+                                                 tmp_path: Path) -> None:
+    fs = s3fs_client()
+    fs.pipe_file(f"{bucket}/notes/readme.txt", b"not a run\n")
+    store = tmp_path / "store"
+    proc = cli("--store", str(store), "ingest", f"s3://{bucket}/notes", check=False)
+    assert proc.returncode == 1 and proc.stderr == (
+        f"Error: no runs under s3://{bucket}/notes: a run is a directory holding "
+        "metrics.jsonl or config.json\n")
+    assert not store.exists()
+    run_dir = small_tree / "a" / "rl_flat"
+    fs.put(str(run_dir), f"{bucket}/runs/rl_flat", recursive=True)
+    proc = cli("--store", str(store), "ingest", f"s3://{bucket}/runs/rl_flat/metrics.jsonl")
+    assert proc.stderr.startswith("runs: 1 new, 0 updated")
+    assert counts(runstore.open(store)) == expected(run_dir)
+
+
 def test_a_writer_whose_lease_was_taken_over_publishes_nothing(demo_tree: Path, bucket: str) -> None:
     """A writer that stalled past its lease's expiry, and lost it to another, stops at its next
     commit instead of publishing over the other's work."""

@@ -21,7 +21,7 @@ import oracle
 import runstore
 from runstore import catalog, demo, docs, query, sqlcheck, statements
 from runstore.demo import RunSpec
-from runstore.errors import QueryError
+from runstore.errors import QueryError, UnknownKey
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -458,13 +458,61 @@ def test_metrics_wide(demo_store: runstore.Store, _demo_template: Path) -> None:
 
 def test_metrics_values_are_bound(demo_store: runstore.Store) -> None:
     for key in ("it's", "x') or true --", 'a"b'):
-        assert demo_store.metrics([key]).height == 0
-        assert demo_store.metrics([key], wide=True).columns[-1] == key
+        sql, params = statements.metrics_query([key])
+        assert demo_store.arrow(sql, params).num_rows == 0 and key not in sql
+        sql, params = statements.metrics_query([key], wide=True)
+        assert demo_store.arrow(sql, params).column_names[-1] == key
+        with pytest.raises(UnknownKey, match="no run in the store logs metric") as e:
+            demo_store.metrics([key])  # logged by no run: an error, the key shown verbatim
+        assert repr(key) in str(e.value)
     assert demo_store.metrics(["env/all/reward/total"], runs="o'brien/*").height == 0
     with pytest.raises(QueryError, match="collide"):
         demo_store.metrics(["step"], wide=True)
     with pytest.raises(QueryError, match="at least one"):
         demo_store.metrics([])
+
+
+def logged_by(root: Path) -> dict[str, set[str]]:
+    """Each metric key in the tree's metrics files (any line), with the runs that log it."""
+    found: dict[str, set[str]] = {}
+    for run in oracle.run_dirs(root):
+        files = [run / "metrics.jsonl", *run.glob("metrics.jsonl.pre_resume_*")]
+        for f in files:
+            if f.is_file():
+                for _, key, _, _ in oracle.metric_rows(f):
+                    found.setdefault(key, set()).add(oracle.run_name(root, run))
+    return found
+
+
+def test_metrics_of_a_key_no_run_logs_is_an_error(demo_store: runstore.Store,
+                                                  _demo_template: Path) -> None:
+    from runstore import keys
+
+    logged = logged_by(_demo_template)
+    assert "env/all/reward/total" in logged and "env/all/rewrd/total" not in logged
+    with pytest.raises(UnknownKey) as e:
+        demo_store.metrics("env/all/rewrd/total")
+    assert str(e.value) == (
+        "no run in the store logs metric 'env/all/rewrd/total'; did you mean "
+        "env/all/reward/total? (runstore sql \"select distinct key from metrics_raw order by 1\" "
+        "lists every key)")
+    with pytest.raises(UnknownKey, match="metric 'loss'"):  # one unknown key among good ones
+        demo_store.metrics(["env/all/reward/total", "loss"], wide=True)
+    # A key that only some runs log is no error: exactly those runs have rows.
+    some = next(k for k, runs in sorted(logged.items())
+                if 1 < len(runs) < len(oracle.run_dirs(_demo_template)))
+    assert set(demo_store.metrics(some)["run_name"]) <= logged[some]
+    keys.require(demo_store, [some, "env/all/reward/total"])  # no error
+    coverage = keys.coverage(demo_store, [some, "env/all/reward/total"])
+    assert coverage.runs == len(oracle.run_dirs(_demo_template))
+    assert coverage.logging == {some: len(logged[some]),
+                                "env/all/reward/total": len(logged["env/all/reward/total"])}
+    assert coverage.notes()[0] == (f"note: {some} is logged by {len(logged[some])} of "
+                                   f"{coverage.runs} runs")
+    # Every logged key, with its runs, as the source files have them.
+    assert {k: {demo_store.sql("select run_name from runs where run_id = $i",
+                               params={"i": i}).item() for i in ids}
+            for k, ids in keys.logged_keys(demo_store).items()} == logged
 
 
 def test_sql_params_are_bound_not_interpolated(demo_store: runstore.Store) -> None:
