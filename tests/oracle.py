@@ -338,6 +338,29 @@ def kl_health(root: Path, threshold: float = 0.01) -> dict[str, dict[str, Any]]:
     return out
 
 
+def kl_steps(root: Path, threshold: float = 0.01) -> dict[tuple[str, int], dict[str, Any]]:
+    """(run_name, step) → the kl_steps row, for every step that logs a numeric KL value."""
+    names = {n for pair in KL_FAMILIES.values() for n in pair}
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for run in run_dirs(root):
+        live = live_numbers(run)
+        p = run / "metrics.jsonl"
+        # Any write of metrics.jsonl counts here, a superseded one too (pre_resume copies don't).
+        writes_over = p.is_file() and any(
+            step is not None and key in names and _is_number(v) and not _isnan(float(v))
+            and float(v) > threshold for step, key, v, _ in metric_rows(p))
+        for step in sorted({s for s, k in live if k in names}):
+            row: dict[str, Any] = {}
+            for fam, (prefixed, bare) in KL_FAMILIES.items():
+                row[fam] = live.get((step, prefixed), live.get((step, bare)))
+            values = [v for v in row.values() if v is not None]
+            row["is_nan"] = any(_isnan(v) for v in values)
+            row["is_over"] = any(not _isnan(v) and v > threshold for v in values)
+            row["run_writes_over"] = writes_over
+            out[(run_name(root, run), step)] = row
+    return out
+
+
 def all_kl_writes(run: Path) -> list[float]:
     """Every KL value ever written for the run, superseded and pre_resume copies included."""
     names = {n for pair in KL_FAMILIES.values() for n in pair}
