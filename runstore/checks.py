@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence, Union, cast, get_args
 
@@ -391,8 +392,11 @@ def resolve_rules(*, threshold: float | None = None, rules: Iterable[RuleLike] |
 # ---------------------------------------------------------------------------------------------
 # Evaluating
 
-# The fixed part of the query. Rules travel as bound lists (unnested into the `rules` and
-# `rule_keys` relations), so no name or number from a user is ever part of this text.
+# The fixed part of the query. Rules travel as bound lists (unnested into the `rules`,
+# `rule_keys` and `kl_series` relations), so no name or number from a user is ever part of
+# this text. A series of a KL family is read from the `kl_steps` view, the one home of the KL
+# merge rules (which spelling counts, latest write wins, strings supersede numbers); every
+# other series from `metrics`. `check_query` drops the branch of `picked` a rule set does not use.
 _QUERY = """
 with rules as (
     select unnest($rule_idx) as rule_idx, unnest($rule_name) as rule,
@@ -404,7 +408,12 @@ rule_keys as (
     select unnest($key_rule) as rule_idx, unnest($key_series) as series,
            unnest($key_name) as key, unnest($key_pref) as pref
 ),
-picked as (
+kl_series as (
+    -- The rules' series that are a KL family, and which `kl_steps` column holds it.
+    select unnest($kl_rule) as rule_idx, unnest($kl_series) as series,
+           unnest($kl_column) as kl_column
+),
+metric_values as (
     -- One value per (run, step, rule, series): the preferred spelling's live value, NaN kept.
     -- Strings and booleans have no numeric value and are not compared.
     select m.run_id, m.step, k.rule_idx, k.series, arg_min(m.value, k.pref) as value
@@ -412,6 +421,18 @@ picked as (
     join rule_keys as k on k.key = m.key
     where m.value is not null and list_contains($keys, m.key)
     group by m.run_id, m.step, k.rule_idx, k.series
+),
+kl_values as (
+    select s.rule_idx, s.series, k.run_id, k.step,
+           case s.kl_column when 'v1' then k.v1 else k.v2 end as value
+    from kl_steps as k
+    cross join kl_series as s
+    where (case s.kl_column when 'v1' then k.v1 else k.v2 end) is not null
+),
+picked as (
+    select run_id, step, rule_idx, series, value from metric_values
+    union all
+    select run_id, step, rule_idx, series, value from kl_values
 ),
 steps as (
     -- One row per (run, rule, step that logs the rule's metrics). NaN > x is true in DuckDB
@@ -467,13 +488,38 @@ left join runs as u on u.run_id = f.run_id
 order by u.run_name, f.rule_idx
 """
 
+# The KL families and the `kl_steps` column that holds each.
+KL_COLUMNS = {family("optim/kl_sample_train_v1"): "v1", family("optim/kl_sample_train_v2"): "v2"}
+
+
+def _over_runs_only(rules: Sequence[Rule], kl_threshold: float | None) -> bool:
+    """Whether every run that can fire a KL rule has `kl_steps.run_writes_over`, so the KL
+    values may be read for those runs alone (the filter prunes the scan; see kl_steps.sql).
+
+    True when each rule that reads a KL family reads only KL families and fires only above a
+    value no lower than the store's `kl_threshold`: a step over it then has a KL value above
+    the threshold, a write of the run above it.
+    """
+    if kl_threshold is None:
+        return False
+    for r in rules:
+        kl = [f in KL_COLUMNS for f in r.families]
+        if not any(kl):
+            continue
+        if not all(kl) or not ((r.op == ">" and r.value >= kl_threshold)
+                               or (r.op == ">=" and r.value > kl_threshold)):
+            return False
+    return True
+
 
 def check_query(rules: Sequence[Rule], *, runs: str | None = None,
-                since_step: int | None = None) -> tuple[str, dict[str, Any]]:
-    """`(sql, params)` evaluating every rule in one statement (for `Store.arrow`)."""
-    import sqlglot
-    from sqlglot import exp
+                since_step: int | None = None,
+                kl_threshold: float | None = None) -> tuple[str, dict[str, Any]]:
+    """`(sql, params)` evaluating every rule in one statement (for `Store.arrow`).
 
+    `kl_threshold` is the `kl_threshold` setting the query will see; when given, rule sets
+    that only fire above it read the KL values of the runs with a KL write above it alone.
+    """
     if not rules:
         raise UsageError("no rules to check")
     params: dict[str, Any] = {
@@ -482,9 +528,15 @@ def check_query(rules: Sequence[Rule], *, runs: str | None = None,
         "rule_op": [r.op for r in rules],
         "rule_value": [r.value for r in rules],
         "key_rule": [], "key_series": [], "key_name": [], "key_pref": [],
+        "kl_rule": [], "kl_series": [], "kl_column": [],
     }
     for i, r in enumerate(rules):
         for s, keys in enumerate(r.families):
+            if keys in KL_COLUMNS:
+                params["kl_rule"].append(i)
+                params["kl_series"].append(s)
+                params["kl_column"].append(KL_COLUMNS[keys])
+                continue
             for pref, key in enumerate(keys):
                 params["key_rule"].append(i)
                 params["key_series"].append(s)
@@ -493,27 +545,70 @@ def check_query(rules: Sequence[Rule], *, runs: str | None = None,
     # The key list again as one filter on `metrics.key`: a filter on a partition column of the
     # view's window, which DuckDB pushes below the window (a join alone would not be).
     params["keys"] = sorted(set(params["key_name"]))
-    tree = sqlglot.parse_one(_QUERY, read="duckdb")
-    picked = next(c.this for c in tree.find_all(exp.CTE) if c.alias == "picked")
-    m = lambda name: exp.column(name, table="m")  # noqa: E731 - a local shorthand
     if since_step is not None:
         if isinstance(since_step, bool) or not isinstance(since_step, int):
             raise UsageError(f"since_step must be a whole step number, got {since_step!r}")
-        picked.where(m("step") >= exp.Placeholder(this="since_step"), copy=False)
         params["since_step"] = since_step
     if runs is not None:
-        named = (exp.select("run_id").from_("runs")
-                 .where(exp.Glob(this=exp.column("run_name"),
-                                 expression=exp.Placeholder(this="runs"))))
-        picked.where(m("run_id").isin(query=named), copy=False)
         params["runs"] = runs
-    return tree.sql(dialect="duckdb"), params
+    metrics_used, kl_used = bool(params["key_name"]), bool(params["kl_rule"])
+    unused = [] if metrics_used else ["key_rule", "key_series", "key_name", "key_pref", "keys"]
+    unused += [] if kl_used else ["kl_rule", "kl_series", "kl_column"]
+    for name in unused:  # their relations are left out of the statement
+        del params[name]
+    sql = _query_text(metrics_used, kl_used, since_step is not None, runs is not None,
+                      kl_used and _over_runs_only(rules, kl_threshold))
+    return sql, params
+
+
+@lru_cache(maxsize=64)
+def _query_text(metrics_used: bool, kl_used: bool, since_step: bool, runs: bool,
+                over_runs_only: bool) -> str:
+    """The statement for one shape of rule set (its values are all params): generated once."""
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(_QUERY, read="duckdb")
+    ctes = {c.alias: c for c in tree.find_all(exp.CTE)}
+    # Only the branches of `picked` that some rule reads, with their relations: an unused
+    # branch would still scan its table.
+    used = {"metric_values": metrics_used, "kl_values": kl_used}
+    inputs = {"metric_values": "rule_keys", "kl_values": "kl_series"}
+    selects = [exp.select("run_id", "step", "rule_idx", "series", "value").from_(name)
+               for name, is_used in used.items() if is_used]
+    ctes["picked"].set("this", selects[0] if len(selects) == 1
+                       else exp.union(*selects, distinct=False))
+    for name, is_used in used.items():
+        if not is_used:
+            ctes[name].pop()
+            ctes[inputs[name]].pop()
+    m = lambda name: exp.column(name, table="m")  # noqa: E731 - a local shorthand
+    k = lambda name: exp.column(name, table="k")  # noqa: E731
+    branches = [(ctes[n].this, col) for n, col in (("metric_values", m), ("kl_values", k))
+                if used[n]]
+    for select, col in branches:
+        if since_step:
+            select.where(col("step") >= exp.Placeholder(this="since_step"), copy=False)
+        if runs:
+            named = (exp.select("run_id").from_("runs")
+                     .where(exp.Glob(this=exp.column("run_name"),
+                                     expression=exp.Placeholder(this="runs"))))
+            select.where(col("run_id").isin(query=named), copy=False)
+    if over_runs_only:
+        ctes["kl_values"].this.where(k("run_writes_over"), copy=False)
+    return tree.sql(dialect="duckdb")
 
 
 def evaluate(store: "Store", rules: Sequence[Rule], *, runs: str | None = None,
              since_step: int | None = None) -> pa.Table:
     """Every (run, rule) that fires, as Arrow: `run_id` then the `COLUMNS`, by run name."""
-    return store.arrow(*check_query(rules, runs=runs, since_step=since_step))
+    try:
+        setting = store.settings().get("kl_threshold")
+    except StoreNotFound:
+        setting = None
+    kl_threshold = float(setting) if isinstance(setting, (int, float)) else None
+    return store.arrow(*check_query(rules, runs=runs, since_step=since_step,
+                                    kl_threshold=kl_threshold))
 
 
 def run_check(store: "Store", *, threshold: float | None = None,
