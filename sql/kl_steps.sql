@@ -14,19 +14,20 @@
 -- @column v2: KL v2 at this step as logged (NaN and ±Infinity kept); null when the step logs no numeric v2
 -- @column is_nan: true when v1 or v2 is NaN
 -- @column is_over: true when v1 or v2 is above the threshold (NaN never is)
--- @column run_writes_over: true on every step of a run with a live KL write above the threshold at some step, even one a later write supersedes; false on every step of the other runs, which have no step over. Filtering on it reads only the pages of the runs that can be over
+-- @column run_writes_over: true on every step of a run that has a KL write above the threshold stored anywhere (a superseded write, a `pre_resume` copy or a step-less row too), false on every step of the other runs, which have no step over. Filtering on it reads only the pages of the runs that can be over
 with threshold as (
     -- Named once: each scalar subquery on `settings` is one more join to plan.
     select value_num as t from settings where name = 'kl_threshold'
 ),
 over_runs as (
-    -- Runs with a KL write above the threshold. Cheap: the Parquet scan skips every page of
-    -- the KL keys whose largest value is below it (`metrics_raw` is grouped by key).
+    -- Runs with a stored KL write above the threshold. Cheap: the scan skips every page of
+    -- the KL keys whose largest value is below it (`metrics_raw` is grouped by key). Any
+    -- write counts, including superseded ones and `pre_resume` copies: a superset of the runs
+    -- with a step over is all the fast paths need, and each further condition costs a column.
     select distinct run_id
     from metrics_raw
     where key in ('optim/kl_sample_train_v1', 'optim/kl_sample_train_v2',
                   'kl_sample_train_v1', 'kl_sample_train_v2')
-      and step is not null and not coalesce(pre_resume, false)
       and value > (select t from threshold)
       and not isnan(value)
 ),

@@ -344,11 +344,8 @@ def kl_steps(root: Path, threshold: float = 0.01) -> dict[tuple[str, int], dict[
     out: dict[tuple[str, int], dict[str, Any]] = {}
     for run in run_dirs(root):
         live = live_numbers(run)
-        p = run / "metrics.jsonl"
-        # Any write of metrics.jsonl counts here, a superseded one too (pre_resume copies don't).
-        writes_over = p.is_file() and any(
-            step is not None and key in names and _is_number(v) and not _isnan(float(v))
-            and float(v) > threshold for step, key, v, _ in metric_rows(p))
+        # Any stored write counts: superseded ones, pre_resume copies, step-less rows.
+        writes_over = any(not _isnan(v) and v > threshold for v in all_kl_writes(run))
         for step in sorted({s for s, k in live if k in names}):
             row: dict[str, Any] = {}
             for fam, (prefixed, bare) in KL_FAMILIES.items():
