@@ -2,9 +2,10 @@
 
 Contract: a `Rule` is a metric family (one or more metric names), a comparison (`>`, `>=`,
 `<`, `<=`) and a finite number. `evaluate(store, rules)` runs every rule over the `metrics`
-view (live values only: the latest write of each step, no `pre_resume` copies) in one query
-and returns one row per (run, rule) that fires: `run_name, rule, first_step, last_step,
-steps_over, longest_streak, peak, latest, status` (plus `run_id` for callers that track runs).
+view (live values only: the latest write of each step, no `pre_resume` copies), KL families
+over the `kl_steps` view that holds their rules, in one query and returns one row per (run,
+rule) that fires: `run_name, rule, first_step, last_step, steps_over, longest_streak, peak,
+latest, status` (plus `run_id` for callers that track runs).
 
 Semantics, the same as the `kl_health` view's for KL (a test holds the two together):
 
