@@ -1,7 +1,12 @@
-"""Write the benchmark run tree: `python bench/make_tree.py OUT_DIR [--runs N] [--steps S] [--seed K]`.
+"""Write the benchmark run tree: `python bench/make_tree.py OUT_DIR [--runs N] [--steps S] [--seed K] [--profile real|wide]`.
 
 A thin CLI around `runstore.demo.generate_tree(bench_specs(...))`. Prints the time taken and
 the size written. Uses two worker processes by default (the benchmark machine has two cores).
+
+`--profile real` (the default) writes what tinker-cookbook 0.6.1's writers write for such runs:
+the metric keys, their order and value types of each era's rows, each era's resume rule, SDK
+spans where tracing is on (see `bench_specs` and docs/benchmarks.md). `--profile wide` pads every
+row to ~60 keys with invented per-tag env families (the tree of the earlier benchmark figures).
 """
 
 from __future__ import annotations
@@ -22,12 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--profile", choices=("real", "wide"), default="real")
     args = parser.parse_args(argv)
 
     from runstore import demo
 
     start = time.perf_counter()
-    specs = demo.generate_tree(args.out_dir, demo.bench_specs(args.runs, args.steps),
+    specs = demo.generate_tree(args.out_dir, demo.bench_specs(args.runs, args.steps, profile=args.profile),
                                seed=args.seed, workers=args.workers)
     elapsed = time.perf_counter() - start
     size = _tree_bytes(args.out_dir)

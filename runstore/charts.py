@@ -6,7 +6,8 @@ Contract
   `plot_rewards(store, runs=, color_by=, smooth=)` and `plot_spans(store, run, step=)` return a
   `plotly.graph_objects.Figure`. Every number they draw comes from one read-only query over the
   store's tables and canned views (`Store.arrow`, values as bound parameters): `metrics`,
-  `kl_health`, `reward_trends`, `spans`, `config`. Nothing is recomputed from source files.
+  `kl_steps`, `kl_health`, `reward_trends`, `spans`, `config`. Nothing is recomputed from
+  source files.
 * `runs` is a GLOB over `run_name` (`*` matches `/` too); `color_by` is a flattened config key
   (`learning_rate`, `dataset_builder.group_size`): runs get one colour per value of that key,
   numbers on an ordered scale, text on a qualitative palette, runs without the key in grey.
@@ -396,29 +397,21 @@ def plot_metric(store: "Store", keys: str | Sequence[str], *, runs: str | None =
 
 def kl_series(store: "Store", runs: str | None = None,
               threshold: float | None = None) -> Any:
-    """KL per run and step, families merged as `kl_health` merges them (prefixed name wins):
-    Arrow `run_name, step, v1, v2, flagged, threshold`, flagged runs last."""
+    """KL per run and step from the `kl_steps` view (the KL merge rules live there), flagged as
+    `kl_health` flags: Arrow `run_name, step, v1, v2, flagged, threshold`, flagged runs last."""
     params: dict[str, Any] = _runs_params(runs)
     if threshold is not None:
         params["kl_threshold"] = threshold
-    # The same family merge as kl_health's `kl` step (constants, not user values, in the text).
+    # `kl_health where flagged` alone, not joined whole: that filter lets it read only the
+    # runs that can be flagged (see kl_steps.sql).
     return store.arrow(
-        "with kl as ("
-        " select m.run_id, m.step,"
-        "  coalesce(max(case when m.key = 'optim/kl_sample_train_v1' then m.value end),"
-        "           max(case when m.key = 'kl_sample_train_v1' then m.value end)) as v1,"
-        "  coalesce(max(case when m.key = 'optim/kl_sample_train_v2' then m.value end),"
-        "           max(case when m.key = 'kl_sample_train_v2' then m.value end)) as v2"
-        " from metrics as m"
-        " where m.key in ('optim/kl_sample_train_v1', 'optim/kl_sample_train_v2',"
-        "                 'kl_sample_train_v1', 'kl_sample_train_v2') and m.value is not null"
-        " group by m.run_id, m.step)"
-        " select r.run_name, kl.step, kl.v1, kl.v2, coalesce(h.flagged, false) as flagged,"
+        "select r.run_name, k.step, k.v1, k.v2, coalesce(h.flagged, false) as flagged,"
         "  (select value_num from settings where name = 'kl_threshold') as threshold"
-        " from kl join runs as r on r.run_id = kl.run_id"
-        " left join kl_health as h on h.run_id = kl.run_id"
+        " from kl_steps as k join runs as r on r.run_id = k.run_id"
+        " left join (select run_id, flagged from kl_health where flagged) as h"
+        "  on h.run_id = k.run_id"
         f" where {RUNS_FILTER}"
-        " order by coalesce(h.flagged, false), r.run_name, kl.step", params)
+        " order by coalesce(h.flagged, false), r.run_name, k.step", params)
 
 
 def plot_kl(store: "Store", *, runs: str | None = None, threshold: float | None = None,

@@ -2,13 +2,14 @@
 
 Contract: a `Rule` is a metric family (one or more metric names), a comparison (`>`, `>=`,
 `<`, `<=`) and a finite number. `evaluate(store, rules)` runs every rule over the `metrics`
-view (live values only: the latest write of each step, no `pre_resume` copies) in one query
-and returns one row per (run, rule) that fires: `run_name, rule, first_step, last_step,
-steps_over, longest_streak, peak, latest, status` (plus `run_id` for callers that track runs;
-`status` is `run_status`'s, as of the query). `check(store, ...)` is `runstore check`: it also
-refuses a rule whose metric no run in the store has logged (`keys.UnknownKey`, naming the
-closest logged keys; the default KL rule excepted) and returns a `CheckResult` whose
-`summary()` is one line saying how many runs each rule fired for and how many it checked.
+view (live values only: the latest write of each step, no `pre_resume` copies), KL families
+over the `kl_steps` view that holds their rules, in one query and returns one row per (run,
+rule) that fires: `run_name, rule, first_step, last_step, steps_over, longest_streak, peak,
+latest, status` (plus `run_id` for callers that track runs; `status` is `run_status`'s, as of
+the query). `check(store, ...)` is `runstore check`: it also refuses a rule whose metric no
+run in the store has logged (`keys.UnknownKey`, naming the closest logged keys; the default
+KL rule excepted) and returns a `CheckResult` whose `summary()` is one line saying how many
+runs each rule fired for and how many it checked.
 
 Semantics, the same as the `kl_health` view's for KL (a test holds the two together):
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence, Union, cast, get_args
 
@@ -395,8 +397,11 @@ def resolve_rules(*, threshold: float | None = None, rules: Iterable[RuleLike] |
 # ---------------------------------------------------------------------------------------------
 # Evaluating
 
-# The fixed part of the query. Rules travel as bound lists (unnested into the `rules` and
-# `rule_keys` relations), so no name or number from a user is ever part of this text.
+# The fixed part of the query. Rules travel as bound lists (unnested into the `rules`,
+# `rule_keys` and `kl_series` relations), so no name or number from a user is ever part of
+# this text. A series of a KL family is read from the `kl_steps` view, the one home of the KL
+# merge rules (which spelling counts, latest write wins, strings supersede numbers); every
+# other series from `metrics`. `check_query` drops the branch of `picked` a rule set does not use.
 _QUERY = """
 with rules as (
     select unnest($rule_idx) as rule_idx, unnest($rule_name) as rule,
@@ -408,7 +413,12 @@ rule_keys as (
     select unnest($key_rule) as rule_idx, unnest($key_series) as series,
            unnest($key_name) as key, unnest($key_pref) as pref
 ),
-picked as (
+kl_series as (
+    -- The rules' series that are a KL family, and which `kl_steps` column holds it.
+    select unnest($kl_rule) as rule_idx, unnest($kl_series) as series,
+           unnest($kl_column) as kl_column
+),
+metric_values as (
     -- One value per (run, step, rule, series): the preferred spelling's live value, NaN kept.
     -- Strings and booleans have no numeric value and are not compared.
     select m.run_id, m.step, k.rule_idx, k.series, arg_min(m.value, k.pref) as value
@@ -416,6 +426,18 @@ picked as (
     join rule_keys as k on k.key = m.key
     where m.value is not null and list_contains($keys, m.key)
     group by m.run_id, m.step, k.rule_idx, k.series
+),
+kl_values as (
+    select s.rule_idx, s.series, k.run_id, k.step,
+           case s.kl_column when 'v1' then k.v1 else k.v2 end as value
+    from kl_steps as k
+    cross join kl_series as s
+    where (case s.kl_column when 'v1' then k.v1 else k.v2 end) is not null
+),
+picked as (
+    select run_id, step, rule_idx, series, value from metric_values
+    union all
+    select run_id, step, rule_idx, series, value from kl_values
 ),
 steps as (
     -- One row per (run, rule, step that logs the rule's metrics). NaN > x is true in DuckDB
@@ -468,6 +490,28 @@ scope as (
     -- The runs the check covers (the --runs filter is added here too).
     select count(*) as n from runs
 ),
+kl_keys as (
+    -- The stored keys of each KL series (for `kl_logged`).
+    select unnest($klk_rule) as rule_idx, unnest($klk_name) as key
+),
+kl_logged as (
+    -- The runs each KL series was checked on: every run with a numeric live-file KL write of
+    -- the series' family. `kl_values` may read only the runs with a KL write over the
+    -- threshold (the fast path), so the count cannot come from it; this cheap scan gives the
+    -- same count on both paths. (It counts a run whose every KL number was superseded by a
+    -- string, which `kl_steps` leaves out: "checked" means "logged a KL number".)
+    select distinct k.rule_idx, m.run_id
+    from metrics_raw as m
+    join kl_keys as k on k.key = m.key
+    where list_contains($kl_keys, m.key) and m.step is not null and m.value is not null
+      and not coalesce(m.pre_resume, false)
+),
+seen as (
+    -- One row per (rule, run) the rule was checked on.
+    select rule_idx, run_id from outcome
+    union
+    select rule_idx, run_id from kl_logged
+),
 answer as (
     -- Part 0: one row per (run, rule) that fired. Part 1: one row per rule with its counts.
     -- The parts come in that order, so the fired rows are a prefix of the result and callers
@@ -483,22 +527,48 @@ answer as (
     where f.fired
     union all
     select 1, null, null, r.rule, null, null, null, null, null, null, null, r.rule_idx,
-           count(f.run_id), count(f.run_id) filter (where f.fired), (select n from scope)
+           count(s.run_id), count(s.run_id) filter (where f.fired), (select n from scope)
     from rules as r
-    left join outcome as f on f.rule_idx = r.rule_idx
+    left join seen as s on s.rule_idx = r.rule_idx
+    left join outcome as f on f.rule_idx = s.rule_idx and f.run_id = s.run_id
     group by r.rule_idx, r.rule
 )
 select * exclude (part) from answer
 order by part, run_name, rule_idx
 """
 
+# The KL families and the `kl_steps` column that holds each.
+KL_COLUMNS = {family("optim/kl_sample_train_v1"): "v1", family("optim/kl_sample_train_v2"): "v2"}
+
+
+def _over_runs_only(rules: Sequence[Rule], kl_threshold: float | None) -> bool:
+    """Whether every run that can fire a KL rule has `kl_steps.run_writes_over`, so the KL
+    values may be read for those runs alone (the filter prunes the scan; see kl_steps.sql).
+
+    True when each rule that reads a KL family reads only KL families and fires only above a
+    value no lower than the store's `kl_threshold`: a step over it then has a KL value above
+    the threshold, a write of the run above it.
+    """
+    if kl_threshold is None:
+        return False
+    for r in rules:
+        kl = [f in KL_COLUMNS for f in r.families]
+        if not any(kl):
+            continue
+        if not all(kl) or not ((r.op == ">" and r.value >= kl_threshold)
+                               or (r.op == ">=" and r.value > kl_threshold)):
+            return False
+    return True
+
 
 def check_query(rules: Sequence[Rule], *, runs: str | None = None,
-                since_step: int | None = None) -> tuple[str, dict[str, Any]]:
-    """`(sql, params)` evaluating every rule in one statement (for `Store.arrow`)."""
-    import sqlglot
-    from sqlglot import exp
+                since_step: int | None = None,
+                kl_threshold: float | None = None) -> tuple[str, dict[str, Any]]:
+    """`(sql, params)` evaluating every rule in one statement (for `Store.arrow`).
 
+    `kl_threshold` is the `kl_threshold` setting the query will see; when given, rule sets
+    that only fire above it read the KL values of the runs with a KL write above it alone.
+    """
     if not rules:
         raise UsageError("no rules to check")
     params: dict[str, Any] = {
@@ -507,9 +577,17 @@ def check_query(rules: Sequence[Rule], *, runs: str | None = None,
         "rule_op": [r.op for r in rules],
         "rule_value": [r.value for r in rules],
         "key_rule": [], "key_series": [], "key_name": [], "key_pref": [],
+        "kl_rule": [], "kl_series": [], "kl_column": [], "klk_rule": [], "klk_name": [],
     }
     for i, r in enumerate(rules):
         for s, keys in enumerate(r.families):
+            if keys in KL_COLUMNS:
+                params["kl_rule"].append(i)
+                params["kl_series"].append(s)
+                params["kl_column"].append(KL_COLUMNS[keys])
+                params["klk_rule"] += [i] * len(keys)
+                params["klk_name"] += list(keys)
+                continue
             for pref, key in enumerate(keys):
                 params["key_rule"].append(i)
                 params["key_series"].append(s)
@@ -518,29 +596,89 @@ def check_query(rules: Sequence[Rule], *, runs: str | None = None,
     # The key list again as one filter on `metrics.key`: a filter on a partition column of the
     # view's window, which DuckDB pushes below the window (a join alone would not be).
     params["keys"] = sorted(set(params["key_name"]))
-    tree = sqlglot.parse_one(_QUERY, read="duckdb")
-    picked = next(c.this for c in tree.find_all(exp.CTE) if c.alias == "picked")
-    m = lambda name: exp.column(name, table="m")  # noqa: E731 - a local shorthand
     if since_step is not None:
         if isinstance(since_step, bool) or not isinstance(since_step, int):
             raise UsageError(f"since_step must be a whole step number, got {since_step!r}")
-        picked.where(m("step") >= exp.Placeholder(this="since_step"), copy=False)
         params["since_step"] = since_step
     if runs is not None:
-        glob = exp.Glob(this=exp.column("run_name"), expression=exp.Placeholder(this="runs"))
-        named = exp.select("run_id").from_("runs").where(glob.copy())
-        picked.where(m("run_id").isin(query=named), copy=False)
-        scope = next(c.this for c in tree.find_all(exp.CTE) if c.alias == "scope")
-        scope.where(glob, copy=False)
         params["runs"] = runs
-    return tree.sql(dialect="duckdb"), params
+    metrics_used, kl_used = bool(params["key_name"]), bool(params["kl_rule"])
+    unused = [] if metrics_used else ["key_rule", "key_series", "key_name", "key_pref", "keys"]
+    unused += [] if kl_used else ["kl_rule", "kl_series", "kl_column"]
+    over_runs_only = kl_used and _over_runs_only(rules, kl_threshold)
+    if kl_used:
+        params["kl_keys"] = sorted(set(params["klk_name"]))
+    else:
+        unused += ["klk_rule", "klk_name"]
+    for name in unused:  # their relations are left out of the statement
+        del params[name]
+    sql = _query_text(metrics_used, kl_used, since_step is not None, runs is not None,
+                      over_runs_only)
+    return sql, params
+
+
+@lru_cache(maxsize=64)
+def _query_text(metrics_used: bool, kl_used: bool, since_step: bool, runs: bool,
+                over_runs_only: bool) -> str:
+    """The statement for one shape of rule set (its values are all params): generated once."""
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(_QUERY, read="duckdb")
+    ctes = {c.alias: c for c in tree.find_all(exp.CTE)}
+    # Only the branches of `picked` that some rule reads, with their relations: an unused
+    # branch would still scan its table.
+    used = {"metric_values": metrics_used, "kl_values": kl_used}
+    inputs = {"metric_values": "rule_keys", "kl_values": "kl_series"}
+    selects = [exp.select("run_id", "step", "rule_idx", "series", "value").from_(name)
+               for name, is_used in used.items() if is_used]
+    ctes["picked"].set("this", selects[0] if len(selects) == 1
+                       else exp.union(*selects, distinct=False))
+    for name, is_used in used.items():
+        if not is_used:
+            ctes[name].pop()
+            ctes[inputs[name]].pop()
+    m = lambda name: exp.column(name, table="m")  # noqa: E731 - a local shorthand
+    k = lambda name: exp.column(name, table="k")  # noqa: E731
+    branches = [(ctes[n].this, col) for n, col in (("metric_values", m), ("kl_values", k))
+                if used[n]]
+    for select, col in branches:
+        if since_step:
+            select.where(col("step") >= exp.Placeholder(this="since_step"), copy=False)
+        if runs:
+            named = (exp.select("run_id").from_("runs")
+                     .where(exp.Glob(this=exp.column("run_name"),
+                                     expression=exp.Placeholder(this="runs"))))
+            select.where(col("run_id").isin(query=named), copy=False)
+    logged = ctes["kl_logged"].this
+    if since_step:
+        logged.where(m("step") >= exp.Placeholder(this="since_step"), copy=False)
+    if runs:
+        glob = exp.Glob(this=exp.column("run_name"), expression=exp.Placeholder(this="runs"))
+        logged.where(m("run_id").isin(query=exp.select("run_id").from_("runs").where(glob)),
+                     copy=False)
+        ctes["scope"].this.where(glob.copy(), copy=False)
+    if over_runs_only:
+        ctes["kl_values"].this.where(k("run_writes_over"), copy=False)
+    if not kl_used:  # no KL series: `outcome` alone says which runs were checked
+        seen = ctes["seen"].this
+        ctes["seen"].set("this", seen.this.copy())
+        ctes["kl_logged"].pop()
+        ctes["kl_keys"].pop()
+    return tree.sql(dialect="duckdb")
 
 
 def _answer(store: "Store", rules: Sequence[Rule], runs: str | None,
             since_step: int | None) -> tuple[pa.Table, list[dict[str, Any]]]:
     """The check query's two parts: the fired rows (`run_id`, the `COLUMNS`, `rule_idx`) and
     one dict per rule (`rule_idx`, `checked`, `fired_runs`, `scope_runs`)."""
-    table = store.arrow(*check_query(rules, runs=runs, since_step=since_step))
+    try:
+        setting = store.settings().get("kl_threshold")
+    except StoreNotFound:
+        setting = None
+    kl_threshold = float(setting) if isinstance(setting, (int, float)) else None
+    table = store.arrow(*check_query(rules, runs=runs, since_step=since_step,
+                                     kl_threshold=kl_threshold))
     n_fired = table.num_rows - len(rules)
     counts = table.slice(n_fired).select(["rule_idx", "checked", "fired_runs", "scope_runs"])
     return table.slice(0, n_fired).select(["run_id", *COLUMNS, "rule_idx"]), counts.to_pylist()

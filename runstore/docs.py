@@ -90,17 +90,15 @@ order by run_name""",
         {"kl_threshold": 0.002}),
     Question(
         "At which steps exactly was the KL above the threshold, and how high?",
-        "The `metrics` view holds the live value of every (run, step, key). NaN is excluded "
-        "before comparing, because `NaN > 0.01` is true in DuckDB.",
+        "`kl_steps` has one row per run and step that logs KL, with the value that counts for "
+        "each family (the prefixed spelling first, the latest write, strings superseding "
+        "numbers) and `is_over`, which NaN never is.",
         """\
-select r.run_name, m.step, m.key, round(m.value, 4) as value
-from metrics as m
+select r.run_name, k.step, round(k.v1, 4) as v1, round(k.v2, 4) as v2
+from kl_steps as k
 join runs as r using (run_id)
-where m.key in ('optim/kl_sample_train_v1', 'optim/kl_sample_train_v2',
-                'kl_sample_train_v1', 'kl_sample_train_v2')
-  and not isnan(m.value)
-  and m.value > (select value_num from settings where name = 'kl_threshold')
-order by r.run_name, m.step, m.key
+where k.is_over
+order by r.run_name, k.step
 limit 8"""),
     Question(
         "Which runs were resumed, and what did the resume overwrite?",

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import re
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any, Iterator
 
 from .errors import QueryError
@@ -109,7 +110,17 @@ def refuse(found: str) -> QueryError:
 
 
 def guard(query: str) -> list[str]:
-    """Check that `query` is one read-only query; the `$name` parameters it uses."""
+    """Check that `query` is one read-only query; the `$name` parameters it uses.
+
+    The answer depends on the text alone, so it is kept for the texts seen last: the library
+    runs the same statements again and again (`runstore check`'s query is ~100 lines, whose
+    parse costs more than running it).
+    """
+    return list(_guard(query))
+
+
+@lru_cache(maxsize=256)
+def _guard(query: str) -> tuple[str, ...]:
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import ParseError, TokenError
@@ -142,7 +153,7 @@ def guard(query: str) -> list[str]:
     if not isinstance(tree, _query_types()):
         raise refuse(words[0] if words[0] not in QUERY_KEYWORDS else tree.key.upper())
     _check_nodes(tree, refuse)
-    return sorted({p.name for p in tree.find_all(exp.Placeholder) if p.name})
+    return tuple(sorted({p.name for p in tree.find_all(exp.Placeholder) if p.name}))
 
 
 def _check_nodes(tree: Any, fail: Any) -> None:

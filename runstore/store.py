@@ -309,7 +309,7 @@ class Store:
 
         Example:
             >>> [v.name for v in store.views()][:3]
-            ['metrics', 'eval_metrics', 'kl_health']
+            ['metrics', 'eval_metrics', 'kl_steps']
             >>> dict(next(v for v in store.views() if v.name == "kl_health").columns)["flagged"]
             'true when any step is over the threshold'
         """

@@ -1,5 +1,6 @@
 -- KL health: one row per run that logs any KL metric, with how high, when and how long its
--- KL between the sampling and the training policy went above the threshold.
+-- KL between the sampling and the training policy went above the threshold. Built on
+-- `kl_steps`, which holds the rules below (one row per run and KL step).
 -- The KL families are `optim/kl_sample_train_v1` / `optim/kl_sample_train_v2` (0.6.x) and the
 -- same names without `optim/` (older releases); when a step logs both spellings the prefixed
 -- one is used. Only live values count (the `metrics` view: the latest write of each step, no
@@ -19,51 +20,31 @@
 -- @column longest_streak_over: most consecutive KL-logging steps all over the threshold (0 when none); a logged step that is not over (a NaN one included) ends a streak, a step that logs no KL does not
 -- @column nan_steps: number of steps where v1 or v2 is NaN
 -- @column flagged: true when any step is over the threshold
-with kl as (
-    -- One row per (run, step) with both families. Reads `metrics_raw` directly (the latest
-    -- write per key on the write order) rather than the `metrics` view: the same rule, but one
-    -- aggregation instead of a window over every metric. Per family, the prefixed name's
-    -- latest write is used when it is a number, else the unprefixed name's latest write.
-    -- arg_max_null keeps a latest write that has no number (a string: value null), so a
-    -- number it superseded is not used; Spark's and Trino's max_by behave so already.
-    select run_id, step,
-           coalesce(arg_max_null(value, seq) filter (where key = 'optim/kl_sample_train_v1'),
-                    arg_max_null(value, seq) filter (where key = 'kl_sample_train_v1')) as v1,
-           coalesce(arg_max_null(value, seq) filter (where key = 'optim/kl_sample_train_v2'),
-                    arg_max_null(value, seq) filter (where key = 'kl_sample_train_v2')) as v2
-    from metrics_raw
-    where key in ('optim/kl_sample_train_v1', 'optim/kl_sample_train_v2',
-                  'kl_sample_train_v1', 'kl_sample_train_v2')
-      and step is not null and not coalesce(pre_resume, false)
-    group by run_id, step
-),
-flags as (
-    -- NaN > 0.01 is true in DuckDB (and Spark): NaN sorts above every number. So NaN is
-    -- tested first and never reaches the comparison; +Infinity > 0.01 is true, as it should be.
-    select run_id, step, v1, v2,
-           coalesce(isnan(v1), false) or coalesce(isnan(v2), false) as is_nan,
-           coalesce(not isnan(v1) and v1 > (select value_num from settings where name = 'kl_threshold'), false)
-           or coalesce(not isnan(v2) and v2 > (select value_num from settings where name = 'kl_threshold'), false)
-               as is_over
-    from kl
-    where v1 is not null or v2 is not null  -- a step whose KL writes are all strings logs none
-),
-islands as (
-    -- Gaps and islands: the number of not-over steps so far is the same for every step of a
-    -- streak of over-steps (and for the not-over step just before it).
+with islands as (
+    -- Gaps and islands, over the runs with a KL write above the threshold only: the number
+    -- of not-over steps so far is the same for every step of a streak of over-steps.
     select run_id, step, v1, v2, is_nan, is_over,
            count(case when not is_over then 1 end)
-               over (partition by run_id order by step rows between unbounded preceding and current row)
-               as island
-    from flags
+               over (partition by run_id order by step
+                     rows between unbounded preceding and current row) as island
+    from kl_steps
+    where run_writes_over
 ),
-streaks as (
+steps as (
     -- The length of each over-step's streak; 0 on not-over steps, which share one partition
     -- per run (a partition per island would be one per not-over step, and slow).
-    select run_id, step, v1, v2, is_nan, is_over,
+    select run_id, step, v1, v2, is_nan, is_over, true as run_writes_over,
            count(case when is_over then 1 end)
                over (partition by run_id, case when is_over then island end) as streak
     from islands
+    union all
+    -- The other runs have no step over, hence no streak. Saying so with constants lets a
+    -- filter on `flagged` (which implies `run_writes_over`) drop this branch unread, and
+    -- the windows above see only the runs that can be flagged.
+    select run_id, step, v1, v2, is_nan, false as is_over, false as run_writes_over,
+           0 as streak
+    from kl_steps
+    where not run_writes_over
 )
 -- Aggregated per run before joining `runs`: the join then sees one row per run.
 select s.run_id,
@@ -81,8 +62,11 @@ from (
            max(case when is_over then step end) as last_step_over,
            max(streak) as longest_streak_over,
            count(case when is_nan then 1 end) as nan_steps,
-           count(case when is_over then 1 end) > 0 as flagged
-    from streaks
-    group by run_id
+           -- Grouped by `run_writes_over` too (constant per run) and `run_writes_over and`
+           -- (the other runs have no step over): the same values, said so that a filter on
+           -- `flagged` goes down into `kl_steps`, which then reads only those runs' pages.
+           run_writes_over and count(case when is_over then 1 end) > 0 as flagged
+    from steps
+    group by run_id, run_writes_over
 ) as s
 left join runs as r on r.run_id = s.run_id

@@ -338,6 +338,26 @@ def kl_health(root: Path, threshold: float = 0.01) -> dict[str, dict[str, Any]]:
     return out
 
 
+def kl_steps(root: Path, threshold: float = 0.01) -> dict[tuple[str, int], dict[str, Any]]:
+    """(run_name, step) → the kl_steps row, for every step that logs a numeric KL value."""
+    names = {n for pair in KL_FAMILIES.values() for n in pair}
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for run in run_dirs(root):
+        live = live_numbers(run)
+        # Any stored write counts: superseded ones, pre_resume copies, step-less rows.
+        writes_over = any(not _isnan(v) and v > threshold for v in all_kl_writes(run))
+        for step in sorted({s for s, k in live if k in names}):
+            row: dict[str, Any] = {}
+            for fam, (prefixed, bare) in KL_FAMILIES.items():
+                row[fam] = live.get((step, prefixed), live.get((step, bare)))
+            values = [v for v in row.values() if v is not None]
+            row["is_nan"] = any(_isnan(v) for v in values)
+            row["is_over"] = any(not _isnan(v) and v > threshold for v in values)
+            row["run_writes_over"] = writes_over
+            out[(run_name(root, run), step)] = row
+    return out
+
+
 def all_kl_writes(run: Path) -> list[float]:
     """Every KL value ever written for the run, superseded and pre_resume copies included."""
     names = {n for pair in KL_FAMILIES.values() for n in pair}

@@ -520,6 +520,38 @@ def test_bench_specs_shape(tmp_path: Path) -> None:
     assert len(full) == 100 and all(s.steps == 2000 and s.rollouts_every == 250 for s in full)
 
 
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "sample-runs"
+
+
+@pytest.mark.skipif(not SAMPLES.is_dir(), reason="needs ../shared/sample-runs")
+def test_bench_real_profile_writes_the_rows_tinker_cookbook_writes(tmp_path: Path) -> None:
+    """The 'real' benchmark rows have the keys, key order and value types of the sample runs
+    that tinker-cookbook 0.6.1's writers wrote (flat layout, with and without tracing)."""
+    specs = demo.bench_specs(4, 30, profile="real")
+    traced, plain = specs[1], specs[3]
+    assert traced.trace and not plain.trace and traced.layout == plain.layout == "flat"
+    demo.generate_tree(tmp_path, [traced, plain])
+    sample = SAMPLES / "math_rl_sweep" / "llama-3.1-8b-instruct"
+
+    def training_rows(path: Path) -> list[dict[str, Any]]:
+        return [r for r in read_rows(path) if "optim/kl_sample_train_v1" in r]
+
+    for spec, real in ((traced, sample / "lr_4e-5"), (plain, sample / "lr_1e-5")):
+        want = training_rows(real / "metrics.jsonl")
+        got = training_rows(tmp_path / spec.name / "metrics.jsonl")
+        # The commonest key list is the plain training row (no eval, no checkpoint).
+        def commonest(rows: list[dict[str, Any]]) -> list[str]:
+            lists = [list(r) for r in rows]
+            return max(lists, key=lists.count)
+
+        want_keys, got_keys = commonest(want), commonest(got)
+        assert got_keys == want_keys and len(want_keys) in (46, 53)
+        types = lambda rows: {(k, type(v).__name__) for r in rows for k, v in r.items()}  # noqa: E731
+        assert {t for t in types(got) if t[0] in want_keys} <= types(want)
+    wide = demo.bench_specs(4, 30)
+    assert wide[1].metric_keys == 60 and not wide[1].trace
+
+
 def test_spec_validation(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         RunSpec("../escape")

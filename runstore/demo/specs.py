@@ -22,6 +22,7 @@ KINDS = ("rl", "sl", "dpo")
 LAYOUTS = ("iteration_dirs", "flat")
 RESUME_STYLES = ("truncate", "duplicate")
 DECOYS = ("metrics_json", "jsonl_bak", "config_yaml", "empty_iteration_dir")
+BENCH_PROFILES = ("wide", "real")
 
 
 @dataclass(frozen=True)
@@ -203,11 +204,20 @@ def awkward_specs() -> list[RunSpec]:
     ]
 
 
-def bench_specs(n_runs: int = 100, steps: int = 2000) -> list[RunSpec]:
-    """RL runs with ~60 metric keys a row, ~50 spans a step, rollouts+logtrees every 250 steps.
+def bench_specs(n_runs: int = 100, steps: int = 2000, *, profile: str = "wide") -> list[RunSpec]:
+    """RL runs with ~50 spans a step, rollouts+logtrees every 250 steps.
 
     Both layouts, nested 3-4 levels deep; every 20th run has a KL spike and every 25th resumes.
+    `profile="wide"` pads every row to ~60 metric keys with per-tag env families. `"real"`
+    writes the rows tinker-cookbook's writers write for such a run (FORMATS.md and the sample
+    runs): no padding, so ~46-60 keys a row by era; every other flat-layout (older release)
+    run traces its SDK calls (`time/*_async` keys and `trace_events.jsonl`, as
+    `enable_trace` does); resumes follow each era's rule, truncation with a
+    `metrics.jsonl.pre_resume_*` copy for 0.6.1 and logging the replayed steps twice before it.
     """
+    if profile not in BENCH_PROFILES:
+        raise ValueError(f"unknown bench profile {profile!r}; one of {', '.join(BENCH_PROFILES)}")
+    real = profile == "real"
     lrs = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3)
     models = ("Qwen/Qwen3-8B", "meta-llama/Llama-3.1-8B-Instruct")
     every = min(250, max(1, steps // 4))
@@ -222,10 +232,12 @@ def bench_specs(n_runs: int = 100, steps: int = 2000) -> list[RunSpec]:
         specs.append(RunSpec(
             name, kind="rl", layout="flat" if flat else "iteration_dirs", steps=steps,
             model_name=model, learning_rate=lr, groups=4, group_size=4,
-            metric_keys=60, spans_per_step=50, rollouts_every=every, logtree_every=every,
-            eval_every=every, save_every=every,
+            metric_keys=None if real else 60, spans_per_step=50, rollouts_every=every,
+            logtree_every=every, eval_every=every, save_every=every,
             kl_spike_at=(steps * 3) // 4 if i % 20 == 7 else None,
             resumed_at=((steps // 2 // every) * every or None) if i % 25 == 11 else None,
+            resume_style="duplicate" if real and flat else "truncate",
+            trace=real and flat and i % 4 == 1,
         ))
     return specs
 

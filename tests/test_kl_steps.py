@@ -1,0 +1,232 @@
+"""`kl_steps`, the one home of the KL rules, and the fast paths that read it.
+
+`kl_steps` must equal tests/oracle.py's independent recomputation from the source files. The
+fast paths must answer what the slow ones answer: `kl_health where flagged` (the filter goes
+down into `kl_steps` and reads only runs with a KL write over the threshold) against the whole
+view filtered afterwards, and `runstore check`'s KL rules read for those runs alone against
+all runs — on generated trees and on random KL histories (hypothesis) with both spellings,
+repeated steps, strings, NaN, ±Infinity, step-less rows and `pre_resume` copies.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import oracle
+import runstore
+from runstore import checks
+
+KL_SQL = "select r.run_name, k.* from kl_steps as k join runs as r using (run_id)"
+CASES = int(os.environ.get("KL_STEPS_CASES", 40))
+
+
+def same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and (math.isnan(a) or math.isnan(b)):
+        return math.isnan(a) and math.isnan(b)
+    return a == b
+
+
+def assert_same_rows(got: dict[Any, dict[str, Any]], want: dict[Any, dict[str, Any]]) -> None:
+    assert sorted(got, key=repr) == sorted(want, key=repr)
+    for key, expected in want.items():
+        for col, value in expected.items():
+            assert same(got[key][col], value), (key, col, got[key][col], value)
+
+
+def assert_same_lists(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None:
+    assert [sorted(r) for r in got] == [sorted(r) for r in want]
+    for g, w in zip(got, want):
+        assert all(same(g[c], w[c]) for c in w), (g, w)
+
+
+def step_rows(store: runstore.Store, threshold: float | None = None) -> dict[Any, dict]:
+    params = None if threshold is None else {"kl_threshold": threshold}
+    out = {}
+    for r in store.arrow(KL_SQL, params).to_pylist():
+        assert r.pop("run_id") is not None
+        out[(r.pop("run_name"), r.pop("step"))] = r
+    return out
+
+
+def health(store: runstore.Store, sql: str, threshold: float) -> dict[str, dict]:
+    out = {}
+    for r in store.arrow(sql, {"kl_threshold": threshold}).to_pylist():
+        r.pop("run_id")
+        out[r.pop("run_name")] = r
+    return out
+
+
+def check_paths(store: runstore.Store, rules: list[checks.Rule],
+                setting: float) -> tuple[list[dict], list[dict]]:
+    """`check`'s fired rows read for the runs with a KL write over `setting` alone, and for all
+    runs (their per-rule counts must be equal)."""
+    fast_sql, fast_params = checks.check_query(rules, kl_threshold=setting)
+    slow_sql, slow_params = checks.check_query(rules, kl_threshold=None)
+    assert fast_sql != slow_sql or not checks._over_runs_only(rules, setting)
+    # Both parts of the answer: the fired rows and the per-rule counts (the fast path counts
+    # the runs it checked from `kl_logged`, the slow one from the merged steps).
+    fast = store.arrow(fast_sql, fast_params).to_pylist()
+    slow = store.arrow(slow_sql, slow_params).to_pylist()
+    counts = [[r for r in rows if r["run_id"] is None] for rows in (fast, slow)]
+    assert counts[0] == counts[1]
+    return ([r for r in fast if r["run_id"] is not None],
+            [r for r in slow if r["run_id"] is not None])
+
+
+# ---------------------------------------------------------------------------------------------
+# Generated trees
+
+
+@pytest.fixture(scope="module")
+def stores(_demo_template: Path, _awkward_template: Path,
+           tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, runstore.Store]]:
+    out = {}
+    edge = tmp_path_factory.mktemp("kl_edge") / "runs"
+    (edge / "edge").mkdir(parents=True)
+    (edge / "edge" / "metrics.jsonl").write_text(oracle.KL_EDGE_METRICS)
+    for name, root in (("demo", _demo_template), ("awkward", _awkward_template), ("edge", edge)):
+        store = runstore.open(tmp_path_factory.mktemp(f"kl_{name}") / "store")
+        store.ingest([root], on_warning=lambda text: None)
+        out[name] = (root, store)
+    return out
+
+
+@pytest.mark.parametrize("tree", ["demo", "awkward", "edge"])
+@pytest.mark.parametrize("threshold", [None, 0.0099, 0.002, 0.05])
+def test_kl_steps_matches_oracle(stores: dict, tree: str, threshold: float | None) -> None:
+    root, store = stores[tree]
+    want = oracle.kl_steps(root, 0.01 if threshold is None else threshold)
+    assert want  # every tree logs KL
+    assert_same_rows(step_rows(store, threshold), want)
+
+
+def test_kl_steps_edge_cases(stores: dict) -> None:
+    rows = step_rows(stores["edge"][1])
+    # Step 3: the prefixed spelling wins over a larger unprefixed value.
+    assert rows[("edge", 3)]["v1"] == 0.001 and not rows[("edge", 3)]["is_over"]
+    # Step 14: a later string supersedes the prefixed number; the unprefixed one counts.
+    assert rows[("edge", 14)]["v1"] == 0.002
+    # Step 16: a string written after a spike leaves the step without a v1: no row.
+    assert ("edge", 16) not in rows
+    # NaN is never over, and marks the step.
+    assert rows[("edge", 8)]["is_nan"] and not rows[("edge", 8)]["is_over"]
+    assert all(r["run_writes_over"] for r in rows.values())
+
+
+def test_run_writes_over_counts_superseded_writes(stores: dict) -> None:
+    """A spike that a resume overwrote (logged twice, or kept in a pre_resume copy) is a write
+    over the threshold, so the run is read by the fast paths, yet no step of the run is over;
+    a run whose KL never exceeds the threshold is not read."""
+    rows = step_rows(stores["awkward"][1])
+    for style in ("truncate", "duplicate"):
+        name = f"awkward/kl/spike_overwritten/{style}"
+        mine = [r for (run, _), r in rows.items() if run == name]
+        assert mine and not any(r["is_over"] for r in mine)
+        assert all(r["run_writes_over"] for r in mine)
+    quiet = [r for (run, _), r in rows.items() if run == "awkward/kl/exact_threshold"]
+    assert quiet and not any(r["run_writes_over"] for r in quiet)
+
+
+@pytest.mark.parametrize("tree", ["demo", "awkward", "edge"])
+@pytest.mark.parametrize("threshold", [0.01, 0.0099, 0.002, 0.05, 1e9])
+def test_kl_health_where_flagged_is_the_whole_view_filtered(stores: dict, tree: str,
+                                                            threshold: float) -> None:
+    root, store = stores[tree]
+    whole = {k: v for k, v in health(store, "select * from kl_health", threshold).items()
+             if v["flagged"]}
+    fast = health(store, "select * from kl_health where flagged", threshold)
+    assert_same_rows(fast, whole)
+    want = {k: v for k, v in oracle.kl_health(root, threshold).items() if v["flagged"]}
+    assert_same_rows(fast, want)
+
+
+@pytest.mark.parametrize("tree", ["demo", "awkward", "edge"])
+@pytest.mark.parametrize("rule", [checks.kl_rule(0.01), checks.kl_rule(0.05),
+                                  checks.Rule("kl_sample_train_v2", ">=", 0.02),
+                                  checks.Rule("optim/kl_sample_train_v1", ">", 1e9)])
+def test_check_reads_only_runs_over_and_answers_the_same(stores: dict, tree: str,
+                                                         rule: checks.Rule) -> None:
+    root, store = stores[tree]
+    assert checks._over_runs_only([rule], 0.01)
+    fast, slow = check_paths(store, [rule], 0.01)
+    assert_same_lists(fast, slow)
+    want = oracle.check_rule(root, rule.metrics, rule.op, rule.value)
+    assert sorted(r["run_name"] for r in fast) == sorted(want)
+
+
+def test_over_runs_only_is_refused_when_a_run_could_fire_without_a_write_over() -> None:
+    t = 0.01
+    assert not checks._over_runs_only([checks.kl_rule(0.005)], t)  # below the setting
+    assert not checks._over_runs_only([checks.Rule(checks.KL_METRICS, ">=", t)], t)  # == t
+    assert not checks._over_runs_only([checks.Rule(checks.KL_METRICS, "<", 1.0)], t)
+    assert not checks._over_runs_only(  # KL or entropy: entropy alone can fire it
+        [checks.Rule(("optim/kl_sample_train_v1", "optim/entropy"), ">", 0.5)], t)
+    assert not checks._over_runs_only([checks.kl_rule(0.05)], None)  # setting unknown
+    # A rule without KL does not matter; the KL rule alone decides.
+    assert checks._over_runs_only([checks.kl_rule(t), checks.parse_rule("optim/entropy < 1")], t)
+
+
+# ---------------------------------------------------------------------------------------------
+# Random KL histories
+
+KEYS = ["optim/kl_sample_train_v1", "kl_sample_train_v1", "optim/kl_sample_train_v2",
+        "kl_sample_train_v2", "optim/entropy"]
+# Values on both sides of each threshold the test uses (0.0099, 0.01, 0.02 and twice those).
+VALUES = st.one_of(
+    st.sampled_from([0.0, 0.001, 0.0099, 0.01, 0.0101, 0.015, 0.0198, 0.02, 0.0201, 0.03,
+                     0.04, 0.0401, 0.5, -0.01, math.nan, math.inf, -math.inf, "n/a", True,
+                     None]),
+    st.floats(-0.05, 0.1, allow_nan=False))
+LINES = st.lists(st.tuples(st.one_of(st.integers(0, 12), st.none()),
+                           st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=4)),
+                 max_size=25)
+
+
+def _jsonl(lines: list[tuple[int | None, dict[str, Any]]]) -> str:
+    out = []
+    for step, values in lines:
+        row: dict[str, Any] = {} if step is None else {"step": step}
+        row.update(values)
+        out.append(json.dumps(row) + "\n")  # bare NaN / Infinity, as tinker-cookbook writes
+    return "".join(out)
+
+
+@settings(max_examples=CASES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(runs=st.lists(st.tuples(LINES, st.one_of(st.none(), LINES)), min_size=1, max_size=3),
+       threshold=st.sampled_from([0.01, 0.0099, 0.02]))
+def test_random_histories_fast_paths_match_the_oracle(tmp_path_factory: pytest.TempPathFactory,
+                                                      runs: list, threshold: float) -> None:
+    base = tmp_path_factory.mktemp("kl_random")
+    root = base / "runs"
+    for i, (lines, pre_resume) in enumerate(runs):
+        run = root / f"run_{i}"
+        run.mkdir(parents=True)
+        (run / "metrics.jsonl").write_text(_jsonl(lines))
+        if pre_resume is not None:
+            (run / "metrics.jsonl.pre_resume_000005").write_text(_jsonl(pre_resume))
+    store = runstore.open(base / "store")
+    store.ingest([root], on_warning=lambda text: None)
+    assert_same_rows(step_rows(store, threshold), oracle.kl_steps(root, threshold))
+    fast = health(store, "select * from kl_health where flagged", threshold)
+    assert_same_rows(fast, {k: v for k, v in oracle.kl_health(root, threshold).items()
+                            if v["flagged"]})
+    store.set_setting("kl_threshold", threshold)
+    for rule in (checks.kl_rule(threshold), checks.kl_rule(threshold * 2)):
+        got, slow = check_paths(store, [rule], threshold)
+        assert_same_lists(got, slow)
+        want = oracle.check_rule(root, rule.metrics, rule.op, rule.value)
+        assert {r["run_name"]: (r["first_step"], r["last_step"], r["steps_over"],
+                                r["longest_streak"]) for r in got} == \
+            {k: (v["first_step"], v["last_step"], v["steps_over"], v["longest_streak"])
+             for k, v in want.items()}
+    shutil.rmtree(base)
