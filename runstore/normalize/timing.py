@@ -17,6 +17,7 @@ would dominate ingest time.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -78,13 +79,19 @@ def normalize(data: bytes, first_line: int, ctx: Context) -> tuple[pa.Table, lis
 
 
 def _whole(buf: pa.Table) -> bool:
-    """Whether the fast reader's table has nothing the line decoder would report: every record
-    has a step and a list of spans, and every span is an object with a name."""
+    """Whether the fast reader's table is what the line decoder would make of the buffer:
+    every record has a step and a list of spans, every span is an object with a name, and no
+    time is -0.0 (pyarrow reads the integer `-0` as -0.0 in these float columns, Python as
+    0; after parsing, `-0` and `-0.0` cannot be told apart)."""
     spans = buf.column("spans").combine_chunks()
     if buf.column("step").null_count or spans.null_count:
         return False
     flat = pc.list_flatten(spans)
-    return flat.null_count == 0 and flat.field("name").null_count == 0
+    if flat.null_count or flat.field("name").null_count:
+        return False
+    negative_zero = pa.scalar(-(2 ** 63), pa.int64())  # the bits of -0.0, of no other double
+    return not any(pc.any(pc.equal(pc.struct_field(flat, f).view(pa.int64()), negative_zero)).as_py()
+                   for f in ("duration", "wall_start", "wall_end"))
 
 
 def _nest(table: pa.Table, lengths: np.ndarray) -> tuple[np.ndarray, pa.Array]:
@@ -218,8 +225,8 @@ def _num(v: Any) -> float | None:
         return None
     try:
         return float(v)
-    except OverflowError:  # an integer too large for a double
-        return None
+    except OverflowError:  # an integer beyond the largest double: ±inf, as pyarrow reads it
+        return math.inf if v > 0 else -math.inf
 
 
 def _span(sp: Any) -> dict[str, Any] | None:
