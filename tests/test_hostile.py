@@ -3,8 +3,9 @@
 Every file kind runstore reads (metrics, pre-resume copies, checkpoints, timing spans, trace
 events, rollout summaries, logtrees, config, code.diff) is generated from records whose every
 field may have the wrong type, then mutated: cut anywhere, random bytes, invalid UTF-8, NUL,
-deep nesting, a huge line, NaN/Infinity for every number, duplicate keys, BOMs, CRLF endings,
-an empty file. Two tiers:
+deep nesting, a huge line, NaN/Infinity for every number, an integer past 2^63, the largest
+double or Python's 4,300-digit limit, duplicate keys, BOMs, CRLF endings, an empty file, a
+file repeated past the fast path's 128 KB. Two tiers:
 
 * `test_hostile_file`: many cases through `work.process_file` (the pure per-file read and
   normalize step of an ingest), read whole and, for append-only files, in two reads across a
@@ -175,7 +176,7 @@ def mutate(draw: st.DrawFn, data: bytes) -> bytes:
     """Apply 0-3 mutations to `data`."""
     for _ in range(draw(st.integers(0, 3))):
         op = draw(st.sampled_from(["cut", "random", "utf8", "nul", "bom", "crlf", "nan",
-                                   "deep", "huge", "empty", "blank"]))
+                                   "deep", "huge", "empty", "blank", "bigint", "large"]))
         pos = draw(st.integers(0, len(data))) if data else 0
         if op == "cut":
             data = data[:pos]
@@ -203,6 +204,19 @@ def mutate(draw: st.DrawFn, data: bytes) -> bytes:
                 line = b'{"step": 2, "huge": "' + b"x" * size + b'"}'
             cut = data.rfind(b"\n", 0, pos) + 1
             data = data[:cut] + line + b"\n" + data[cut:]
+        elif op == "bigint":
+            # One number becomes an integer past Python's 4,300-digit conversion limit (or
+            # just past 2^63 / the largest double), which json.dumps cannot write.
+            numbers = list(NAN_NUMBERS.finditer(data))
+            if numbers:
+                m = numbers[draw(st.integers(0, len(numbers) - 1))]
+                token = draw(st.sampled_from([b"9" * 5000, b"-" + b"1" * 4400, b"1" + b"0" * 400,
+                                              b"9223372036854775808", b"9007199254740993"]))
+                data = data[:m.start()] + token + data[m.end():]
+        elif op == "large":
+            # Past the metrics fast path's 128 KB (the timing one has no threshold).
+            if data:
+                data = data * min(4000, 140_000 // len(data) + 1)
         elif op == "empty":
             data = b""
         elif op == "blank":

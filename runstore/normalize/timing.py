@@ -17,7 +17,6 @@ would dominate ingest time.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,7 @@ import pyarrow.compute as pc
 
 from ..parse import jsonl
 from ..schema import schema
-from . import Context, clean_str as _clean_str, fits_int64
+from . import Context, clean_str as _clean_str, fits_int64, to_float
 
 RECORD = pa.schema([
     ("step", pa.int64()),
@@ -223,10 +222,7 @@ def _decode(data: bytes, first_line: int, ctx: Context) -> pa.Table:
 def _num(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
-    try:
-        return float(v)
-    except OverflowError:  # an integer beyond the largest double: ±inf, as pyarrow reads it
-        return math.inf if v > 0 else -math.inf
+    return to_float(v)  # ±inf past the largest double, as pyarrow's reader makes it
 
 
 def _span(sp: Any) -> dict[str, Any] | None:
