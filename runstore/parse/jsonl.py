@@ -45,8 +45,10 @@ BLOCK = 8 << 20  # longest line pyarrow's reader is given
 MAX_NESTING = 512  # deeper JSON is refused as "nested too deeply" (see the module docstring)
 FAST_MAX_NESTING = 64  # deeper buffers skip pyarrow's reader
 _NOT_OPENERS = bytes(c for c in range(256) if c not in b"[{\n")
-_NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'"[]{}\n')
+_NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'"[]{}')
+_NOT_LINE_STRUCTURE = bytes(c for c in range(256) if c not in b'"[]{}\n')
 _SCAN_BLOCK = 1 << 20  # quotes, brackets and newlines a depth scan follows at once
+_SHORT = 4096  # `loads` counts the brackets of shorter texts before scanning their nesting
 
 
 @lru_cache(maxsize=1)
@@ -114,9 +116,10 @@ def loads(text: str | bytes, raw: bytes | None = None) -> Any:
     """`json.loads`, refusing (RecursionError) JSON nested deeper than MAX_NESTING."""
     if raw is None:
         raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-    # Counting the opening brackets is a cheap bound on the depth; only texts with more of
-    # them are scanned structurally.
-    if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and nesting(raw) > MAX_NESTING:
+    # For a short text (a line), counting its opening brackets is a cheap bound on the depth;
+    # a long one (a whole logtree) holds more than MAX_NESTING of them anyway.
+    if (len(raw) > _SHORT or raw.count(b"[") + raw.count(b"{") > MAX_NESTING) \
+            and nesting(raw) > MAX_NESTING:
         raise RecursionError(f"JSON nested deeper than {MAX_NESTING} levels")
     try:
         return json.loads(text)
@@ -177,8 +180,11 @@ def fast_table(data: bytes, schema: pa.Schema | None = None) -> pa.Table | None:
     if _openers_per_line(data) > FAST_MAX_NESTING \
             and nesting(data, per_line=True) > FAST_MAX_NESTING:
         return None
-    if b"Inf" in data and data.count(b"Inf") != data.count(b"Infinity") or b"-NaN" in data:
-        return None  # `Inf`, `-Inf`, `-NaN`: pyarrow reads them, Python's decoder does not
+    # `Inf`, `-Inf`, `-NaN`: pyarrow reads them, Python's decoder does not. (A one-byte
+    # search is memchr; the longer ones only run when the byte is there.)
+    if b"I" in data and data.count(b"Inf") != data.count(b"Infinity") \
+            or b"N" in data and b"-NaN" in data:
+        return None
     try:
         # One thread per buffer: the ingest reads several files at once, and splitting a
         # buffer into blocks for pyarrow's own threads cost ~15% more CPU (see benchmarks.md).
@@ -230,47 +236,90 @@ def nesting(data: bytes, *, per_line: bool = False) -> int:
     """How deep `[`/`{` nest in `data` as JSON structure, which strings are not: a bracket
     between the quotes of a string (`"\\x1b[31m"`, `"a regex ["`) does not count, an escaped
     quote (`\\"`) does not end a string, and `\\\\` is an escaped backslash. With `per_line`,
-    the most any one line nests (JSON lines); else the whole text's depth (a JSON file).
+    the most any one line nests (JSON lines, each lexed on its own, as pyarrow's reader does);
+    else the whole text's depth (a JSON file).
 
-    For valid JSON the answer is its exact depth. For any text, every prefix that a JSON
-    parser accepts is lexed the same way here, so no parser can recurse deeper on the text
-    than this says before it meets an error. A string never spans lines in valid JSON, so each
-    line starts outside one, whatever came before.
+    For valid JSON the answer is its exact depth. With `per_line`, for any text: every prefix
+    of a line that a JSON parser accepts is lexed the same way here (a string never spans
+    lines), so no parser can recurse deeper on the line than this says before it meets an
+    error. A whole text is lexed as one: Python's decoder, which is what reads those, accepts
+    no raw newline inside a string either, and on any text it refuses, a wrong answer here
+    costs nothing.
 
-    The scan keeps only quotes, brackets and newlines (`bytes.translate`, after escaped pairs
-    are masked with two `bytes.replace`) and follows them with numpy, `_SCAN_BLOCK` of them at
-    a time so that memory stays bounded whatever the size of the text.
+    The scan keeps only quotes and brackets (and newlines, per line) with `bytes.translate`,
+    masks there the quotes a backslash escapes (`_escaped_quotes`, usually a handful), drops
+    each pair of quotes with nothing kept between them, and follows what is left with numpy,
+    `_SCAN_BLOCK` of it at a time so that memory stays bounded whatever the size.
     """
     import numpy as np
 
+    text: bytes | bytearray = data.translate(None, _NOT_LINE_STRUCTURE if per_line
+                                             else _NOT_STRUCTURE)
     if b"\\" in data:
-        # A JSON lexer takes backslashes in pairs from the left, as `replace` does; what is
-        # left after the pairs, `\\"`, is an escaped quote. Neither is structure.
-        data = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
-    kept = np.frombuffer(data.translate(None, _NOT_STRUCTURE), dtype=np.uint8)
+        escaped = _escaped_quotes(data)
+        if len(escaped):
+            # The n-th quote of `data` is the n-th of `text`: mask the escaped ones there.
+            raw = np.frombuffer(data, dtype=np.uint8)
+            bounds = np.concatenate([[0], escaped])
+            nth = np.cumsum([np.count_nonzero(raw[a:b] == 0x22)
+                             for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())])
+            text = bytearray(text)
+            kept = np.frombuffer(text, dtype=np.uint8)
+            kept[np.flatnonzero(kept == 0x22)[nth]] = 0x5F  # `_`: not structure
+    # Two quotes in a row with nothing kept between them (most strings: no bracket inside)
+    # change neither the parity nor the depth: dropped, they leave a far shorter sequence.
+    kept = np.frombuffer(text.replace(b'""', b""), dtype=np.uint8)
     steps = _depth_steps()
-    # Carried from block to block: quotes so far, quotes at the last newline, depth so far,
-    # and depth at the last newline.
-    quotes_before = line_quotes = depth_before = line_depth = 0
-    deepest = 0
+    # Carried from block to block: inside a string or not, and the depth, both as of the
+    # start of the current line (of the text when not `per_line`).
+    inside, depth, deepest = 0, 0, 0
     for at in range(0, len(kept), _SCAN_BLOCK):
         s = kept[at:at + _SCAN_BLOCK]
-        newline = s == 0x0A
-        # Inside a string when an odd number of quotes came before on the same line.
-        quotes = np.cumsum(s == 0x22, dtype=np.int64) + quotes_before
-        starts = np.maximum(np.maximum.accumulate(np.where(newline, quotes, 0)), line_quotes)
-        outside = ((quotes - starts) & 1) == 0
-        depth = np.cumsum(steps[s] * outside, dtype=np.int64) + depth_before
-        if per_line:
-            # The depth at the last newline before each position.
-            last = np.maximum.accumulate(np.where(newline, np.arange(1, len(s) + 1), 0))
-            base = np.where(last > 0, depth[last - 1], line_depth)
-            deepest = max(deepest, int((depth - base).max()))
-            line_depth = int(base[-1])
+        # Quote parity (a uint8 sum wraps at 256, which keeps the parity).
+        parity = np.cumsum(s == 0x22, dtype=np.uint8) & 1
+        ends = np.flatnonzero(s == 0x0A) if per_line else ()
+        if len(ends):
+            # Each line starts outside a string and at depth 0: per line, undo what the
+            # block's running sums held where it began.
+            starts = np.concatenate([[0], ends + 1])
+            if starts[-1] == len(s):
+                starts = starts[:-1]
+            lengths = np.diff(starts, append=len(s))
+            first = np.array([inside], dtype=np.uint8)
+            parity ^= np.repeat(np.concatenate([first, parity[ends]])[:len(starts)], lengths)
         else:
-            deepest = max(deepest, int(depth.max()))
-        quotes_before, line_quotes, depth_before = int(quotes[-1]), int(starts[-1]), int(depth[-1])
+            parity ^= inside
+        level = np.cumsum(steps[s] * (parity ^ 1), dtype=np.int32)
+        if len(ends):
+            base = np.concatenate([np.array([-depth], np.int32), level[ends]])[:len(starts)]
+            deepest = max(deepest, int((np.maximum.reduceat(level, starts) - base).max()))
+            last_end = int(ends[-1])
+            if last_end == len(s) - 1:
+                inside, depth = 0, 0
+            else:
+                inside, depth = int(parity[-1]), int(level[-1] - level[last_end])
+        else:
+            deepest = max(deepest, depth + int(level.max()))
+            inside, depth = int(parity[-1]), depth + int(level[-1])
     return deepest
+
+
+def _escaped_quotes(data: bytes) -> Any:
+    """Positions of the quotes in `data` that a backslash escapes: those after a run of an odd
+    number of backslashes (a JSON lexer takes a run in pairs from the left, `\\\\` being one
+    backslash; what is left, `\\"`, a quote inside the string)."""
+    import numpy as np
+
+    raw = np.frombuffer(data, dtype=np.uint8)
+    at = np.flatnonzero(raw == 0x5C)
+    breaks = np.flatnonzero(np.diff(at) != 1)  # the last backslash of each run but the last
+    last = np.append(breaks, len(at) - 1)
+    first = np.append(0, breaks + 1)
+    after = at[last] + 1
+    odd = ((last - first) & 1) == 0  # runs of 1, 3, 5, ... backslashes
+    inside = after < len(raw)
+    after, odd = after[inside], odd[inside]
+    return after[odd & (raw[after] == 0x22)]
 
 
 def _short(e: Exception) -> str:
