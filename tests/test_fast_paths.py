@@ -32,6 +32,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+import oracle
 from conftest import REPORT
 from runstore.normalize import Context, metrics, timing
 from runstore.parse import jsonl
@@ -347,17 +348,6 @@ DOC = st.recursive(
     max_leaves=30)
 
 
-def depth_of(value: Any) -> int:
-    """Nesting depth of a decoded value (`[]` is 1), computed on the value, not its text."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, (list, dict)):
-            deepest = max(deepest, d)
-            stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
-    return deepest
-
-
 def dump(value: Any, style: int) -> bytes:
     text = json.dumps(value, ensure_ascii=style % 2 == 0, indent=2 if style >= 2 else None,
                       allow_nan=True)
@@ -374,7 +364,7 @@ def test_nesting_is_the_depth_of_the_document(doc: Any, style: int, wrap: int,
     data = dump(doc, style % 2 if wrap > 100 else style)  # indent=2 encodes recursively
     with pytest.MonkeyPatch.context() as m:
         m.setattr(jsonl, "_SCAN_BLOCK", block)  # blocks carry their state across
-        assert jsonl.nesting(data) == depth_of(doc)
+        assert jsonl.nesting(data) == oracle.depth_of(doc)
 
 
 @settings(max_examples=300, **SETTINGS)
@@ -384,9 +374,9 @@ def test_nesting_per_line_is_the_deepest_line(docs: list[Any], style: int, block
     data = b"".join(dump(d, style) + b"\n" for d in docs)
     with pytest.MonkeyPatch.context() as m:
         m.setattr(jsonl, "_SCAN_BLOCK", block)
-        assert jsonl.nesting(data, per_line=True) == max(depth_of(d) for d in docs)
+        assert jsonl.nesting(data, per_line=True) == max(oracle.depth_of(d) for d in docs)
     # the cheap bound the fast path takes first never says less than the depth
-    assert jsonl._openers_per_line(data) >= max(depth_of(d) for d in docs)
+    assert jsonl._openers_per_line(data) >= max(oracle.depth_of(d) for d in docs)
 
 
 def test_nesting_deeper_than_python_can_decode() -> None:
@@ -402,7 +392,7 @@ def test_loads_refuses_only_real_depth() -> None:
     deep = b"[" * 513 + b"]" * 513
     with pytest.raises(RecursionError):
         jsonl.loads(deep)
-    assert depth_of(jsonl.loads(b"[" * 512 + b"]" * 512)) == 512
+    assert oracle.depth_of(jsonl.loads(b"[" * 512 + b"]" * 512)) == 512
 
 
 def test_integers_past_the_conversion_limit_are_numbers() -> None:

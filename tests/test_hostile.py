@@ -42,6 +42,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+import oracle
 import runstore
 from conftest import REPORT, SMALL_SPECS
 from runstore import demo, schema
@@ -260,17 +261,6 @@ def complete_lines(data: bytes, append_only: bool) -> list[tuple[int, bytes]]:
 MAX_NESTING = 512  # documented bound: JSON nested deeper is refused (text in strings is not nesting)
 
 
-def depth_of(value: Any) -> int:
-    """How deeply lists and objects nest in a decoded value (`[]` is 1), without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, (list, dict)):
-            deepest = max(deepest, d)
-            stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
-    return deepest
-
-
 def _parse_int(text: str) -> int | float:
     # The documented rule: an integer past Python's conversion limit is the float it rounds to.
     return int(text) if len(text.lstrip("-")) <= 4300 else float(text)
@@ -282,7 +272,7 @@ def decode(raw: bytes) -> tuple[bool, Any]:
         obj = json.loads(text[1:] if text.startswith("\ufeff") else text, parse_int=_parse_int)
     except (ValueError, RecursionError):  # RecursionError: deeper than json.loads goes
         return False, None
-    return depth_of(obj) <= MAX_NESTING, obj
+    return oracle.depth_of(obj) <= MAX_NESTING, obj
 
 
 def bad_lines(data: bytes, append_only: bool) -> set[int]:
