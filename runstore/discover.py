@@ -65,9 +65,10 @@ class SourceFile:
     rel_path: str  # POSIX path relative to the run directory
     kind: FileKind
     size: int
-    mtime_ns: int
+    mtime_ns: int  # on S3, the object's change token (see `fs.Entry`)
     split: str | None = None
     iteration: int | None = None
+    ctime_ns: int | None = None  # local files only: moves with every change, `utime` too
 
 
 @dataclass
@@ -99,6 +100,13 @@ def _split(base: str, label: str | None) -> str:
     return "train" if base == "train" else f"eval/{label}"
 
 
+def _iteration(digits: str) -> int | None:
+    """The iteration a file name says, None when it does not fit the int64 column (the file
+    is still read; its rows get the iteration their records say, or null)."""
+    number = int(digits) if len(digits.lstrip("0")) <= 19 else None  # int() stops at 4,300
+    return number if number is not None and number < 2 ** 63 else None
+
+
 def classify(rel_path: str) -> tuple[FileKind, str | None, int | None] | None:
     """Kind, split and iteration of a file path relative to its run, or None if not read."""
     parts = rel_path.split("/")
@@ -110,13 +118,13 @@ def classify(rel_path: str) -> tuple[FileKind, str | None, int | None] | None:
             return "metrics_pre_resume", None, None
         m = FLAT.match(name)
         if m:
-            return _SUFFIXES[m.group(4)], _split(m.group(1), m.group(2)), int(m.group(3))  # type: ignore[return-value]
+            return _SUFFIXES[m.group(4)], _split(m.group(1), m.group(2)), _iteration(m.group(3))  # type: ignore[return-value]
         return None
     if len(parts) == 2:
         d = ITERATION_DIR.match(parts[0])
         m = IN_ITERATION_DIR.match(parts[1])
         if d and m:
-            return _SUFFIXES[m.group(3)], _split(m.group(1), m.group(2)), int(d.group(1))  # type: ignore[return-value]
+            return _SUFFIXES[m.group(3)], _split(m.group(1), m.group(2)), _iteration(d.group(1))  # type: ignore[return-value]
     return None
 
 
@@ -166,7 +174,8 @@ def scan_run(path: str, run_name: str) -> RunDir:
         if not stat_mod.S_ISREG(st.st_mode):
             return
         kind, split, iteration = found
-        files.append(SourceFile(rel, kind, st.st_size, st.st_mtime_ns, split, iteration))
+        files.append(SourceFile(rel, kind, st.st_size, st.st_mtime_ns, split, iteration,
+                                st.st_ctime_ns))
 
     for entry in _entries(path):
         if _is_dir(entry):

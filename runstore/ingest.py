@@ -256,7 +256,7 @@ class _ReadAhead:
     The per-file work is pure (see work.py) and its heavy parts (pyarrow's JSON reader, Arrow
     compute, numpy) release the GIL, so reading the next files overlaps the staging, the
     Python-bound normalizers and the Delta writes of a commit on the main thread. Files the
-    ledger has seen with the same size and mtime are planned inline: a no-op re-ingest stays a
+    ledger has seen as they are (`ledger.unchanged`) are planned inline: a no-op re-ingest stays a
     `stat` per file. At most `READ_AHEAD_BYTES` of source files are in flight (bounds memory).
     """
 
@@ -298,9 +298,8 @@ class _ReadAhead:
 
 def _unchanged(task: FileTask) -> bool:
     """Whether the ledger saw the file as it is now (so `process_file` only plans a skip)."""
-    e, f = task.entry, task.file
-    return e is not None and (e.size, e.mtime_ns) == (f.size, f.mtime_ns) \
-        and not e.state.get("reread")
+    e = task.entry
+    return e is not None and not e.state.get("reread") and ledger_mod.unchanged(e, task.file)
 
 
 class _Job:
@@ -443,8 +442,6 @@ class _Job:
         if res.entry is not None:
             self.led.put(res.entry)
             return True
-        if res.size_mtime is not None and task.entry is not None:
-            task.entry.size, task.entry.mtime_ns = res.size_mtime
         return False
 
     # -- end of ingest -----------------------------------------------------------------

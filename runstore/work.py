@@ -54,7 +54,6 @@ class FileTask:
 class FileResult:
     rel_path: str
     entry: Entry | None  # None: nothing read (unchanged, or unreadable)
-    size_mtime: tuple[int, int] | None = None  # for a skipped file whose mtime moved
     appends: dict[str, list[pa.Table]] = field(default_factory=dict)
     deletes: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -68,19 +67,17 @@ def process_file(task: FileTask) -> FileResult:
                   split=f.split, iteration=f.iteration, warnings=result.warnings)
     full_path = os.path.join(task.run_path, f.rel_path)
     append_only = f.kind in APPEND_ONLY
-    tail = None
-    # Also when the size is unchanged but the mtime moved: a file rewritten to the same
-    # length (truncated on resume, then re-logged) must not be mistaken for unchanged.
-    if (entry is not None and append_only and entry.offset > 0 and f.size >= entry.offset
-            and (f.size, f.mtime_ns) != (entry.size, entry.mtime_ns)):
+    prefix_changed = False
+    if entry is not None and ledger_mod.grew(entry, f):
+        # Grown: an append, unless what was consumed before the offset changed too.
+        start = ledger_mod.check_start(entry)
         try:
-            tail = jsonl.read_tail(full_path, entry.offset, ledger_mod.TAIL)
+            seen = jsonl.read_tail(full_path, entry.offset, entry.offset - start)
         except OSError:
-            tail = None
-    plan = ledger_mod.plan(entry, f, tail)
+            seen = None  # then reading the new bytes fails too, and says so
+        prefix_changed = seen is not None and not ledger_mod.same_prefix(entry, seen)
+    plan = ledger_mod.plan(entry, f, prefix_changed)
     if plan.action == "skip":
-        if entry is not None and (entry.size, entry.mtime_ns) != (f.size, f.mtime_ns):
-            result.size_mtime = (f.size, f.mtime_ns)
         return result
     try:
         data = jsonl.read_span(full_path, plan.start, complete_lines=append_only)
@@ -108,11 +105,12 @@ def process_file(task: FileTask) -> FileResult:
     if append_only:
         entry.offset = plan.start + len(data)
         entry.lines = plan.first_line - 1 + n_lines
-        if entry.offset > 0:
-            entry.state["tail"] = data[-ledger_mod.TAIL:].hex() if len(data) >= ledger_mod.TAIL \
-                else jsonl.read_tail(full_path, entry.offset, ledger_mod.TAIL).hex()
+        ledger_mod.fingerprint(entry, f, plan.start, data,
+                               lambda end, n: jsonl.read_tail(full_path, end, n))
     else:
         entry.offset = len(data)
+        if f.ctime_ns is not None:
+            entry.state["ctime"] = f.ctime_ns
     result.entry = entry
     return result
 

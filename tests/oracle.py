@@ -48,6 +48,17 @@ def complete_lines(path: Path) -> Iterator[tuple[int, Any]]:
             continue
 
 
+def depth_of(value: Any) -> int:
+    """How deeply lists and objects nest in a decoded value (`[]` is 1), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, dict)):
+            deepest = max(deepest, d)
+            stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
 def good_step(obj: dict) -> bool:
     s = obj.get("step")
     if s is None:

@@ -3,8 +3,9 @@
 Every file kind runstore reads (metrics, pre-resume copies, checkpoints, timing spans, trace
 events, rollout summaries, logtrees, config, code.diff) is generated from records whose every
 field may have the wrong type, then mutated: cut anywhere, random bytes, invalid UTF-8, NUL,
-deep nesting, a huge line, NaN/Infinity for every number, duplicate keys, BOMs, CRLF endings,
-an empty file. Two tiers:
+deep nesting, a huge line, NaN/Infinity for every number, an integer past 2^63, the largest
+double or Python's 4,300-digit limit, duplicate keys, BOMs, CRLF endings, an empty file, a
+file repeated past the fast path's 128 KB. Two tiers:
 
 * `test_hostile_file`: many cases through `work.process_file` (the pure per-file read and
   normalize step of an ingest), read whole and, for append-only files, in two reads across a
@@ -41,6 +42,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+import oracle
 import runstore
 from conftest import REPORT, SMALL_SPECS
 from runstore import demo, schema
@@ -175,7 +177,7 @@ def mutate(draw: st.DrawFn, data: bytes) -> bytes:
     """Apply 0-3 mutations to `data`."""
     for _ in range(draw(st.integers(0, 3))):
         op = draw(st.sampled_from(["cut", "random", "utf8", "nul", "bom", "crlf", "nan",
-                                   "deep", "huge", "empty", "blank"]))
+                                   "deep", "huge", "empty", "blank", "bigint", "large"]))
         pos = draw(st.integers(0, len(data))) if data else 0
         if op == "cut":
             data = data[:pos]
@@ -203,6 +205,19 @@ def mutate(draw: st.DrawFn, data: bytes) -> bytes:
                 line = b'{"step": 2, "huge": "' + b"x" * size + b'"}'
             cut = data.rfind(b"\n", 0, pos) + 1
             data = data[:cut] + line + b"\n" + data[cut:]
+        elif op == "bigint":
+            # One number becomes an integer past Python's 4,300-digit conversion limit (or
+            # just past 2^63 / the largest double), which json.dumps cannot write.
+            numbers = list(NAN_NUMBERS.finditer(data))
+            if numbers:
+                m = numbers[draw(st.integers(0, len(numbers) - 1))]
+                token = draw(st.sampled_from([b"9" * 5000, b"-" + b"1" * 4400, b"1" + b"0" * 400,
+                                              b"9223372036854775808", b"9007199254740993"]))
+                data = data[:m.start()] + token + data[m.end():]
+        elif op == "large":
+            # Past the metrics fast path's 128 KB (the timing one has no threshold).
+            if data:
+                data = data * min(4000, 140_000 // len(data) + 1)
         elif op == "empty":
             data = b""
         elif op == "blank":
@@ -243,28 +258,21 @@ def complete_lines(data: bytes, append_only: bool) -> list[tuple[int, bytes]]:
     return [(i, raw) for i, raw in enumerate(parts, start=1) if raw.strip()]
 
 
-MAX_NESTING = 512  # documented bound: JSON nested deeper is refused (brackets in strings count)
+MAX_NESTING = 512  # documented bound: JSON nested deeper is refused (text in strings is not nesting)
 
 
-def too_deep(raw: bytes) -> bool:
-    depth = top = 0
-    for c in raw:
-        if c in b"[{":
-            depth += 1
-            top = max(top, depth)
-        elif c in b"]}":
-            depth -= 1
-    return top > MAX_NESTING
+def _parse_int(text: str) -> int | float:
+    # The documented rule: an integer past Python's conversion limit is the float it rounds to.
+    return int(text) if len(text.lstrip("-")) <= 4300 else float(text)
 
 
 def decode(raw: bytes) -> tuple[bool, Any]:
     try:
         text = raw.decode("utf-8")
-        if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and too_deep(raw):
-            return False, None
-        return True, json.loads(text[1:] if text.startswith("\ufeff") else text)
-    except (ValueError, RecursionError):
+        obj = json.loads(text[1:] if text.startswith("\ufeff") else text, parse_int=_parse_int)
+    except (ValueError, RecursionError):  # RecursionError: deeper than json.loads goes
         return False, None
+    return oracle.depth_of(obj) <= MAX_NESTING, obj
 
 
 def bad_lines(data: bytes, append_only: bool) -> set[int]:
@@ -381,7 +389,11 @@ def test_hostile_file(scratch: Path, case: tuple[str, str, bytes], split: float)
             os.utime(run / rel, ns=(1, 10 ** 18))  # a new mtime, whatever the clock says
             entry = first.entry
             second = process(run, rel, entry)
-            if entry is not None:
+            if entry is not None and cut == len(data):
+                # Nothing appended, yet the mtime moved: rewritten in place, so read whole.
+                check_result(second, kind, rel, data)
+                assert second.deletes, "a same-size rewrite must replace the file's rows"
+            elif entry is not None:
                 consumed = data[:entry.offset]
                 check_result(second, kind, rel, data[entry.offset:], first_line=entry.lines + 1)
                 assert consumed.count(b"\n") == entry.lines

@@ -447,6 +447,83 @@ def test_logtree_absurd_nesting_does_not_crash():
     assert len(ctx.warnings) == 1
 
 
+# Text that a bracket count takes for nesting: ANSI colours, a regex, half a printed list,
+# escaped quotes and backslashes next to brackets.
+BRACKET_TEXTS = [
+    "\x1b[31mERROR\x1b[0m " * 2000,
+    "[" * 3000 + " unbalanced",
+    "{" * 3000 + '"\\[' * 10,
+    "]" * 2000 + "}" * 2000,
+    "re.compile(r'^\\[(\\d+)\\]\\s*{') and a \\" + '"quote" [[[',
+    "[1, 2, [3, [4, " * 400,
+]
+
+
+def test_logtree_brackets_in_text_are_not_nesting():
+    """Before, the nesting pre-check counted the brackets inside strings and refused such a
+    file as "nested too deeply": every conversation of it was lost."""
+    convs = [conv({"role": "user", "content": t},
+                  {"role": "assistant", "content": [{"type": "text", "text": t[::-1]}],
+                   "tool_calls": [{"type": "function", "id": "c", "function": {
+                       "name": "run", "arguments": json.dumps({"code": t})}}]},
+                  {"role": "tool", "content": t + "]", "tool_call_id": "c", "name": "run"})
+             for t in BRACKET_TEXTS]
+    data = tree_bytes(el("body", *[section(f"Case {i} [", c) for i, c in enumerate(convs)]))
+    assert data.count(b"[") + data.count(b"{") > 20_000
+    ctx = make_ctx("iteration_000001/train_logtree.json", split="train", iteration=1)
+    out = logtree.normalize(data, ctx)
+    assert ctx.warnings == []
+    assert len(out["conversations"]) == len(BRACKET_TEXTS)
+    got = {(m["conversation_id"], m["message_idx"]): m for m in out["messages"]}
+    for k, t in enumerate(BRACKET_TEXTS):
+        assert got[(f"42:{k}", 0)]["content"] == t
+        assert got[(f"42:{k}", 1)]["content"] == t[::-1]
+        assert json.loads(json.loads(got[(f"42:{k}", 1)]["tool_calls"])[0]["function"][
+            "arguments"]) == {"code": t}
+        assert got[(f"42:{k}", 2)]["content"] == t + "]"
+    assert [c["section"] for c in out["conversations"]] == [
+        f"Case {i} [" for i in range(len(BRACKET_TEXTS))]
+
+
+def test_logtree_truly_too_deep_is_refused_by_name():
+    node = conv({"role": "user", "content": "deep"})
+    for _ in range(300):  # two JSON levels a node: 600 levels, past the 512 bound
+        node = el("div", node)
+    ctx = make_ctx("iteration_000001/train_logtree.json")
+    assert logtree.normalize(tree_bytes(el("body", node)), ctx) == {"conversations": [],
+                                                                    "messages": []}
+    assert ctx.warnings == ["iteration_000001/train_logtree.json: logtree JSON is nested too "
+                            "deeply to parse; skipped"]
+
+
+def test_logtree_episode_number_past_the_int_limit():
+    """`Trajectory <5,000 digits> Episode`: int() raised past Python's conversion limit and the
+    exception stopped the ingest."""
+    group = section("Group Rollout", *single_turn_unit("q", "a", "1.000"),
+                    section("Trajectory Details", episode("9" * 5000, 1, "1.000")), level=2)
+    ctx = make_ctx("t_logtree.json")
+    out = logtree.normalize(tree_bytes(el("body", group)), ctx)
+    assert [c["traj_idx"] for c in out["conversations"]] == [None, None]  # not matched
+    assert ctx.warnings == []
+
+
+def test_checkpoint_digit_string_past_the_int_limit():
+    ctx = make_ctx("checkpoints.jsonl")
+    out = checkpoints.normalize(lines({"name": "x", "batch": "1" * 5000, "epoch": "0" * 30 + "7"}),
+                                ctx)
+    assert [(r["batch"], r["epoch"]) for r in out["checkpoints"]] == [(None, 7)]
+    assert len(ctx.warnings) == 1 and "batch=" in ctx.warnings[0]
+
+
+def test_timing_integer_beyond_a_double_is_infinite_not_a_dropped_span():
+    ctx = make_ctx("timing_spans.jsonl")
+    data = (b'{"step": 1, "spans": [{"name": "a", "duration": 1' + b"0" * 400
+            + b', "wall_start": 0.0, "wall_end": 1.0}]}\n\n')  # the blank line: the line path
+    table, steps = timing.normalize(data, 1, ctx)
+    assert ctx.warnings == [] and steps == [1]
+    assert table.column("duration_s").to_pylist() == [math.inf]
+
+
 def test_logtree_depth_cap(monkeypatch):
     monkeypatch.setattr(logtree, "MAX_DEPTH", 4)
     deep = conv({"role": "user", "content": "deep"})

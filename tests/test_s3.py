@@ -286,6 +286,28 @@ def test_ingest_runs_from_s3(demo_tree: Path, bucket: str, tmp_path: Path) -> No
     assert counts(store) == expected(demo_tree)
 
 
+def test_same_size_rewrite_on_s3_is_reread(demo_tree: Path, bucket: str, tmp_path: Path) -> None:
+    """An object put again with the same size and the same last 64 bytes (one value edited
+    early on): its change token (last-modified and ETag) moved, so it is read again whole."""
+    from test_ingest import metric_rows_in_store, oracle_metric_rows
+    from test_rewrites import edit_early
+
+    upload(demo_tree, f"s3://{bucket}/runs")
+    store = runstore.open(tmp_path / "store")
+    store.ingest([f"s3://{bucket}/runs"])
+    run = next(r for r in oracle.run_dirs(demo_tree) if oracle.run_kind(r) == "rl")
+    rel = run.relative_to(demo_tree).as_posix()
+    rid = store.sql("select run_id from runs where run_name = $n",
+                    {"n": oracle.run_name(demo_tree, run)}).rows()[0][0]
+    stale = metric_rows_in_store(store, rid)
+    edit_early(run / "metrics.jsonl")
+    s3fs_client().put_file(str(run / "metrics.jsonl"), f"{bucket}/runs/{rel}/metrics.jsonl")
+    rep = store.ingest([f"s3://{bucket}/runs"])
+    assert rep.bytes_read == (run / "metrics.jsonl").stat().st_size
+    assert metric_rows_in_store(store, rid) == oracle_metric_rows(run / "metrics.jsonl") != stale
+    assert counts(store) == expected(demo_tree)
+
+
 def test_missing_s3_source_is_a_clear_error(bucket: str, tmp_path: Path) -> None:
     proc = cli("--store", str(tmp_path / "store"), "ingest", f"s3://{bucket}/nothing-here",
                check=False)

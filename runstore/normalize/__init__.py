@@ -10,7 +10,8 @@ Contract shared by every module here:
 * Nothing raises on bad input. A record that cannot be used is reported with
   `ctx.warn(line, message)` and skipped; the rest of the file is still normalized.
 * Integers go to int64 columns only when they fit (`fits_int64`); JSON has no bound, and a
-  value Arrow cannot hold is bad input like any other.
+  value Arrow cannot hold is bad input like any other. In float columns a number is the
+  double nearest to it (`to_float`): past the largest double, ±inf.
 """
 
 from __future__ import annotations
@@ -39,6 +40,15 @@ def clean_str(text: str) -> str:
         return text
     except UnicodeEncodeError:
         return _SURROGATE.sub("\ufffd", text)
+
+
+def to_float(value: int | float) -> float:
+    """A JSON number as a double: an integer as the nearest one (as `float` rounds it), ±inf
+    past the largest, where `float` raises."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def finite(value: Any) -> bool:

@@ -40,7 +40,11 @@ def _as_int(value: Any) -> Any:
     elif isinstance(value, str):
         text = value.strip()
         ascii_digits = text[1:] if text[:1] in ("+", "-") else text
-        value = int(text) if ascii_digits.isascii() and ascii_digits.isdigit() else _BAD
+        # At most 19 significant digits fit 64 bits; the bound also keeps `int()` under
+        # Python's conversion limit (4,300 digits), past which it raises.
+        fits = ascii_digits.isascii() and ascii_digits.isdigit() \
+            and len(ascii_digits.lstrip("0")) <= 19
+        value = int(text) if fits else _BAD
     return value if isinstance(value, int) and fits_int64(value) else _BAD
 
 

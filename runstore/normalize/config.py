@@ -6,7 +6,8 @@ Contract:
   objects are flattened into dotted keys (`dataset_builder.group_size`); a list is one leaf; an
   empty object is one leaf whose value is `{}`. Per leaf: `value` is the leaf as JSON text
   (`NaN`/`Infinity` kept as the bare tokens Python writes), `value_num` the leaf as a float when it
-  is a number or a boolean (1.0/0.0), `value_str` the leaf when it is a string.
+  is a number (an integer as the nearest double, ±inf past the largest) or a boolean
+  (1.0/0.0), `value_str` the leaf when it is a string.
 * `summarize(data, ctx) -> {"config_json", "kind", "model_name", "learning_rate"}` gives the
   `runs` columns derived from the config. `config_json` is the whole object re-serialised compactly
   (the file is indented; 80% of its bytes are whitespace).
@@ -22,7 +23,7 @@ import json
 import re
 from typing import Any
 
-from runstore.normalize import Context, clean_str as _clean_str
+from runstore.normalize import Context, clean_str as _clean_str, to_float
 from runstore.parse import jsonl
 
 __all__ = ["normalize", "summarize", "infer_kind", "flatten", "load"]
@@ -79,10 +80,7 @@ def _num(value: Any) -> float | None:
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     if isinstance(value, (int, float)):
-        try:
-            return float(value)
-        except OverflowError:  # an integer too large for a double
-            return None
+        return to_float(value)
     return None
 
 
@@ -175,10 +173,7 @@ def summarize(data: bytes, ctx: Context) -> dict[str, Any]:
     lr = cfg.get("learning_rate")
     learning_rate = None
     if isinstance(lr, (int, float)) and not isinstance(lr, bool):
-        try:
-            learning_rate = float(lr)
-        except OverflowError:
-            learning_rate = None
+        learning_rate = to_float(lr)
     return {
         "config_json": _json_text(cfg),
         "kind": infer_kind(cfg),

@@ -167,7 +167,7 @@ class _Group:
             if node.get("tag") != "section":
                 continue
             m = _EPISODE_RE.match(_header(node) or "")
-            if not m:
+            if not m or len(m.group(1)) > 18:  # an index that no int64 column holds
                 continue
             rows = _table_rows(node)
             turns: int | None

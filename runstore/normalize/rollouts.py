@@ -12,7 +12,8 @@ Contract: `normalize(records, ctx) -> {"trajectories": rows, "rollout_steps": ro
 * A step's `step_idx` falls back to its position in `steps` when missing.
 * Tolerance: a record that is not an object is reported and skipped; so is a step that is not an
   object. A field of the wrong type is coerced when the spelling is unambiguous (integral float
-  for an int, int for a float, 0/1 for a bool) and otherwise stored as null; all problems of one
+  for an int, int for a float — the nearest double, ±inf past the largest — 0/1 for a bool)
+  and otherwise stored as null; all problems of one
   line are reported in a single warning. Missing fields are null without a warning.
 """
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from runstore.normalize import Context, fits_int64, clean_str as _clean_str
+from runstore.normalize import Context, fits_int64, clean_str as _clean_str, to_float
 
 __all__ = ["normalize"]
 
@@ -59,10 +60,7 @@ class _Fields:
         if value is None:
             return None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            try:
-                return float(value)  # NaN/±Infinity are kept: they are real values here
-            except OverflowError:
-                pass
+            return to_float(value)  # NaN/±Infinity are kept: they are real values here
         self._bad(where or key, value)
         return None
 

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from ..parse import jsonl
 from ..schema import schema
-from . import Context, clean_str as _clean_str, fits_int64
+from . import Context, clean_str as _clean_str, fits_int64, to_float
 
 RECORD = pa.schema([
     ("step", pa.int64()),
@@ -78,13 +78,19 @@ def normalize(data: bytes, first_line: int, ctx: Context) -> tuple[pa.Table, lis
 
 
 def _whole(buf: pa.Table) -> bool:
-    """Whether the fast reader's table has nothing the line decoder would report: every record
-    has a step and a list of spans, and every span is an object with a name."""
+    """Whether the fast reader's table is what the line decoder would make of the buffer:
+    every record has a step and a list of spans, every span is an object with a name, and no
+    time is -0.0 (pyarrow reads the integer `-0` as -0.0 in these float columns, Python as
+    0; after parsing, `-0` and `-0.0` cannot be told apart)."""
     spans = buf.column("spans").combine_chunks()
     if buf.column("step").null_count or spans.null_count:
         return False
     flat = pc.list_flatten(spans)
-    return flat.null_count == 0 and flat.field("name").null_count == 0
+    if flat.null_count or flat.field("name").null_count:
+        return False
+    negative_zero = pa.scalar(-(2 ** 63), pa.int64())  # the bits of -0.0, of no other double
+    return not any(pc.any(pc.equal(pc.struct_field(flat, f).view(pa.int64()), negative_zero)).as_py()
+                   for f in ("duration", "wall_start", "wall_end"))
 
 
 def _nest(table: pa.Table, lengths: np.ndarray) -> tuple[np.ndarray, pa.Array]:
@@ -216,10 +222,7 @@ def _decode(data: bytes, first_line: int, ctx: Context) -> pa.Table:
 def _num(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
-    try:
-        return float(v)
-    except OverflowError:  # an integer too large for a double
-        return None
+    return to_float(v)  # ±inf past the largest double, as pyarrow's reader makes it
 
 
 def _span(sp: Any) -> dict[str, Any] | None:

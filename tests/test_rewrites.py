@@ -1,0 +1,200 @@
+"""Append-only files rewritten behind the ingest's back (issue 12, item 7).
+
+An append always grows a file. So a file whose size did not grow but whose mtime or ctime
+moved was rewritten in place, and is read again whole; so is a file that grew but whose bytes
+before the remembered offset changed, as far as the ledger's fingerprint can tell: all of them
+up to `ledger.PREFIX_HASH_MAX` (1 MiB), only the last 64 past it. Each test edits one value
+early in a file, keeping its length and its last 64 bytes, so that only the fingerprint can
+notice, and checks the store against the edited file, read here independently (`oracle` and
+plain `json`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import oracle
+import runstore
+from runstore import ledger
+from test_ingest import (counts, expected, jsonl_lines, metric_rows_in_store,
+                         oracle_metric_rows, run_id, write_lines)
+
+RUN = "a/rl_dirs"
+# A number on line 1 of each append-only file of the small tree's traced run, and the key
+# it belongs to: its last digit is what the edit changes.
+EDITED_KEY = {"metrics.jsonl": None, "timing_spans.jsonl": "duration",
+              "trace_events.jsonl": "ts", "checkpoints.jsonl": "batch"}
+
+
+def edit_line(line: bytes, key: str | None) -> bytes:
+    """`line` with the last digit of one number changed: same length, another value."""
+    pattern = rb'"[^"]*": -?\d+\.\d+' if key is None else rb'"' + key.encode() + rb'": -?\d+(\.\d+)?'
+    m = re.search(pattern, line)
+    assert m, line
+    end = m.end() - 1
+    digit = line[end] - 0x30
+    return line[:end] + bytes([0x30 + (digit + 1) % 10]) + line[end + 1:]
+
+
+def edit_early(path: Path) -> bytes:
+    """Edit line 1 of `path` in place (same size, same last 64 bytes); the old bytes."""
+    old = path.read_bytes()
+    lines = jsonl_lines(path)
+    lines[0] = edit_line(lines[0], EDITED_KEY[path.name])
+    write_lines(path, lines)
+    new = path.read_bytes()
+    assert len(new) == len(old) and new[-64:] == old[-64:] and new != old
+    return old
+
+
+def stored(store: runstore.Store, rid: str, name: str) -> list[tuple]:
+    """What the store holds for one file of the run, in a form `from_file` also gives."""
+    if name == "metrics.jsonl":
+        return metric_rows_in_store(store, rid)
+    if name == "timing_spans.jsonl":
+        rows = store.arrow("select step, span_idx, name, duration_s from spans "
+                           "where run_id = $rid", {"rid": rid}).to_pylist()
+        return sorted(tuple(r.values()) for r in rows)
+    if name == "trace_events.jsonl":
+        rows = store.arrow("select name, start_us, dur_us from trace_slices where run_id = $rid",
+                           {"rid": rid}).to_pylist()
+        return sorted(((r["name"], r["start_us"], r["dur_us"]) for r in rows),
+                      key=lambda r: (r[1], r[0], -1 if r[2] is None else r[2]))
+    rows = store.arrow("select seq, name, batch from checkpoints where run_id = $rid",
+                       {"rid": rid}).to_pylist()
+    return sorted(tuple(r.values()) for r in rows)
+
+
+def from_file(path: Path) -> list[tuple]:
+    """The same, read from the file with plain `json` (and `oracle`)."""
+    if path.name == "metrics.jsonl":
+        return oracle_metric_rows(path)
+    if path.name == "timing_spans.jsonl":
+        last: dict[int, list[dict[str, Any]]] = {}
+        for _, o in oracle.complete_lines(path):
+            last[o["step"]] = o["spans"]  # the later record of a step wins
+        return sorted((step, i, s["name"], float(s["duration"]))
+                      for step, spans in last.items() for i, s in enumerate(spans))
+    if path.name == "trace_events.jsonl":
+        return oracle.trace_slices(path)
+    return sorted((line, o.get("name"), o.get("batch")) for line, o in oracle.complete_lines(path))
+
+
+@pytest.mark.parametrize("name", list(EDITED_KEY))
+@pytest.mark.parametrize("mtime", ["new", "restored"])
+def test_same_size_edit_early_in_an_append_only_file_is_reread(
+        small_tree: Path, store_path: Path, name: str, mtime: str) -> None:
+    """The same size and the same last 64 bytes: before, the re-ingest kept the stale value.
+    `restored`: the editor also sets the old mtime back (`os.utime`); the ctime, which nothing
+    in user space can set back, still tells."""
+    run = small_tree / RUN
+    path = run / name
+    store = runstore.open(store_path)
+    store.ingest([small_tree])
+    rid = run_id(store, run)
+    before = stored(store, rid, name)
+    st = path.stat()
+    edit_early(path)
+    if mtime == "restored":
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    report = store.ingest([small_tree])
+    assert report.warnings == []
+    assert report.bytes_read >= st.st_size  # read whole
+    now = stored(store, rid, name)
+    assert now == from_file(path) and now != before
+    assert counts(store) == expected(small_tree)
+    again = store.ingest([small_tree])
+    assert again.bytes_read == 0 and not any(again.rows_added.values())
+
+
+def test_touched_append_only_file_is_reread_and_loses_nothing(small_tree: Path,
+                                                              store_path: Path) -> None:
+    """A new mtime on an unchanged file cannot be told from a same-size rewrite: it is read
+    again whole, and its rows replaced by the same rows."""
+    run = small_tree / RUN
+    store = runstore.open(store_path)
+    store.ingest([small_tree])
+    rid = run_id(store, run)
+    before = stored(store, rid, "metrics.jsonl")
+    os.utime(run / "metrics.jsonl")
+    report = store.ingest([small_tree])
+    assert report.bytes_read == (run / "metrics.jsonl").stat().st_size
+    assert stored(store, rid, "metrics.jsonl") == before
+    assert counts(store) == expected(small_tree)
+
+
+@pytest.mark.parametrize("name", ["metrics.jsonl", "checkpoints.jsonl"])
+def test_edit_and_append_in_a_small_file_is_reread(small_tree: Path, store_path: Path,
+                                                    name: str) -> None:
+    """Up to 1 MiB consumed, the ledger keeps a CRC-32 of every consumed byte and checks it
+    when the file grew: an edit anywhere before the offset, then an append, is a rewrite."""
+    run = small_tree / RUN
+    path = run / name
+    assert path.stat().st_size <= ledger.PREFIX_HASH_MAX
+    store = runstore.open(store_path)
+    store.ingest([small_tree])
+    rid = run_id(store, run)
+    edit_early(path)
+    last = json.loads(jsonl_lines(path)[-1])
+    extra = {**last, "step": 10_000} if name == "metrics.jsonl" else {**last, "batch": 10_000}
+    with open(path, "ab") as f:
+        f.write(json.dumps(extra).encode() + b"\n")
+    report = store.ingest([small_tree])
+    assert report.bytes_read >= path.stat().st_size  # read whole
+    assert stored(store, rid, name) == from_file(path)
+    assert counts(store) == expected(small_tree)
+
+
+def big_metrics(path: Path) -> None:
+    """Make `path` a metrics file well past `PREFIX_HASH_MAX`."""
+    lines = [json.dumps({"step": i, "loss": 1.0 / (i + 1), "pad": "x" * 900}).encode()
+             for i in range(1400)]
+    write_lines(path, lines)
+    assert path.stat().st_size > ledger.PREFIX_HASH_MAX
+
+
+def test_edit_and_append_in_a_large_file_what_the_tail_tells(small_tree: Path,
+                                                            store_path: Path) -> None:
+    """Past 1 MiB, a file that grew is checked by the 64 bytes before the offset only (reading
+    every growing file whole at every ingest would cost more than the ingest). What that
+    notices and what it does not, as docs/ingest.md says:
+
+    * an edit that changes the length of a line shifts every later byte, so the tail differs:
+      the file is read again whole;
+    * a same-length edit outside the last 64 bytes, then an append: the edit is not seen (the
+      stored value stays), the appended lines are read.
+    """
+    run = small_tree / RUN
+    path = run / "metrics.jsonl"
+    big_metrics(path)
+    store = runstore.open(store_path)
+    store.ingest([small_tree])
+    rid = run_id(store, run)
+
+    # A longer line 1, then an append: noticed.
+    lines = jsonl_lines(path)
+    lines[0] = lines[0].replace(b'"loss": 1.0', b'"loss": 1.25')
+    lines.append(json.dumps({"step": 5000, "loss": 0.5}).encode())
+    write_lines(path, lines)
+    report = store.ingest([small_tree])
+    assert report.bytes_read >= path.stat().st_size
+    assert metric_rows_in_store(store, rid) == oracle_metric_rows(path)
+
+    # A same-length edit of line 1, then an append: only the append is seen.
+    stale = oracle_metric_rows(path)
+    edit_early(path)
+    with open(path, "ab") as f:
+        f.write(json.dumps({"step": 5001, "loss": 0.25}).encode() + b"\n")
+    report = store.ingest([small_tree])
+    assert report.bytes_read < 1000  # the appended line (and the 64-byte tail check)
+    got = metric_rows_in_store(store, rid)
+    assert got != oracle_metric_rows(path)
+    appended = (5001, "loss", 0.25, len(jsonl_lines(path)))
+    assert got == sorted(stale + [appended], key=lambda r: (r[3], r[1]))
