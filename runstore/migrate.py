@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
+from . import integrity
 from .errors import StoreVersionError
 from .resources import migrations_dir
 from .fs import storage_options
@@ -93,6 +94,12 @@ class MigrationContext:
         from deltalake import DeltaTable
 
         path = self.writer.root / "tables" / name
+        known = self.writer.manifest.tables.get(name) if self.writer.manifest else None
+        if known is not None:
+            # The snapshot has the table already (a schema_version set back by hand, then
+            # repaired): keep it as it is rather than fail on it, or lose its files.
+            self.tables[name] = known
+            return
         schema = pa.schema([(c, _TYPES[t]) for c, t in columns])
         dt = DeltaTable.create(str(path), schema=schema, mode="error",
                                storage_options=storage_options(path))
@@ -103,10 +110,18 @@ class MigrationContext:
         from deltalake import Field
         from deltalake.schema import PrimitiveType
 
+        before = self.tables.get(name) or (self.writer.manifest.tables.get(name)
+                                           if self.writer.manifest else None)
         dt = delta_table(self.writer.root / "tables" / name)
-        dt.alter.add_columns([Field(c, PrimitiveType(t)) for c, t in columns])
+        # A migration killed after this alter and before its snapshot was published runs
+        # again: the columns are then in the log already.
+        have = {f.name for f in dt.schema().fields}
+        todo = [Field(c, PrimitiveType(t)) for c, t in columns if c not in have]
+        if todo:
+            dt.alter.add_columns(todo)
+        pause_point("migrate")
         dt = delta_table(self.writer.root / "tables" / name)
-        self.tables[name] = {"version": dt.version(), "files": self.writer._rel_files(dt)}
+        self.tables[name] = integrity.entry(self.writer.root, dt, before)
 
 
 def apply(writer: Writer) -> list[Migration]:
