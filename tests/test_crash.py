@@ -256,14 +256,27 @@ def spread_points(reached: dict[str, int], hooks: tuple[str, ...]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def history_store(_small_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The small tree ingested in many snapshots: many files per table and more than
-    KEEP_MANIFESTS manifests, so commits prune."""
-    store = tmp_path_factory.mktemp("history") / "store"
-    p = subprocess.run(command(store, _small_template), env=MANY_FILES, capture_output=True,
-                       text=True, timeout=300)
+def history(_small_template: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(store, tree): a copy of the small tree, ingested in several snapshots, compacted,
+    grown and ingested again, then given more than KEEP_MANIFESTS snapshots in all (settings
+    commits), so each later commit prunes and the files the compaction replaced are unlisted
+    by every manifest left."""
+    base = tmp_path_factory.mktemp("history")
+    tree = base / "runs"
+    shutil.copytree(_small_template, tree)
+    store = base / "store"
+    p = subprocess.run(command(store, tree), env=MANY_FILES, capture_output=True, text=True,
+                       timeout=300)
     assert p.returncode == 0, p.stderr
-    return store
+    s = runstore.open(store)
+    s.compact()
+    with open(tree / "a" / "rl_flat" / "metrics.jsonl", "a") as f:
+        for step in range(100, 130):
+            f.write(f'{{"step": {step}, "env/all/reward/total": {step / 1000}}}\n')
+    s.ingest([tree])
+    for i in range(tables.KEEP_MANIFESTS):
+        s.set_setting("kl_threshold", 0.02 + i / 1000)
+    return store, tree
 
 
 def copy_of(template: Path, tmp_path: Path, name: str) -> Path:
@@ -295,20 +308,21 @@ def then_all_is_well(store: Path, tree: Path | None, want: dict[str, list[str]],
 
 @pytest.mark.slow
 @pytest.mark.parametrize("vacuum", [True, False], ids=["vacuum", "no-vacuum"])
-def test_sigkill_at_every_phase_of_compact(vacuum: bool, history_store: Path,
-                                           _small_template: Path, tmp_path: Path) -> None:
+def test_sigkill_at_every_phase_of_compact(vacuum: bool, history: tuple[Path, Path],
+                                           tmp_path: Path) -> None:
+    history_store, tree = history
     want = storekit.digest(history_store)
     args = ("compact", "--vacuum-hours", "0") if vacuum else ("compact",)
     reached = storekit.points_reached(runstore_cmd(copy_of(history_store, tmp_path, "ref"),
                                                    *args), MANY_FILES, tmp_path / "points")
     hooks = ("locked", "compact", "publish", "prune", "vacuum")
-    assert reached.get("compact") and reached.get("publish")
+    assert reached.get("compact") and reached.get("publish") and reached.get("prune"), reached
     assert bool(reached.get("vacuum")) == vacuum, reached
     points = spread_points(reached, hooks)
     for i, point in enumerate(points):
         store = copy_of(history_store, tmp_path, f"store{i}")
         assert storekit.kill_at(runstore_cmd(store, *args), MANY_FILES, point), point
-        then_all_is_well(store, _small_template, want, runstore_cmd(store, *args), MANY_FILES)
+        then_all_is_well(store, tree, want, runstore_cmd(store, *args), MANY_FILES)
         shutil.rmtree(store)
     print(f"compact {' '.join(args[1:])}: killed at {', '.join(points)}")
 
@@ -318,10 +332,11 @@ SET_SETTING = ("import runstore, sys; "
 
 
 @pytest.mark.slow
-def test_sigkill_at_every_phase_of_a_settings_commit(history_store: Path,
-                                                     _small_template: Path,
+def test_sigkill_at_every_phase_of_a_settings_commit(history: tuple[Path, Path],
                                                      tmp_path: Path) -> None:
+    history_store, tree = history
     want = storekit.digest(history_store)
+    was = runstore.open(history_store).settings()["kl_threshold"]
 
     def cmd(store: Path) -> list[str]:
         return [sys.executable, "-c", SET_SETTING, str(store)]
@@ -333,8 +348,8 @@ def test_sigkill_at_every_phase_of_a_settings_commit(history_store: Path,
     for i, point in enumerate(points):
         store = copy_of(history_store, tmp_path, f"store{i}")
         assert storekit.kill_at(cmd(store), MANY_FILES, point), point
-        assert runstore.open(store).settings()["kl_threshold"] in (0.01, 0.05)
-        then_all_is_well(store, _small_template, want, cmd(store), MANY_FILES)
+        assert runstore.open(store).settings()["kl_threshold"] in (was, 0.05)
+        then_all_is_well(store, tree, want, cmd(store), MANY_FILES)
         assert runstore.open(store).settings()["kl_threshold"] == 0.05
         shutil.rmtree(store)
 
