@@ -9,7 +9,10 @@ decides what to read: nothing, the new bytes, or the whole file (first read, a w
 file that changed, an append-only file that shrank or whose bytes before the offset changed,
 or an entry `runstore repair` marked with `state["reread"]` because some of its rows were lost:
 the whole file is then read again and replaces what is left of its rows).
-The ledger is saved as one Parquet file per snapshot by `tables.Writer.commit`.
+The ledger is saved as one Parquet file per snapshot by `tables.Writer.commit`. What is read back
+is checked (`checked`, `Ledger.from_arrow`): a file that is not a ledger (a missing column, a
+wrong type, an empty key, a `state` that is not a JSON object) is a `LedgerDamaged` naming the
+file and saying to run `runstore repair`.
 """
 
 from __future__ import annotations

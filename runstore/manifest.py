@@ -13,7 +13,12 @@ Contract:
   the number inside equal to the file's name. A manifest that fails is an `InvalidManifest`
   (a ValueError) saying which field and why; `read_manifest` turns it into a `StoreCorrupt`
   that names the file and says to run `runstore repair`. Fields this runstore does not know
-  are ignored (a later runstore may add some), as are extra keys inside table entries.
+  are ignored (a later runstore may add some), as are extra keys inside table entries; a
+  manifest of a newer schema version than this runstore knows is not checked further
+  (`NewerManifest`), and `read_manifest` refuses it with "upgrade runstore".
+* `mend(data)` resets the fields that do not change what a snapshot holds (settings,
+  checksums, migrations, created_at, last_ingest) when they are invalid; `runstore repair`
+  uses it instead of setting the whole snapshot aside.
 """
 
 from __future__ import annotations

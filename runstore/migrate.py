@@ -5,7 +5,10 @@ store's schema version is the number of the last applied migration, and each app
 recorded in the manifest with its `applied_at`. `pending(manifest)` lists what would run
 (read-only); `apply(writer)` runs the pending ones under the write lock and publishes one
 snapshot. A store whose version is newer than the newest migration known here is refused
-("upgrade runstore"). Applied migrations are never edited or renumbered.
+("upgrade runstore"). Applied migrations are never edited or renumbered. What a migration does
+through `MigrationContext` can run again on the same store (a migration killed before its
+snapshot was published runs again on the next `migrate`): columns already in a table's log are
+not added twice, and a table the snapshot already has is kept as it is.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """`Store`: the one entry object of the library (`runstore.open(path)`).
 
 Contract: a `Store` names a store location (`--store`, else `$RUNSTORE_STORE`, else
-`./.runstore`). Writing methods (`ingest`, `compact`, `migrate`) take the store's write lock for
-their duration. Reading methods build a fresh in-memory DuckDB over the newest snapshot for
+`./.runstore`). Writing methods (`ingest`, `compact`, `migrate`, `repair`, `set_setting`) take
+the store's write lock for their duration (`repair(check=True)` only reads and takes none). Reading methods build a fresh in-memory DuckDB over the newest snapshot for
 each call, so a long-lived `Store` always sees the latest committed state and never blocks
 anyone. Queries are read-only (`sqlcheck.guard`) and take values only as bound parameters;
 a parameter that the query does not use and that names no setting is an error (a typo in

@@ -782,7 +782,7 @@ def sweep_temporaries(root: Root) -> None:
     object appears whole or not at all: there are none.)"""
     if isinstance(root, S3):
         return
-    for sub in (MANIFESTS, LEDGERS):
+    for sub in (MANIFESTS, LEDGERS, vacuum_mod.RETIRED):
         d = root / sub
         try:
             names = os.listdir(d)

@@ -32,7 +32,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import oracle
+import runstore
 from runstore import tables
+from runstore.errors import RunstoreError
 from runstore.cli import main
 from storekit import TABLES, counts, python_m
 
@@ -42,8 +44,6 @@ CASES = int(os.environ.get("METADATA_CASES", "30"))
 @pytest.fixture(scope="module")
 def template(_small_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A store of the small tree with two snapshots (repair can fall back to the first)."""
-    import runstore
-
     store = tmp_path_factory.mktemp("meta") / "store"
     s = runstore.open(store)
     s.ingest([_small_template])
@@ -271,6 +271,10 @@ def test_named_damage(case: str, template: Path, _small_template: Path, tmp_path
             assert p.returncode == 1, p.stderr
             text = p.stderr if args[0] != "repair" else p.stdout + p.stderr
             assert needle in text and "runstore repair" in text, (args, text)
+            if args[0] == "sql":  # the Python API says the same
+                with pytest.raises(RunstoreError, match="runstore repair") as e:
+                    runstore.open(store).sql("select count(*) from runs")
+                assert needle in str(e.value)
     assert refused >= 2
     p = python_m(store, "repair")
     assert p.returncode == 0, p.stderr

@@ -96,16 +96,23 @@ def append_steps(tree: Path, run: str, first: int, n: int) -> None:
                                 "optim/kl_sample_train_v1": 0.001}) + "\n")
 
 
+def compacted(tree: Path, store: Path, monkeypatch: pytest.MonkeyPatch) -> runstore.Store:
+    """`tree` ingested into `store` in a snapshot per run (several files per table), then
+    compacted: the ingest's files are left listed only by the older manifests."""
+    for k, v in MANY_FILES.items():
+        monkeypatch.setenv(k, v)
+    s = runstore.open(store)
+    s.ingest([tree])
+    s.compact()
+    return s
+
+
 @pytest.fixture
 def history(small_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A store whose files were replaced twice: ingests in many small snapshots (many files),
     a compaction, more steps ingested, a second compaction, more steps ingested."""
-    for k, v in MANY_FILES.items():
-        monkeypatch.setenv(k, v)
     store = tmp_path / "store"
-    s = runstore.open(store)
-    s.ingest([small_tree])
-    s.compact()
+    s = compacted(small_tree, store, monkeypatch)
     append_steps(small_tree, "a/rl_flat", 100, 20)
     s.ingest([small_tree])
     s.compact()
@@ -140,12 +147,13 @@ def test_fractional_hours_are_honoured(history: Path, small_tree: Path) -> None:
         assert (f not in here) == (hours > 0.99), (f, hours)
     assert digest(store) == before
     # A smaller number deletes what it covers, and nothing a manifest still lists.
-    since = unlisted_since(store)
-    result = cli(store, "compact", "--vacuum-hours", "0.25")
-    assert result.exit_code == 0, result.stderr
+    since = unlisted_since(store)  # the Python API, this time
+    report = runstore.open(store).compact(vacuum_hours=0.25).vacuum
     here = on_disk(store)
     for f, hours in since.items():
         assert (f not in here) == (hours > 0.25), (f, hours)
+    assert report is not None and report.files_deleted == sum(h > 0.25 for h in since.values())
+    assert report.files_deleted > 0
     for files in listed(store).values():
         assert files <= here
     assert digest(store) == before
@@ -186,12 +194,8 @@ def test_unlisted_time_survives_pruning(small_tree: Path, tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Files a compaction replaced two hours ago are deleted by `--vacuum-hours 1` even after
     every manifest that listed them was pruned (KEEP_MANIFESTS) by twenty fresh snapshots."""
-    for k, v in MANY_FILES.items():
-        monkeypatch.setenv(k, v)
     store = tmp_path / "store"
-    s = runstore.open(store)
-    s.ingest([small_tree])
-    s.compact()
+    s = compacted(small_tree, store, monkeypatch)
     seqs = sorted(listed(store))
     age(store, {seqs[0]: 3.0, seqs[-1]: 2.0})
     replaced = set().union(*listed(store).values()) - listed(store)[seqs[-1]]

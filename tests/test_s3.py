@@ -152,11 +152,12 @@ def test_store_on_s3_ingest_sql_check_report_compact(demo_tree: Path, bucket: st
         expected(demo_tree)["metrics_raw"]
 
 
-def test_vacuum_on_s3(small_tree: Path, bucket: str) -> None:
+def test_vacuum_on_s3(small_tree: Path, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """On S3 too, a vacuum runs after the compaction's snapshot is published and deletes only
     objects no manifest left on S3 lists; the store then answers with every row."""
     uri = f"s3://{bucket}/store"
     store = runstore.open(uri)
+    monkeypatch.setenv("RUNSTORE_BATCH_ROWS", "300")  # a snapshot per run: several files
     store.ingest([small_tree])
     store.compact()  # the ingest's files are now listed only by the older manifests
     fs = s3fs_client()
