@@ -425,41 +425,58 @@ def migrate(ctx: click.Context, list_: bool) -> None:
 
 
 @main.command()
+@click.option("--check", "check_only", is_flag=True,
+              help="Change nothing: read every live file in full, check it against the "
+              "content hash recorded when it was written, and list what is damaged (exit "
+              "code 1 when anything is).")
 @click.option("--lock-timeout", type=float, default=60.0, show_default=True,
               help="Seconds to wait for an ingest holding the store.")
 @click.pass_context
 @handle_errors
-def repair(ctx: click.Context, lock_timeout: float) -> None:
-    """Mend a damaged store: missing or corrupt files, a broken Delta log, manifest or ledger.
+def repair(ctx: click.Context, check_only: bool, lock_timeout: float) -> None:
+    """Mend a damaged store: lost or rotten files, Delta logs, manifests, ledger, lock.
 
+    Missing, unreadable or bit-rotten data files (their bytes no longer match the content hash
+    recorded when they were written), broken Delta logs, invalid manifests, ledger or lock.
     What cannot be read is set aside under _runstore/quarantine/; the sources whose rows were
-    lost are read again by the next ingest. See docs/reliability.md.
+    lost are read again by the next ingest. With --check, only report (by file name) what
+    repair would mend. See docs/reliability.md.
 
     Example:
 
-        runstore repair && runstore ingest runs/
+        runstore repair --check || (runstore repair && runstore ingest runs/)
     """
-    report = _store(ctx).repair(lock_timeout=lock_timeout)
-    for action in report.actions:
-        click.echo(f"- {action}")
+    report = _store(ctx).repair(check=check_only, lock_timeout=lock_timeout)
+    for problem in report.problems if check_only else report.actions:
+        click.echo(f"- {problem}")
     click.echo(report.summary())
+    if check_only and report.problems:
+        ctx.exit(1)
 
 
 @main.command()
-@click.option("--vacuum-hours", type=float, default=None,
-              help="Also delete files unreferenced for more than this many hours.")
+@click.option("--vacuum-hours", type=click.FloatRange(min=0), default=None, metavar="H",
+              help="Then delete the files that no kept snapshot lists and none has listed for "
+              "more than H hours (fractions allowed; at least 10 minutes, for queries still "
+              "reading an older snapshot).")
+@click.option("--lock-timeout", type=float, default=60.0, show_default=True,
+              help="Seconds to wait for an ingest holding the store.")
 @click.pass_context
 @handle_errors
-def compact(ctx: click.Context, vacuum_hours: float | None) -> None:
+def compact(ctx: click.Context, vacuum_hours: float | None, lock_timeout: float) -> None:
     """Rewrite each table into few files and checkpoint its Delta log.
+
+    The replaced files stay until a vacuum deletes them, after the new snapshot is published.
 
     Example:
 
-        runstore compact --vacuum-hours 1
+        runstore compact --vacuum-hours 24
     """
-    before = _store(ctx).compact(vacuum_hours=vacuum_hours)
-    for name, n in sorted(before.items()):
+    report = _store(ctx).compact(vacuum_hours=vacuum_hours, lock_timeout=lock_timeout)
+    for name, n in sorted(report.files_before.items()):
         click.echo(f"{name}: {n} file{'s' if n != 1 else ''} before")
+    if report.vacuum is not None:
+        click.echo(report.vacuum.summary())
 
 
 # -- pictures: plot, report, trace (runstore.charts / report / perfetto) ----------------------

@@ -194,7 +194,7 @@ def _read_ledger(root: Path, manifest: tables.Manifest) -> pa.Table:
     path = root / manifest.ledger
     try:
         # not read_table: it imports pyarrow.dataset (~70 ms)
-        return tables.open_parquet(str(path)).read()
+        return ledger_mod.checked(tables.open_parquet(str(path)).read(), str(path))
     except (OSError, pa.ArrowException) as e:
         from .errors import StoreCorrupt
 

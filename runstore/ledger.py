@@ -17,6 +17,9 @@ offset changed (`prefix_changed`, from `same_prefix`), or an entry `runstore rep
 with `state["reread"]` because some of its rows were lost; the whole file then replaces what is
 left of its rows. docs/ingest.md says what this notices and what it cannot.
 The ledger is saved as one Parquet file per snapshot by `tables.Writer.commit`.
+What is read back is checked (`checked`, `Ledger.from_arrow`): a file that is not a
+ledger (a missing column, a wrong type, an empty key, a `state` that is not a JSON object) is
+a `LedgerDamaged` naming the file and saying to run `runstore repair`.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import pyarrow as pa
 
 from . import schema
 from .discover import APPEND_ONLY, SourceFile
+from .errors import StoreCorrupt
 
 Action = Literal["skip", "append", "full"]
 RUN_KIND = "run"
@@ -70,10 +74,17 @@ class Ledger:
             self.entries[(e.run_id, e.rel_path)] = e
 
     @classmethod
-    def from_arrow(cls, table: pa.Table) -> "Ledger":
+    def from_arrow(cls, table: pa.Table, where: str = "of the newest snapshot") -> "Ledger":
+        """The ledger in `table` (as read from the store: checked, see `checked`)."""
         entries = []
-        for row in table.to_pylist():
-            row["state"] = json.loads(row["state"]) if row["state"] else {}
+        for i, row in enumerate(checked(table, where).to_pylist()):
+            try:
+                state = json.loads(row["state"]) if row["state"] else {}
+            except ValueError:
+                state = None
+            if not isinstance(state, dict):
+                raise _damaged(where, f"row {i + 1}: state is not a JSON object")
+            row["state"] = state
             entries.append(Entry(**row))
         return cls(entries)
 
@@ -94,6 +105,38 @@ class Ledger:
     def runs(self) -> list[Entry]:
         return [e for e in self.entries.values() if e.kind == RUN_KIND]
 
+
+
+class LedgerDamaged(StoreCorrupt):
+    """A ledger file that reads but is not a ledger; `why` says what is wrong with it."""
+
+    def __init__(self, where: str, why: str):
+        super().__init__(f"the ingest ledger {where} is damaged: {why}. Run `runstore repair` "
+                         "(it rebuilds the ledger from the tables; the next ingest then reads "
+                         "every source again).")
+        self.why = why
+
+
+def _damaged(where: str, why: str) -> LedgerDamaged:
+    return LedgerDamaged(where, why)
+
+
+def checked(table: pa.Table, where: str) -> pa.Table:
+    """`table` with exactly the ledger's columns and types; a `StoreCorrupt` naming `where`
+    (the file) when it is not a ledger runstore wrote: a column missing or of another type,
+    or an empty key. (`Ledger.from_arrow` checks that each `state` is a JSON object.)"""
+    target = schema.schema("_ledger")
+    missing = [f.name for f in target if f.name not in table.column_names]
+    if missing:
+        raise _damaged(where, f"it has no column {', '.join(missing)}")
+    try:
+        out = table.select(target.names).cast(target)
+    except (pa.ArrowException, ValueError) as e:
+        raise _damaged(where, f"a column has the wrong type ({e})") from e
+    for name in ("source_id", "run_id", "rel_path", "kind"):
+        if out.column(name).null_count:
+            raise _damaged(where, f"column {name} has empty values")
+    return out
 
 
 def unchanged(entry: Entry | None, f: SourceFile) -> bool:

@@ -5,7 +5,10 @@ store's schema version is the number of the last applied migration, and each app
 recorded in the manifest with its `applied_at`. `pending(manifest)` lists what would run
 (read-only); `apply(writer)` runs the pending ones under the write lock and publishes one
 snapshot. A store whose version is newer than the newest migration known here is refused
-("upgrade runstore"). Applied migrations are never edited or renumbered.
+("upgrade runstore"). Applied migrations are never edited or renumbered. What a migration does
+through `MigrationContext` can run again on the same store (a migration killed before its
+snapshot was published runs again on the next `migrate`): columns already in a table's log are
+not added twice, and a table the snapshot already has is kept as it is.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
+from . import integrity
 from .errors import StoreVersionError
 from .resources import migrations_dir
 from .fs import storage_options
@@ -93,6 +97,12 @@ class MigrationContext:
         from deltalake import DeltaTable
 
         path = self.writer.root / "tables" / name
+        known = self.writer.manifest.tables.get(name) if self.writer.manifest else None
+        if known is not None:
+            # The snapshot has the table already (a schema_version set back by hand, then
+            # repaired): keep it as it is rather than fail on it, or lose its files.
+            self.tables[name] = known
+            return
         schema = pa.schema([(c, _TYPES[t]) for c, t in columns])
         dt = DeltaTable.create(str(path), schema=schema, mode="error",
                                storage_options=storage_options(path))
@@ -103,10 +113,18 @@ class MigrationContext:
         from deltalake import Field
         from deltalake.schema import PrimitiveType
 
+        before = self.tables.get(name) or (self.writer.manifest.tables.get(name)
+                                           if self.writer.manifest else None)
         dt = delta_table(self.writer.root / "tables" / name)
-        dt.alter.add_columns([Field(c, PrimitiveType(t)) for c, t in columns])
+        # A migration killed after this alter and before its snapshot was published runs
+        # again: the columns are then in the log already.
+        have = {f.name for f in dt.schema().fields}
+        todo = [Field(c, PrimitiveType(t)) for c, t in columns if c not in have]
+        if todo:
+            dt.alter.add_columns(todo)
+        pause_point("migrate")
         dt = delta_table(self.writer.root / "tables" / name)
-        self.tables[name] = {"version": dt.version(), "files": self.writer._rel_files(dt)}
+        self.tables[name] = integrity.entry(self.writer.root, dt, before)
 
 
 def apply(writer: Writer) -> list[Migration]:

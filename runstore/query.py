@@ -133,9 +133,10 @@ def connect(root: tables.Root, manifest: tables.Manifest,
                     rel = rel.project(", ".join(cols))
                 rel.create_view(name)
             except Exception as e:  # duckdb's errors: name the damaged file and what to do
-                damaged = tables.damaged_file(root, manifest, [name])
-                if damaged is None:
-                    raise
+                damaged = tables.damaged_file(root, manifest, [name]) or tables.read_error(
+                    root, e) or tables.StoreCorrupt(
+                        f"reading table {name} of the store failed: {tables.one_line(e)}. If "
+                        "it happens again, run `runstore repair --check`.")
                 raise damaged from e
         else:
             # A real empty table, not a registered Arrow object: those are visible only to

@@ -1,8 +1,8 @@
 """`Store`: the one entry object of the library (`runstore.open(path)`).
 
 Contract: a `Store` names a store location (`--store`, else `$RUNSTORE_STORE`, else
-`./.runstore`). Writing methods (`ingest`, `compact`, `migrate`) take the store's write lock for
-their duration. Reading methods build a fresh in-memory DuckDB over the newest snapshot for
+`./.runstore`). Writing methods (`ingest`, `compact`, `migrate`, `repair`, `set_setting`) take
+the store's write lock for their duration (`repair(check=True)` only reads and takes none). Reading methods build a fresh in-memory DuckDB over the newest snapshot for
 each call, so a long-lived `Store` always sees the latest committed state and never blocks
 anyone. Queries are read-only (`sqlcheck.guard`) and take values only as bound parameters;
 a parameter that the query does not use and that names no setting is an error (a typo in
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import pyarrow as pa
 
 from . import migrate as migrate_mod
-from . import query, sqlcheck, statements, tables
-from .errors import QueryError
+from . import query, schema, sqlcheck, statements, tables
+from .errors import QueryError, StoreCorrupt, UsageError
 from .fs import S3, location, storage_options
 from .ingest import IngestReport, Progress
 from .query import View
@@ -90,18 +90,39 @@ class Store:
                       lock_timeout=lock_timeout, require_runs=require_runs)
 
     def compact(self, *, vacuum_hours: float | None = None,
-                lock_timeout: float = 60.0) -> dict[str, int]:
-        """Rewrite every table into few files; returns the file count per table before."""
+                lock_timeout: float = 60.0) -> "tables.CompactReport":
+        """Rewrite every table into few files and publish the snapshot; with `vacuum_hours`,
+        then delete the files no kept snapshot lists and none has listed for that many hours
+        (at least `vacuum.READER_GRACE_S`, for queries still reading an older snapshot).
+        Returns each table's file count before (`files_before`) and what the vacuum deleted
+        (`vacuum`, a `vacuum.VacuumReport`)."""
+        if vacuum_hours is not None and not (
+                isinstance(vacuum_hours, (int, float)) and vacuum_hours >= 0):
+            raise UsageError(f"vacuum_hours must be a number of hours of at least 0, got "
+                             f"{vacuum_hours!r}")
         self.manifest()
         with tables.writer(self.path, lock_timeout=lock_timeout) as w:
-            return w.compact(vacuum_hours=vacuum_hours)
+            report = tables.CompactReport(w.compact())
+            if vacuum_hours is not None:
+                report.vacuum = w.vacuum(float(vacuum_hours))
+        return report
 
-    def repair(self, *, lock_timeout: float = 60.0) -> "RepairReport":
-        """Mend a damaged store (missing or corrupt files, a broken Delta log, manifest or
-        ledger); returns what was done. See docs/reliability.md."""
+    def repair(self, *, check: bool = False, lock_timeout: float = 60.0) -> "RepairReport":
+        """Mend a damaged store (missing, corrupt or bit-rotten files, a broken Delta log,
+        manifest, ledger or lock); returns what was done. With `check=True`, change nothing:
+        read every live file in full and report what is damaged (`report.problems`). See
+        docs/reliability.md.
+
+        Example:
+            >>> store.repair(check=True).problems
+            []
+        """
+        from .repair import check as check_store
         from .repair import repair
 
-        return repair(self.path, lock_timeout=lock_timeout)
+        if check:
+            return check_store(self.path, settings=query.DEFAULT_SETTINGS)
+        return repair(self.path, lock_timeout=lock_timeout, settings=query.DEFAULT_SETTINGS)
 
     def migrate(self, *, lock_timeout: float = 60.0) -> list[str]:
         """Apply pending schema migrations; returns their names."""
@@ -134,8 +155,23 @@ class Store:
 
     # -- reading -------------------------------------------------------------------------
     def manifest(self) -> tables.Manifest:
+        """The newest snapshot, checked: a store this runstore can read, with settings of the
+        right types."""
         m = tables.require_store(self.path)
         migrate_mod.check_version(m)
+        for name in schema.TABLES:
+            if name not in m.tables and (self.path / "tables" / name / "_delta_log").exists():
+                raise StoreCorrupt(
+                    f"the store's snapshot {m.seq} does not list table {name}, but "
+                    f"{self.path / 'tables' / name} holds it. Run `runstore repair` (it takes "
+                    "the table from its Delta log).")
+        bad = tables.bad_settings(m.settings, query.DEFAULT_SETTINGS)
+        if bad:
+            name, value = bad[0]
+            raise StoreCorrupt(
+                f"the store's setting {name} is {value!r}, not a number (in snapshot {m.seq}). "
+                f"Run `runstore repair` (it resets it to the default, "
+                f"{query.DEFAULT_SETTINGS[name]}), or set it again with store.set_setting.")
         return m
 
     def connect(self, params: dict[str, Any] | None = None) -> Any:

@@ -1,11 +1,13 @@
-"""The store on disk: Delta tables, the manifest that makes them one snapshot, and the lock.
+"""The store on disk: Delta tables, the writer that publishes snapshots of them, and the lock.
 
 Layout of a store directory::
 
     tables/<name>/            one Delta table per public table (Parquet files + _delta_log/)
-    _runstore/manifests/N.json  snapshot N: each table's Delta version and live file list,
-                              the ledger file, schema version and applied migrations
+    _runstore/manifests/N.json  snapshot N: each table's Delta version, live files and their
+                              content hashes, the ledger file, schema version, migrations
+                              (manifest.py reads and checks them)
     _runstore/ledger/N.parquet  the ingest ledger as of snapshot N (see ledger.py)
+    _runstore/retired/*.json  when files stopped being listed by any kept snapshot (vacuum.py)
     _runstore/lock            fcntl lock held by the one writing process (its PID inside)
 
 Contract:
@@ -16,9 +18,14 @@ Contract:
   (every Parquet file is written once and never modified).
 * Only a holder of the lock writes. Delta versions written after the newest manifest belong
   to a writer that died before publishing; `Writer` rolls those tables back (Delta `restore`)
-  before writing anything, so a crash at any point loses only the unpublished work.
+  before writing anything, so a crash at any point loses only the unpublished work. A table
+  the snapshot lists files of but whose log is gone, or a file the rollback would need that
+  is gone, stops the writer with "run `runstore repair`".
 * Tables whose file count passes `COMPACT_FILES` are compacted (and their Delta log
-  checkpointed) at commit time; `compact()` does it on demand.
+  checkpointed) at commit time; `compact()` does it on demand. Every file a commit writes gets
+  its content hash in the snapshot; a commit whose delete or compaction read a file that no
+  longer matches its hash publishes nothing (integrity.py).
+* Files are deleted only by `vacuum.py`, after a publish, and never one a kept snapshot lists.
 * A store may also live under an `s3://bucket/prefix` (`fs.S3`; every function here takes
   either root): the same layout as objects, manifests and ledgers published with S3's
   conditional put (create-if-absent, as the hard link does locally), Delta tables written by
@@ -35,23 +42,30 @@ import fcntl
 import json
 import os
 import re
+import stat
 import sys
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow as pa
 
+from . import integrity
 from . import schema as schema_mod
+from . import vacuum as vacuum_mod
+from .errors import StoreCorrupt, StoreLocked, RunstoreError
 from .fs import S3, AlreadyExists, listdir, location, rmtree, storage_options
-from .errors import StoreCorrupt, StoreLocked, StoreNotFound, RunstoreError
+from .manifest import (LEDGERS, MANIFESTS, Manifest, Root, bad_settings, manifest_paths,
+                       publish_manifest, read_manifest, require_store)
+from .vacuum import KEEP_MANIFESTS
 
-MANIFESTS = "_runstore/manifests"
-LEDGERS = "_runstore/ledger"
+__all__ = ["LEDGERS", "MANIFESTS", "KEEP_MANIFESTS", "Manifest", "Root", "bad_settings",
+           "manifest_paths", "publish_manifest", "read_manifest", "require_store"]
+
 LOCK = "_runstore/lock"
 COMPACT_FILES = 32  # $RUNSTORE_COMPACT_FILES overrides it (tests use it to compact often)
 # New files of these tables hold their rows grouped by one column (`group_rows`), so a scan
@@ -62,7 +76,6 @@ COMPACT_FILES = 32  # $RUNSTORE_COMPACT_FILES overrides it (tests use it to comp
 GROUP_ROWS_BY = {"metrics_raw": "key"}
 PAGE_ROWS = 8192
 COMMIT_THREADS = 2  # tables written at once by a commit
-KEEP_MANIFESTS = 20
 
 
 def utcnow() -> datetime:
@@ -94,87 +107,6 @@ def pause_point(phase: str) -> None:
             time.sleep(60)
 
 
-@dataclass
-class Manifest:
-    """One published snapshot of the store."""
-
-    seq: int
-    tables: dict[str, dict[str, Any]]  # name -> {"version": int, "files": [rel paths]}
-    ledger: str | None  # rel path of the ledger parquet, None when empty
-    schema_version: int
-    migrations: list[dict[str, str]] = field(default_factory=list)
-    created_at: str = ""
-    last_ingest: dict[str, Any] | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        return json.dumps(self.__dict__, indent=1, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> "Manifest":
-        data = json.loads(text)
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        return cls(**known)
-
-
-Root = Path | S3  # a store on local disk, or under an S3 prefix (see fs.py)
-
-
-def manifest_paths(root: Root) -> list[tuple[int, Any]]:
-    d = root / MANIFESTS
-    out = []
-    for n in listdir(d):
-        if n.endswith(".json") and n[:-5].isdigit():
-            out.append((int(n[:-5]), d / n))
-    return sorted(out)
-
-
-def read_manifest(root: Root) -> Manifest | None:
-    """The newest published manifest, or None for a store with none yet."""
-    paths = manifest_paths(root)
-    if not paths:
-        return None
-    seq, path = paths[-1]
-    try:
-        return Manifest.from_json(path.read_text())
-    except (OSError, ValueError, TypeError) as e:
-        raise StoreCorrupt(
-            f"cannot read the store manifest {path}: {e}. Run `runstore repair`: it sets the "
-            "file aside and falls back to the previous snapshot (then `runstore ingest` again)."
-        ) from e
-
-
-def require_store(root: Root) -> Manifest:
-    m = read_manifest(root)  # None when there is no manifests directory at all
-    if m is None and _has_data_files(root):
-        raise StoreCorrupt(f"the store at {root} has tables but no manifest in "
-                           f"{root / MANIFESTS}. Run `runstore repair` to rebuild it.")
-    if m is None:
-        raise StoreNotFound(
-            f"no store at {root} — run `runstore ingest PATH` first, or pass --store "
-            "(or set $RUNSTORE_STORE)"
-        )
-    return m
-
-
-def _has_data_files(root: Root) -> bool:
-    """Whether any table directory holds a Parquet file (the empty tables a first ingest
-    creates before its first snapshot hold none)."""
-    if isinstance(root, S3):
-        return any(e.rel.endswith(".parquet") for e in (root / "tables").walk())
-    try:
-        names = os.listdir(root / "tables")
-    except OSError:
-        return False
-    for name in names:
-        try:
-            if any(n.endswith(".parquet") for n in os.listdir(root / "tables" / name)):
-                return True
-        except OSError:
-            continue
-    return False
-
-
 def table_files(root: Root, manifest: Manifest, table: str) -> list[str]:
     """Absolute paths (`s3://` URIs for a store on S3) of the live Parquet files of `table`
     in this snapshot."""
@@ -189,7 +121,10 @@ def open_parquet(path: str) -> Any:
     import pyarrow.parquet as pq
 
     where = location(path)
-    return pq.ParquetFile(where.open() if isinstance(where, S3) else path)
+    # Page CRCs are checked where a file has them (the ledger, written by pyarrow); Delta's
+    # writer writes none, and for those this costs nothing.
+    return pq.ParquetFile(where.open() if isinstance(where, S3) else path,
+                          page_checksum_verification=True)
 
 
 def _exists(path: str) -> bool:
@@ -231,14 +166,21 @@ def _damaged(path: str, table: str, why: str) -> StoreCorrupt:
         "it held.")
 
 
-def damaged_file(root: Root, manifest: Manifest, names: Any = None) -> StoreCorrupt | None:
+def damaged_file(root: Root, manifest: Manifest, names: Any = None, *,
+                 hashes: bool = False) -> StoreCorrupt | None:
     """The first live file of the snapshot (of the tables `names`, default all) that is
-    missing or unreadable, as the error to show; None when every one reads."""
+    missing or unreadable (with `hashes`, also one whose bytes no longer match the hash
+    recorded for it), as the error to show; None when every one is sound."""
     for name in names if names is not None else sorted(manifest.tables):
-        for f in table_files(root, manifest, name):
-            why = check_file(f)
+        entry = manifest.tables.get(name) or {"files": []}
+        sums = entry.get("checksums") or {}
+        for rel in entry["files"]:
+            if hashes and rel in sums:
+                why = integrity.verify(root, rel, sums[rel], decode=False)
+            else:
+                why = check_file(str(root / rel))
             if why:
-                return _damaged(f, name, why)
+                return _damaged(str(root / rel), name, why)
     return None
 
 
@@ -276,8 +218,23 @@ class Lock:
         self.fd: int | None = None
 
     def acquire(self, timeout: float) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise IsADirectoryError(errno.EISDIR, "not a regular file")
+        except OSError as e:
+            if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise RunstoreError(
+                    f"cannot take the store's write lock {self.path}: {e.strerror}. Fix the "
+                    "file's permissions or mount, or choose another --store.") from e
+            what = ("it is a directory, not a file" if isinstance(e, IsADirectoryError)
+                    else "it is a symbolic link" if e.errno == errno.ELOOP
+                    else e.strerror or str(e))
+            raise StoreCorrupt(
+                f"cannot take the store's write lock {self.path}: {what}. Run `runstore "
+                "repair`: it sets the path aside and makes a new lock file.") from e
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -408,7 +365,7 @@ class Lease:
 _DISK_FULL = ("No space left on device", "os error 28", "Disk quota exceeded", "os error 122")
 _READ_ONLY = ("Read-only file system", "os error 30", "Permission denied", "os error 13",
               "Operation not permitted", "os error 1)")
-_MISSING = ("No such file or directory", "os error 2)", "not found", "NotFound")
+_MISSING = ("No such file or directory", "os error 2)", "not found", "NotFound", "missing file")
 
 
 _RUST_BACKTRACE = re.compile(r"\n\s*(?:Stack backtrace:\s*)?0: ")
@@ -498,6 +455,14 @@ def check_writable(root: Root) -> None:
 
 
 @dataclass
+class CompactReport:
+    """What `Store.compact` did: each table's file count before, and the vacuum's report."""
+
+    files_before: dict[str, int]
+    vacuum: "vacuum_mod.VacuumReport | None" = None
+
+
+@dataclass
 class Staged:
     """Deletes (predicates) and appends (Arrow tables) per table, to commit together."""
 
@@ -532,6 +497,7 @@ class Writer:
             if self.manifest is not None:
                 check_version(self.manifest)  # it may have been upgraded while we waited
             self._recover()
+            pause_point("locked")
         except BaseException:
             self.lock.release()
             raise
@@ -544,7 +510,17 @@ class Writer:
         """Roll back Delta versions that no published manifest covers (a crashed writer)."""
         self._sweep_temporaries()
         tables_dir = self.root / "tables"
-        for name in listdir(tables_dir):
+        present = listdir(tables_dir)
+        for name, entry in sorted((self.manifest.tables if self.manifest else {}).items()):
+            if entry["files"] and "_delta_log" not in (listdir(tables_dir / name)
+                                                       if name in present else []):
+                # Writing now would start a new, empty table and drop the snapshot's files
+                # from the next snapshot without a word.
+                raise StoreCorrupt(
+                    f"the Delta log {tables_dir / name / '_delta_log'} is missing, but the "
+                    f"store's snapshot lists {len(entry['files'])} files of table {name}. Run "
+                    "`runstore repair` (it rebuilds the table's log from the snapshot).")
+        for name in present:
             path = tables_dir / name
             if "_delta_log" not in listdir(path):
                 continue
@@ -557,6 +533,13 @@ class Writer:
                     raise StoreCorrupt(
                         f"the store at {self.root} has tables but no manifest in "
                         f"{self.root / MANIFESTS}. Run `runstore repair` to rebuild it.")
+                if dt.file_uris():
+                    # No writer fills a table before a snapshot lists it (migrations publish
+                    # new tables empty): the snapshot lost this table's entry.
+                    raise StoreCorrupt(
+                        f"the store's snapshot does not list table {name}, but {path} holds "
+                        "its data. Run `runstore repair` (it takes the table from its Delta "
+                        "log).")
                 # Created by a writer that never published: nothing of it is visible.
                 with writing(self.root, f"tables/{name}"):
                     rmtree(path)
@@ -564,6 +547,9 @@ class Writer:
             if dt.version() == entry["version"]:
                 continue
             if dt.version() > entry["version"] and self._rel_files(dt) != sorted(entry["files"]):
+                for f in entry["files"]:  # a restore needs every file of the snapshot
+                    if not _exists(str(self.root / f)):
+                        raise _damaged(str(self.root / f), name, "missing")
                 with writing(self.root, f"tables/{name}"):
                     dt.restore(entry["version"])
                 pause_point("recover")
@@ -628,7 +614,8 @@ class Writer:
         # Tables are separate Delta logs: two are written at a time (the writes are Rust and
         # release the GIL), so the last, inline commit of an ingest keeps both cores busy.
         with ThreadPoolExecutor(COMMIT_THREADS, thread_name_prefix="runstore-write") as pool:
-            done = [pool.submit(self._write_table, name, staged) for name in touched]
+            done = [pool.submit(self._write_table, name, staged, tables.get(name))
+                    for name in touched]
             for name, fut in zip(touched, done):
                 tables[name] = fut.result()
         if staged.deletes is self._deletes:  # committed what was staged: start afresh
@@ -653,8 +640,10 @@ class Writer:
         self.publish(m)
         return m
 
-    def _write_table(self, name: str, staged: Staged) -> dict[str, Any]:
-        """Apply one table's staged deletes and appends; its new manifest entry."""
+    def _write_table(self, name: str, staged: Staged,
+                     before: dict[str, Any] | None) -> dict[str, Any]:
+        """Apply one table's staged deletes and appends; its new manifest entry (`before`:
+        the entry of the snapshot it builds on)."""
         from deltalake import write_deltalake
 
         path = self.root / "tables" / name
@@ -681,54 +670,54 @@ class Writer:
                 dt = delta_table(path)
                 dt.create_checkpoint()
                 pause_point("compact")
-        return {"version": dt.version(), "files": self._rel_files(dt)}
+            # The delete and the compaction read the files they replaced: were any damaged,
+            # their rows would come back in new files whose hashes vouch for them.
+            integrity.check_removed(self.root, name, before, self._rel_files(dt))
+            return integrity.entry(self.root, dt, before)
 
     def publish(self, m: Manifest) -> None:
         with writing(self.root, f"{MANIFESTS}/{m.seq:08d}.json"):
             publish_manifest(self.root, m)
         self.manifest = m
         pause_point("publish")
-        self._prune()
+        vacuum_mod.prune(self.root)
 
     def _rel_files(self, dt: Any) -> list[str]:
         return rel_files(self.root, dt)
 
-    def _prune(self) -> None:
-        """Drop manifests and ledgers older than the last KEEP_MANIFESTS snapshots."""
-        paths = manifest_paths(self.root)
-        for seq, path in paths[:-KEEP_MANIFESTS]:
-            try:
-                m = Manifest.from_json(path.read_text())
-                path.unlink(missing_ok=True)
-                if m.ledger and m.ledger != self.manifest.ledger:  # type: ignore[union-attr]
-                    (self.root / m.ledger).unlink(missing_ok=True)
-            except (OSError, ValueError):
-                continue
-
-    def compact(self, *, vacuum_hours: float | None = None) -> dict[str, int]:
-        """Compact every table to few files, checkpoint its log, optionally vacuum."""
+    def compact(self) -> dict[str, int]:
+        """Compact every table to few files and checkpoint its log; publish the snapshot.
+        Returns each table's file count before. Nothing is deleted (see `vacuum`)."""
         assert self.manifest is not None
-        damaged = damaged_file(self.root, self.manifest)
+        # Compacting reads every live file: a damaged one would be carried into new files
+        # whose hashes vouch for it. So every file is checked against its hash first.
+        damaged = damaged_file(self.root, self.manifest, hashes=True)
         if damaged is not None:
-            raise damaged  # compacting would carry the damage into the new files' snapshot
+            raise damaged
         tables = {k: dict(v) for k, v in self.manifest.tables.items()}
         before = {}
-        for name in tables:
+        for name, entry in sorted(self.manifest.tables.items()):
             path = self.root / "tables" / name
+            if not entry["files"] and "_delta_log" not in listdir(path):
+                before[name] = 0  # a table no commit has created yet
+                continue
             with writing(self.root, f"tables/{name}"):
                 dt = delta_table(path)
                 before[name] = len(dt.file_uris())
                 dt.optimize.compact(writer_properties=writer_properties(name))
                 dt = delta_table(path)
                 dt.create_checkpoint()
-                if vacuum_hours is not None:
-                    dt.vacuum(retention_hours=int(vacuum_hours),
-                              enforce_retention_duration=False, dry_run=False)
-            tables[name] = {"version": dt.version(), "files": self._rel_files(dt)}
+                pause_point("compact")
+                tables[name] = integrity.entry(self.root, dt, entry)
         m = Manifest(**{**self.manifest.__dict__, "seq": self.manifest.seq + 1,
                         "tables": tables, "created_at": utcnow().isoformat()})
         self.publish(m)
         return before
+
+    def vacuum(self, hours: float) -> "vacuum_mod.VacuumReport":
+        """Delete the files no snapshot needs any more (see vacuum.py); after a publish."""
+        with writing(self.root, "tables (vacuum)"):
+            return vacuum_mod.vacuum(self.root, hours)
 
 
 def group_rows(data: pa.Table, column: str) -> pa.Table:
@@ -793,11 +782,11 @@ def sweep_temporaries(root: Root) -> None:
     object appears whole or not at all: there are none.)"""
     if isinstance(root, S3):
         return
-    for sub in (MANIFESTS, LEDGERS):
+    for sub in (MANIFESTS, LEDGERS, vacuum_mod.RETIRED):
         d = root / sub
         try:
             names = os.listdir(d)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             continue
         for n in names:
             if n.startswith(".") and n.endswith(".tmp"):
@@ -834,34 +823,15 @@ def write_new_parquet(path: Any, table: pa.Table) -> None:
 
     if isinstance(path, S3):
         sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression="zstd")
+        pq.write_table(table, sink, compression="zstd", write_page_checksum=True)
         path.write_new("", sink.getvalue().to_pybytes())
         return
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
-        pq.write_table(table, tmp, compression="zstd")
+        pq.write_table(table, tmp, compression="zstd", write_page_checksum=True)
         os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def publish_manifest(root: Root, m: Manifest) -> None:
-    if isinstance(root, S3):
-        # Conditional put: when another writer published this number first, it fails.
-        root.write_new(f"{MANIFESTS}/{m.seq:08d}.json", m.to_json().encode())
-        return
-    d = root / MANIFESTS
-    d.mkdir(parents=True, exist_ok=True)
-    final = d / f"{m.seq:08d}.json"
-    tmp = d / f".{m.seq:08d}.{uuid.uuid4().hex}.tmp"
-    try:
-        with open(tmp, "w") as f:
-            f.write(m.to_json())
-            f.flush()
-            os.fsync(f.fileno())
-        os.link(tmp, final)  # fails if a snapshot with this number exists: never overwrite
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import random
-import select
 import shutil
 import signal
 import subprocess
@@ -33,8 +32,9 @@ import pytest
 
 import oracle
 import runstore
+import storekit
 from runstore import demo, tables
-from runstore.errors import StoreNotFound
+from runstore.errors import StoreCorrupt, StoreNotFound
 
 TABLES = ("runs", "config", "metrics_raw", "checkpoints", "trajectories", "rollout_steps",
           "conversations", "messages", "spans", "trace_slices")
@@ -145,24 +145,7 @@ def phase_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def kill_at(store: Path, tree: Path, point: str, timeout: float = 120) -> bool:
     """Run an ingest that pauses at `point` ("phase:N"), SIGKILL it there; True if it got
     there, False if it finished first (it must then have succeeded)."""
-    env = {**PHASE_ENV, "RUNSTORE_TEST_PAUSE": point}
-    with subprocess.Popen(command(store, tree), env=env, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True) as proc:
-        assert proc.stderr is not None
-        ready, _, _ = select.select([proc.stderr], [], [], timeout)
-        line = proc.stderr.readline() if ready else ""
-        if line.strip() == f"paused at {point}":
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            return True
-        if not ready:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            pytest.fail(f"ingest neither paused at {point} nor finished in {timeout} s")
-        rest = proc.stderr.read()
-        proc.wait()
-    assert proc.returncode == 0, line + rest
-    return False
+    return storekit.kill_at(command(store, tree), PHASE_ENV, point, timeout)
 
 
 def consistent_counts(store_path: Path, most: dict[str, int]) -> dict[str, int] | None:
@@ -246,3 +229,219 @@ def test_sigkill_at_every_phase(phase_tree: Path, tmp_path: Path) -> None:
     print(f"killed at {', '.join(points)}; {recovered} rollbacks killed too")
     assert recovered >= 1
     assert oracle.fingerprint(phase_tree) == before
+
+
+# ---------------------------------------------------------------------------------------------
+# Kills during the other writing commands: compact (with and without vacuum), migrate, repair,
+# and a settings commit. After each kill the store answers with exactly the rows it had (a
+# digest of every row of every table), and the command run again, then an ingest, succeed and
+# change no row.
+
+MANY_FILES = {**os.environ, "RUNSTORE_BATCH_ROWS": "300", "RUNSTORE_COMPACT_FILES": "100000",
+              # no grace for readers: the vacuum deletes what it replaced at once
+              "RUNSTORE_READER_GRACE_SECONDS": "0"}
+MOST_POINTS = 14  # per command: every hook it reaches, each at up to this many spread counts
+
+
+def spread_points(reached: dict[str, int], hooks: tuple[str, ...]) -> list[str]:
+    """Every hook of `hooks` the command reached, each at its first and last count and at
+    counts spread evenly between (about MOST_POINTS in all)."""
+    present = [h for h in hooks if reached.get(h)]
+    per = max(2, MOST_POINTS // max(1, len(present)))
+    points = []
+    for h in present:
+        n = reached[h]
+        points += [f"{h}:{k}" for k in sorted({1 + (n - 1) * i // (per - 1) for i in range(per)})]
+    return points
+
+
+@pytest.fixture(scope="module")
+def history(_small_template: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(store, tree): a copy of the small tree, ingested in several snapshots, compacted,
+    grown and ingested again, then given more than KEEP_MANIFESTS snapshots in all (settings
+    commits), so each later commit prunes and the files the compaction replaced are unlisted
+    by every manifest left."""
+    base = tmp_path_factory.mktemp("history")
+    tree = base / "runs"
+    shutil.copytree(_small_template, tree)
+    store = base / "store"
+    p = subprocess.run(command(store, tree), env=MANY_FILES, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    s = runstore.open(store)
+    s.compact()
+    with open(tree / "a" / "rl_flat" / "metrics.jsonl", "a") as f:
+        for step in range(100, 130):
+            f.write(f'{{"step": {step}, "env/all/reward/total": {step / 1000}}}\n')
+    s.ingest([tree])
+    for i in range(tables.KEEP_MANIFESTS):
+        s.set_setting("kl_threshold", 0.02 + i / 1000)
+    return store, tree
+
+
+def copy_of(template: Path, tmp_path: Path, name: str) -> Path:
+    dst = tmp_path / name
+    shutil.copytree(template, dst)
+    return dst
+
+
+def runstore_cmd(store: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "runstore", "--store", str(store), *args]
+
+
+def then_all_is_well(store: Path, tree: Path | None, want: dict[str, list[str]],
+                     again: list[str], env: dict[str, str]) -> None:
+    """The store answers with `want`; `again` (the command killed) then succeeds, and so
+    does an ingest of `tree` (the one the store holds), neither changing a row; the full check
+    finds nothing."""
+    assert storekit.digest(store) == want
+    p = subprocess.run(again, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert storekit.digest(store) == want
+    if tree is not None:
+        report = runstore.open(store).ingest([tree])
+        assert not any(report.rows_added.values())
+        assert storekit.digest(store) == want
+    delta_matches_manifest(store)
+    assert runstore.open(store).repair(check=True).problems == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("vacuum", [True, False], ids=["vacuum", "no-vacuum"])
+def test_sigkill_at_every_phase_of_compact(vacuum: bool, history: tuple[Path, Path],
+                                           tmp_path: Path) -> None:
+    history_store, tree = history
+    want = storekit.digest(history_store)
+    args = ("compact", "--vacuum-hours", "0") if vacuum else ("compact",)
+    reached = storekit.points_reached(runstore_cmd(copy_of(history_store, tmp_path, "ref"),
+                                                   *args), MANY_FILES, tmp_path / "points")
+    hooks = ("locked", "compact", "publish", "prune", "vacuum")
+    assert reached.get("compact") and reached.get("publish") and reached.get("prune"), reached
+    assert bool(reached.get("vacuum")) == vacuum, reached
+    points = spread_points(reached, hooks)
+    for i, point in enumerate(points):
+        store = copy_of(history_store, tmp_path, f"store{i}")
+        assert storekit.kill_at(runstore_cmd(store, *args), MANY_FILES, point), point
+        then_all_is_well(store, tree, want, runstore_cmd(store, *args), MANY_FILES)
+        shutil.rmtree(store)
+    print(f"compact {' '.join(args[1:])}: killed at {', '.join(points)}")
+
+
+SET_SETTING = ("import runstore, sys; "
+               "runstore.open(sys.argv[1]).set_setting('kl_threshold', 0.05)")
+
+
+@pytest.mark.slow
+def test_sigkill_at_every_phase_of_a_settings_commit(history: tuple[Path, Path],
+                                                     tmp_path: Path) -> None:
+    history_store, tree = history
+    want = storekit.digest(history_store)
+    was = runstore.open(history_store).settings()["kl_threshold"]
+
+    def cmd(store: Path) -> list[str]:
+        return [sys.executable, "-c", SET_SETTING, str(store)]
+
+    reached = storekit.points_reached(cmd(copy_of(history_store, tmp_path, "ref")), MANY_FILES,
+                                      tmp_path / "points")
+    assert reached.get("prune"), reached  # the store holds more than KEEP_MANIFESTS snapshots
+    points = spread_points(reached, ("locked", "publish", "prune"))
+    for i, point in enumerate(points):
+        store = copy_of(history_store, tmp_path, f"store{i}")
+        assert storekit.kill_at(cmd(store), MANY_FILES, point), point
+        assert runstore.open(store).settings()["kl_threshold"] in (was, 0.05)
+        then_all_is_well(store, tree, want, cmd(store), MANY_FILES)
+        assert runstore.open(store).settings()["kl_threshold"] == 0.05
+        shutil.rmtree(store)
+
+
+MIGRATE = '''
+import sys
+from pathlib import Path
+from runstore import migrate
+from runstore.cli import main
+migrate.migrations_dir = lambda: Path(sys.argv[2])
+main(["--store", sys.argv[1], "migrate"])
+'''
+LATER_MIGRATION = '''"""Add `runs.note` and `spans.note` (test-only migration)."""
+
+
+def migrate(ctx):
+    ctx.add_columns("runs", [("note", "string")])
+    ctx.add_columns("spans", [("note", "string")])
+'''
+
+
+@pytest.mark.slow
+def test_sigkill_at_every_phase_of_migrate(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The v1 fixture store (its sources are gone: an ingest would only mark its runs
+    missing) upgraded by a test migration that alters two tables."""
+    from deltalake import DeltaTable
+
+    from runstore import migrate, resources
+
+    fixture = Path(__file__).parent / "fixtures" / "store_v1"
+    later = tmp_path / "migrations"
+    shutil.copytree(resources.migrations_dir(), later)
+    (later / "0002_notes.py").write_text(LATER_MIGRATION)
+    monkeypatch.setattr(migrate, "migrations_dir", lambda: later)  # this process reads v2 too
+    want = storekit.digest(fixture)
+
+    def cmd(store: Path) -> list[str]:
+        return [sys.executable, "-c", MIGRATE, str(store), str(later)]
+
+    reached = storekit.points_reached(cmd(copy_of(fixture, tmp_path, "ref")), dict(os.environ),
+                                      tmp_path / "points")
+    points = spread_points(reached, ("locked", "migrate", "publish"))
+    assert "migrate:2" in points, reached
+    for i, point in enumerate(points):
+        store = copy_of(fixture, tmp_path, f"store{i}")
+        assert storekit.kill_at(cmd(store), dict(os.environ), point), point
+        assert runstore.open(store).manifest().schema_version in (1, 2)
+        then_all_is_well(store, None, want, cmd(store), dict(os.environ))
+        m = runstore.open(store).manifest()
+        assert m.schema_version == 2
+        assert [x["name"] for x in m.migrations] == ["0001_initial", "0002_notes"]
+        for t in ("runs", "spans"):
+            assert "note" in DeltaTable(str(store / "tables" / t)).schema().to_arrow().names
+        shutil.rmtree(store)
+
+
+@pytest.mark.slow
+def test_sigkill_at_every_phase_of_repair(_small_template: Path, tmp_path: Path) -> None:
+    """A store with three kinds of damage (a bit-rotten data file, a lost Delta log entry, a
+    corrupt ledger), repaired by a process killed at each of its steps; the next repair ends
+    exactly where an uninterrupted one does, and the next ingest restores every row."""
+    template = tmp_path / "template"
+    runstore.open(template).ingest([_small_template])
+    whole = storekit.digest(template)
+    m = tables.read_manifest(template)
+    storekit.flip_silently(template / m.tables["spans"]["files"][0])
+    sorted((template / "tables" / "trajectories" / "_delta_log").glob("*.json"))[-1].unlink()
+    (template / m.ledger).write_bytes(b"PAR1 not a parquet file")
+    damaged = storekit.digest(template)  # it still answers: bit rot is silent to queries
+
+    reference = copy_of(template, tmp_path, "reference")
+    assert runstore.open(reference).repair().snapshot is not None
+    repaired = storekit.digest(reference)
+    assert repaired != damaged
+    reached = storekit.points_reached(runstore_cmd(copy_of(template, tmp_path, "ref2"),
+                                                   "repair"), dict(os.environ),
+                                      tmp_path / "points")
+    points = spread_points(reached, ("repair", "publish"))
+    assert len(points) >= 4, reached
+    for i, point in enumerate(points):
+        store = copy_of(template, tmp_path, f"store{i}")
+        assert storekit.kill_at(runstore_cmd(store, "repair"), dict(os.environ), point), point
+        try:  # as before the repair, or as after it; or refused, cleanly, by name
+            assert storekit.digest(store) in (damaged, repaired), point
+        except StoreCorrupt as e:
+            assert "runstore repair" in str(e)
+        p = storekit.python_m(store, "repair")
+        assert p.returncode == 0, p.stderr
+        assert storekit.digest(store) == repaired, point
+        assert runstore.open(store).repair(check=True).problems == []
+        runstore.open(store).ingest([_small_template])
+        assert storekit.digest(store) == whole, point
+        delta_matches_manifest(store)
+        shutil.rmtree(store)

@@ -26,43 +26,15 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
-from click.testing import CliRunner
 
 import oracle
 import runstore
 from runstore import demo, tables
-from runstore.cli import main
-
-TABLES = ("runs", "config", "metrics_raw", "checkpoints", "trajectories", "rollout_steps",
-          "conversations", "messages", "spans", "trace_slices")
-
-
-def counts(store_path: Path) -> dict[str, int]:
-    store = runstore.open(store_path)
-    q = " union all ".join(f"select '{t}' as t, count(*) as n from {t}" for t in TABLES)
-    return {r["t"]: r["n"] for r in store.arrow(q).to_pylist()}
+from storekit import TABLES, assert_clear_error, cli, counts, python_m
 
 
 def want_counts(tree: Path) -> dict[str, int]:
     return {t: oracle.expected_counts(tree).get(t, 0) for t in TABLES}
-
-
-def cli(store: Path, *args: str):
-    return CliRunner().invoke(main, ["--store", str(store), *args], catch_exceptions=False)
-
-
-def python_m(store: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runstore", "--store", str(store), *args],
-                          capture_output=True, text=True, timeout=300)
-
-
-def assert_clear_error(stderr: str, *needles: str) -> None:
-    """One `Error: ...` message that holds every needle; no Python traceback."""
-    assert "Traceback" not in stderr, stderr
-    lines = [line for line in stderr.splitlines() if line.startswith("Error: ")]
-    assert len(lines) == 1, stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
 
 
 def delta_matches_manifest(store_path: Path) -> None:

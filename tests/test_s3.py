@@ -152,6 +152,43 @@ def test_store_on_s3_ingest_sql_check_report_compact(demo_tree: Path, bucket: st
         expected(demo_tree)["metrics_raw"]
 
 
+def test_vacuum_on_s3(small_tree: Path, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On S3 too, a vacuum runs after the compaction's snapshot is published and deletes only
+    objects no manifest left on S3 lists; the store then answers with every row."""
+    uri = f"s3://{bucket}/store"
+    store = runstore.open(uri)
+    monkeypatch.setenv("RUNSTORE_BATCH_ROWS", "300")  # a snapshot per run: several files
+    store.ingest([small_tree])
+    store.compact()  # the ingest's files are now listed only by the older manifests
+    fs = s3fs_client()
+
+    def data_objects() -> set[str]:
+        return {p.split("/store/", 1)[1] for p in fs.find(f"{bucket}/store/tables")
+                if p.endswith(".parquet") and "/_delta_log/" not in p}
+
+    def listed() -> dict[str, set[str]]:
+        out = {}
+        for name in manifests(uri):
+            m = json.loads(fs.cat_file(f"{bucket}/store/_runstore/manifests/{name}"))
+            out[name] = {f for e in m["tables"].values() for f in e["files"]}
+        return out
+
+    newest = listed()[manifests(uri)[-1]]
+    replaced = data_objects() - newest
+    assert replaced
+    env = {**os.environ, "RUNSTORE_READER_GRACE_SECONDS": "0"}  # no reader to wait for
+    p = subprocess.run([sys.executable, "-m", "runstore", "--store", uri, "compact",
+                        "--vacuum-hours", "0"], capture_output=True, text=True, env=env,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert f"vacuum: deleted {len(replaced)} data files" in p.stdout
+    left = data_objects()
+    assert not replaced & left
+    for name, files in listed().items():
+        assert files <= left, name
+    assert counts(runstore.open(uri)) == expected(small_tree)
+
+
 def test_s3_store_incremental(demo_tree: Path, bucket: str) -> None:
     uri = f"s3://{bucket}/store"
     store = runstore.open(uri)

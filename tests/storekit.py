@@ -1,0 +1,128 @@
+"""Helpers shared by the store-level reliability tests: row digests, CLI calls, clean-error
+checks, and running a command that pauses at a test hook (`tables.pause_point`) to kill it.
+
+What a store holds is read back through `runstore.open(...).arrow(...)`; every expectation
+built from it is compared with an independent source (the oracle, or the store before).
+"""
+
+from __future__ import annotations
+
+import select
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+import runstore
+from runstore.cli import main
+
+TABLES = ("runs", "config", "metrics_raw", "checkpoints", "trajectories", "rollout_steps",
+          "conversations", "messages", "spans", "trace_slices")
+
+
+def counts(store_path: Path) -> dict[str, int]:
+    store = runstore.open(store_path)
+    q = " union all ".join(f"select '{t}' as t, count(*) as n from {t}" for t in TABLES)
+    return {r["t"]: r["n"] for r in store.arrow(q).to_pylist()}
+
+
+def digest(store_path: Path, tables: tuple[str, ...] = TABLES) -> dict[str, list[str]]:
+    """Every row of every table (sorted, as text; `ingested_at` left out, since a re-read
+    source rewrites it), for before/after equality."""
+    store = runstore.open(store_path)
+    out = {}
+    for t in tables:
+        cols = [c for c in store.sql(f"select * from {t} limit 0").columns if c != "ingested_at"]
+        rows = store.arrow(f"select {', '.join(cols)} from {t}").to_pylist()
+        out[t] = sorted(repr(sorted(r.items())) for r in rows)
+    return out
+
+
+def cli(store: Path, *args: str, **kw: Any) -> Result:
+    return CliRunner().invoke(main, ["--store", str(store), *args], catch_exceptions=False,
+                              **kw)
+
+
+def python_m(store: Path, *args: str, env: dict[str, str] | None = None,
+             timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "runstore", "--store", str(store), *args],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def assert_clear_error(stderr: str, *needles: str) -> None:
+    """One `Error: ...` message that holds every needle; no Python traceback."""
+    assert "Traceback" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if line.startswith("Error: ")]
+    assert len(lines) == 1, stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+def kill_at(cmd: list[str], env: dict[str, str], point: str, timeout: float = 120) -> bool:
+    """Run `cmd` pausing at `point` ("phase:N", see tables.pause_point), SIGKILL it there; True
+    if it got there, False if it finished first (it must then have succeeded)."""
+    env = {**env, "RUNSTORE_TEST_PAUSE": point}
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True) as proc:
+        assert proc.stderr is not None
+        ready, _, _ = select.select([proc.stderr], [], [], timeout)
+        line = proc.stderr.readline() if ready else ""
+        if line.strip() == f"paused at {point}":
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            return True
+        if not ready:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            pytest.fail(f"{cmd} neither paused at {point} nor finished in {timeout} s")
+        rest = proc.stderr.read()
+        proc.wait()
+    assert proc.returncode == 0, line + rest
+    return False
+
+
+def points_reached(cmd: list[str], env: dict[str, str], log: Path) -> dict[str, int]:
+    """Run `cmd` to the end, logging every hook it reaches; how many times each."""
+    log.unlink(missing_ok=True)
+    p = subprocess.run(cmd, env={**env, "RUNSTORE_TEST_POINTS": str(log)}, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    reached: dict[str, int] = {}
+    for name in (log.read_text().split() if log.exists() else []):
+        reached[name] = reached.get(name, 0) + 1
+    return reached
+
+
+def flip_silently(path: Path, column: str | None = None) -> int:
+    """Change two bytes inside a data page of a Parquet file so that it still decodes, to other
+    values (what bit rot or a stray write does unnoticed); the offset changed. The position is
+    searched: the first one past each column chunk's middle whose change decodes differently."""
+    import pyarrow.parquet as pq
+
+    original = pq.read_table(path)
+    data = path.read_bytes()
+    md = pq.ParquetFile(path).metadata
+    rg = md.row_group(0)
+    for c in range(rg.num_columns):
+        chunk = rg.column(c)
+        if column is not None and chunk.path_in_schema != column:
+            continue
+        start, end = chunk.data_page_offset, chunk.data_page_offset + chunk.total_compressed_size
+        if chunk.has_dictionary_page and chunk.dictionary_page_offset is not None:
+            end = chunk.dictionary_page_offset + chunk.total_compressed_size
+        for off in range(start + (end - start) // 2, end - 2):
+            changed = bytearray(data)
+            changed[off] ^= 0x5A
+            changed[off + 1] ^= 0xA5
+            path.write_bytes(changed)
+            try:
+                if not pq.read_table(path).equals(original):
+                    return off
+            except Exception:
+                pass
+    path.write_bytes(data)
+    raise AssertionError(f"no silent change found in {path}")
