@@ -190,16 +190,22 @@ def ingest(ctx: click.Context, paths: tuple[str, ...], quiet: bool, watch: float
 @click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE",
               help="Bind $NAME to VALUE (repeatable); never pasted into the SQL text. A NAME "
                    "that is a setting (kl_threshold) overrides it for this query.")
+@click.option("--allow-read", "allow_read", multiple=True, metavar="PATH",
+              type=click.Path(exists=True),
+              help="Also let the query read this file, or the files under this directory "
+                   "(repeatable). Without it a query reads only the store's own files.")
 @output_options
 @click.pass_context
 @handle_errors
 def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...],
-        fmt: str | None, output: str | None) -> None:
+        allow_read: tuple[str, ...], fmt: str | None, output: str | None) -> None:
     """Run one read-only SQL query over the store's tables and views.
 
     The query comes from QUERY, from -f FILE, or from stdin (QUERY '-' or a pipe). Only
     queries run: INSERT, CREATE, COPY, ATTACH, SET and every other statement are refused.
-    `runstore views` and `runstore schema` list what there is to query.
+    The query reads only the store's own files (DuckDB's sandbox): to join a file of your
+    own, name it with --allow-read. `runstore views` and `runstore schema` list what there is
+    to query.
 
     Example:
 
@@ -208,6 +214,8 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
         runstore sql "select * from kl_health where flagged" --param kl_threshold=0.02
         runstore sql 'select * from runs where run_name glob $g' --param g='math_rl/*'
         runstore sql -f question.sql -o answer.parquet --format parquet
+        runstore sql "from runs join read_csv('teams.csv') using (run_name)" \\
+            --allow-read teams.csv
     """
     if file is not None:
         if query is not None:
@@ -217,7 +225,7 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
         if sys.stdin is None or sys.stdin.isatty():
             raise click.UsageError("give a QUERY, -f FILE, or pipe the query on stdin")
         query = sys.stdin.read()
-    table = _store(ctx).arrow(query, parse_params(params))
+    table = _store(ctx).arrow(query, parse_params(params), allow_read=list(allow_read) or None)
     emit(table, fmt, output)
 
 

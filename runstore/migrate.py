@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import pyarrow as pa
-
 from .errors import StoreVersionError
 from .resources import migrations_dir
 from .fs import storage_options
@@ -75,13 +73,6 @@ def pending(manifest: Manifest | None) -> list[Migration]:
     return [m for m in available() if m.number > done]
 
 
-_TYPES = {
-    "string": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "int32": pa.int32(),
-    "bool": pa.bool_(), "list<string>": pa.list_(pa.string()),
-    "timestamp[us, tz=UTC]": pa.timestamp("us", tz="UTC"),
-}
-
-
 class MigrationContext:
     """What a migration may do to the store."""
 
@@ -93,7 +84,11 @@ class MigrationContext:
         from deltalake import DeltaTable
 
         path = self.writer.root / "tables" / name
-        schema = pa.schema([(c, _TYPES[t]) for c, t in columns])
+        import pyarrow as pa
+
+        from .schema import arrow_type
+
+        schema = pa.schema([(c, arrow_type(t)) for c, t in columns])
         dt = DeltaTable.create(str(path), schema=schema, mode="error",
                                storage_options=storage_options(path))
         self.tables[name] = {"version": dt.version(), "files": []}
