@@ -87,6 +87,15 @@ def _typed(value: str) -> Any:
     return value
 
 
+def _existing(path: str) -> str:
+    """A local path that exists, or an s3:// URI (checked when the query reads it)."""
+    from .fs import is_remote
+
+    if not is_remote(path) and not Path(path).expanduser().exists():
+        raise click.BadParameter(f"{path!r} does not exist", param_hint="'--allow-read'")
+    return path
+
+
 def _store(ctx: click.Context) -> Any:
     from .store import Store
 
@@ -191,9 +200,10 @@ def ingest(ctx: click.Context, paths: tuple[str, ...], quiet: bool, watch: float
               help="Bind $NAME to VALUE (repeatable); never pasted into the SQL text. A NAME "
                    "that is a setting (kl_threshold) overrides it for this query.")
 @click.option("--allow-read", "allow_read", multiple=True, metavar="PATH",
-              type=click.Path(exists=True),
-              help="Also let the query read this file, or the files under this directory "
-                   "(repeatable). Without it a query reads only the store's own files.")
+              callback=lambda ctx, param, values: tuple(_existing(v) for v in values),
+              help="Also let the query read this file, or the files under this directory, "
+                   "or this s3:// object (repeatable). Without it a query reads only the "
+                   "store's own files.")
 @output_options
 @click.pass_context
 @handle_errors

@@ -99,6 +99,9 @@ _PERMISSION = re.compile(r'Cannot access (?:file|directory) "(.*)" - file system
 _LOCKED = re.compile(r'Cannot change configuration option "(\w+)" - the configuration has been '
                      r"locked")
 _MODIFY = re.compile(r"Modifying (?:the )?(\w+) has been disabled by configuration")
+# `FROM 'file.csv'`: with external access off DuckDB does not try a file it may not read, and
+# says there is no such table.
+_NO_TABLE = re.compile(r"Table with name (.+?) does not exist!")
 
 
 def refusal(e: BaseException) -> QueryError | None:
@@ -113,6 +116,9 @@ def refusal(e: BaseException) -> QueryError | None:
             f"changing DuckDB's {m.group(1)} setting refused: runstore sql runs with its "
             "configuration locked (DuckDB sandbox), so a query cannot turn on logging or "
             "profiling, change a setting or widen what it may read")
+    m = _NO_TABLE.search(text)
+    if m and ("/" in m.group(1) or re.search(r"\.\w+$", m.group(1))):
+        return QueryError(f"reading {m.group(1)} refused: {ALLOW_HINT}")
     if "disabled by configuration" in text or "external access is disabled" in text.lower():
         return QueryError(f"refused by the DuckDB sandbox ({text.splitlines()[0].strip()}): "
                           f"{ALLOW_HINT}")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
 
 from . import migrate as migrate_mod
 from . import query, sandbox, sqlcheck, statements, tables
-from .errors import QueryError
+from .errors import QueryError, RunstoreError
 from .fs import S3, location, storage_options
 from .query import View
 
@@ -192,14 +192,34 @@ class Store:
             bound = {k: v for k, v in params.items() if k in names.params}
             return convert(con.sql(sql, params=bound or None))
         except duckdb.Error as e:
-            # The sandbox refusing a file or a setting; else a store file that vanished or
-            # broke since the snapshot was opened; else DuckDB's own message.
-            raise (sandbox.refusal(e) or tables.read_error(self.path, e)
-                   or QueryError(str(e).strip())) from e
+            raise self._failure(e) from e
         finally:
             con.close()
             if owned:
                 db.close()
+
+    def _failure(self, e: Exception) -> Exception:
+        """DuckDB's error as the one to show: the sandbox refusing a file or a setting; a
+        store file that vanished or broke since the snapshot was opened (an I/O error, or any
+        error when a live file is indeed damaged); else DuckDB's own message. (A query that
+        merely mentions a store path, as a string given to a JSON function say, is not a
+        damaged store.)"""
+        import duckdb
+
+        refused = sandbox.refusal(e)
+        if refused is not None:
+            return refused
+        if isinstance(e, duckdb.IOException):
+            return tables.read_error(self.path, e) or QueryError(str(e).strip())
+        if str(self.path) in str(e):
+            try:
+                manifest = tables.read_manifest(self.path)
+            except RunstoreError as bad:
+                return bad
+            damaged = tables.damaged_file(self.path, manifest) if manifest else None
+            if damaged is not None:
+                return damaged
+        return QueryError(str(e).strip())
 
     def arrow(self, sql: str, params: dict[str, Any] | None = None, *,
               allow_read: Iterable[str | os.PathLike[str]] | None = None) -> "pa.Table":
