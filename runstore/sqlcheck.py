@@ -202,12 +202,22 @@ def too_deep(what: str) -> QueryError:
                       "fewer levels of parentheses, subqueries or function calls")
 
 
+def depth_error(e: BaseException) -> QueryError | None:
+    """DuckDB's parser or binder giving up on a query nested beyond its limit, as a plain
+    error (DuckDB's own hint, to SET a higher limit, does not apply: settings are locked)."""
+    if "max expression depth" not in str(e).lower():
+        return None
+    return QueryError("the query nests more than 1000 levels deep (DuckDB's "
+                      "max_expression_depth, views included); write it with fewer levels of "
+                      "parentheses, subqueries or function calls")
+
+
 def _unparsed(query: str, e: Exception) -> Checked:
     """`query` that DuckDB cannot parse: sqlglot says where and why, for a clear message."""
     first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    if "max expression depth" in first.lower():
-        raise QueryError("the query nests more than 1000 levels deep (DuckDB's "
-                         "max_expression_depth); write it with fewer levels") from e
+    deep = depth_error(e)
+    if deep is not None:
+        raise deep from e
     try:
         _guard_sqlglot(query)
     except QueryError as refused:
@@ -367,20 +377,26 @@ def condition(text: str, what: str = "--where") -> Any:
     try:
         with _quiet_sqlglot():
             tree = sqlglot.parse_one(text, read="duckdb", into=exp.Condition)
+    except RecursionError as e:
+        raise too_deep(f"{what} condition") from e
     except (ParseError, TokenError) as e:
         raise QueryError(f"{hint}: {syntax_message(e, text)}") from e
 
     def fail(found: str) -> QueryError:
         return QueryError(f"{hint} (found {found})")
 
-    _check_nodes(tree, fail)
-    for node in tree.walk():
-        if isinstance(node, (exp.Query, exp.Subquery, exp.Exists)):
-            raise fail("a subquery")
-        if isinstance(node, exp.Placeholder):
-            raise fail(f"parameter {node.sql(dialect='duckdb')}")
-        if isinstance(node, exp.Star):
-            raise fail("*")
+    try:
+        _check_nodes(tree, fail)
+        for node in tree.walk():
+            if isinstance(node, (exp.Query, exp.Subquery, exp.Exists)):
+                raise fail("a subquery")
+            if isinstance(node, exp.Placeholder):
+                raise fail(f"parameter {node.sql(dialect='duckdb')}")
+            if isinstance(node, exp.Star):
+                raise fail("*")
+        tree.sql(dialect="duckdb")  # what the caller will do with it: it must not recurse out
+    except RecursionError as e:
+        raise too_deep(f"{what} condition") from e
     return tree
 
 

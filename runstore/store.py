@@ -206,7 +206,7 @@ class Store:
         damaged store.)"""
         import duckdb
 
-        refused = sandbox.refusal(e)
+        refused = sandbox.refusal(e) or sqlcheck.depth_error(e)
         if refused is not None:
             return refused
         if isinstance(e, duckdb.IOException):
