@@ -235,7 +235,14 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
         if sys.stdin is None or sys.stdin.isatty():
             raise click.UsageError("give a QUERY, -f FILE, or pipe the query on stdin")
         query = sys.stdin.read()
-    table = _store(ctx).arrow(query, parse_params(params), allow_read=list(allow_read) or None)
+    from . import output as out
+
+    # Plain rows where they print the same as Arrow, so most answers need no pyarrow; a
+    # Parquet file needs the Arrow table.
+    parquet = fmt == "parquet" or (fmt is None and (output or "").endswith(".parquet"))
+    table = _store(ctx).fetch(query, parse_params(params), allow_read=list(allow_read) or None,
+                              convert=(lambda rel: rel.to_arrow_table()) if parquet
+                              else out.from_relation)
     emit(table, fmt, output)
 
 

@@ -94,16 +94,29 @@ def _parser() -> Any:
     return _parsers[0]
 
 
+# Parsed views by file, and the ordered list by directory: the files ship with the package
+# and do not change while it runs. A connection parses only the views its queries read.
+_PARSED: dict[Path, View] = {}
 _VIEWS: dict[str, tuple[View, ...]] = {}
 _VIEWS_LOCK = threading.Lock()
 
 
-def _views_in(directory: str, parser: Any = None) -> tuple[View, ...]:
+def _view(path: Path, parser: Any = None) -> View:
     with _VIEWS_LOCK:
-        if directory not in _VIEWS:
-            _VIEWS[directory] = _ordered(
-                {p.stem: parse_view(p, parser) for p in sorted(Path(directory).glob("*.sql"))})
-        return _VIEWS[directory]
+        if path not in _PARSED:
+            _PARSED[path] = parse_view(path, parser)
+        return _PARSED[path]
+
+
+def _view_files(directory: str) -> dict[str, Path]:
+    return {p.stem: p for p in sorted(Path(directory).glob("*.sql"))}
+
+
+def _views_in(directory: str, parser: Any = None) -> tuple[View, ...]:
+    if directory not in _VIEWS:
+        _VIEWS[directory] = _ordered({name: _view(path, parser)
+                                      for name, path in _view_files(directory).items()})
+    return _VIEWS[directory]
 
 
 def _ordered(views: dict[str, View]) -> tuple[View, ...]:
@@ -163,7 +176,7 @@ class Database:
         except BaseException:
             self.con.close()
             raise
-        self.views = {v.name: v for v in views(self.con)}
+        self._view_files = _view_files(str(sql_dir()))
         self._made: set[str] = set()
         self._lock = threading.Lock()
 
@@ -173,25 +186,31 @@ class Database:
     def cursor(self) -> Any:
         return sandbox.cursor(self.con)
 
+    def view(self, name: str) -> View:
+        return _view(self._view_files[name], self.con)
+
     def needs(self, names: Iterable[str] | None) -> list[str]:
         """What reading `names` needs created, in creation order (everything for None or
         for a name that is none of ours: a system view, a file, ...)."""
-        known = {*self.files, SETTINGS, *self.views}
+        known = {*self.files, SETTINGS, *self._view_files}
         wanted = None if names is None else {n.lower() for n in names}
         if wanted is None or not wanted <= known:
             wanted = known
         todo: list[str] = []
 
-        def visit(name: str) -> None:
+        def visit(name: str, trail: tuple[str, ...]) -> None:
             if name in todo or name not in known:
                 return
-            for dep in self.views[name].depends if name in self.views else ():
-                visit(dep)
+            if name in trail:
+                raise ValueError(f"views depend on each other in a cycle: "
+                                 f"{' -> '.join(trail + (name,))}")
+            for dep in self.view(name).depends if name in self._view_files else ():
+                visit(dep, trail + (name,))
             todo.append(name)
 
-        for name in [*self.files, SETTINGS, *self.views]:  # a stable order
+        for name in [*self.files, SETTINGS, *self._view_files]:  # a stable order
             if name in wanted:
-                visit(name)
+                visit(name, ())
         return todo
 
     def ensure(self, names: Iterable[str] | None = None) -> None:
@@ -205,7 +224,7 @@ class Database:
                 elif name == SETTINGS:
                     self._settings()
                 else:
-                    self.con.execute(f"create view {identifier(name)} as {self.views[name].body}")
+                    self.con.execute(f"create view {identifier(name)} as {self.view(name).body}")
                 self._made.add(name)
 
     def _table(self, name: str) -> None:

@@ -32,7 +32,6 @@ path must not pay for it.
 from __future__ import annotations
 
 import json
-import logging
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -136,6 +135,8 @@ def _write_types() -> tuple[Any, ...]:
 def _quiet_sqlglot() -> Iterator[None]:
     """sqlglot logs a warning when it falls back to an opaque `Command` (`LOAD x`, `CALL f()`);
     the guard reports those itself, so the log line would only be noise on stderr."""
+    import logging
+
     logger = logging.getLogger("sqlglot")
     level = logger.level
     logger.setLevel(logging.ERROR)

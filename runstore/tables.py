@@ -42,13 +42,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Iterator
 
 from . import schema as schema_mod
 from .fs import S3, AlreadyExists, listdir, location, rmtree, storage_options
 from .errors import StoreCorrupt, StoreLocked, StoreNotFound, RunstoreError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:  # imported on first use: opening a snapshot for a query needs none of it
+    from .lazy import pyarrow as pa
 
 MANIFESTS = "_runstore/manifests"
 LEDGERS = "_runstore/ledger"
