@@ -474,9 +474,6 @@ order by u.run_name, f.rule_idx
 def check_query(rules: Sequence[Rule], *, runs: str | None = None,
                 since_step: int | None = None) -> tuple[str, dict[str, Any]]:
     """`(sql, params)` evaluating every rule in one statement (for `Store.arrow`)."""
-    import sqlglot
-    from sqlglot import exp
-
     if not rules:
         raise UsageError("no rules to check")
     params: dict[str, Any] = {
@@ -496,6 +493,11 @@ def check_query(rules: Sequence[Rule], *, runs: str | None = None,
     # The key list again as one filter on `metrics.key`: a filter on a partition column of the
     # view's window, which DuckDB pushes below the window (a join alone would not be).
     params["keys"] = sorted(set(params["key_name"]))
+    if since_step is None and runs is None:
+        return _QUERY, params  # nothing to add: no tree to build (nor sqlglot to import)
+    import sqlglot
+    from sqlglot import exp
+
     tree = sqlglot.parse_one(_QUERY, read="duckdb")
     picked = next(c.this for c in tree.find_all(exp.CTE) if c.alias == "picked")
     m = lambda name: exp.column(name, table="m")  # noqa: E731 - a local shorthand
