@@ -239,7 +239,7 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
 
     # Plain rows where they print the same as Arrow, so most answers need no pyarrow; a
     # Parquet file needs the Arrow table.
-    parquet = fmt == "parquet" or (fmt is None and (output or "").endswith(".parquet"))
+    parquet = fmt == "parquet" or (fmt is None and (output or "").lower().endswith(".parquet"))
     table = _store(ctx).fetch(query, parse_params(params), allow_read=list(allow_read) or None,
                               convert=(lambda rel: rel.to_arrow_table()) if parquet
                               else out.from_relation)
