@@ -36,33 +36,34 @@ ALLOW_HINT = ("runstore sql reads only the store's files (DuckDB sandbox); pass 
               "PATH (Python: allow_read=[PATH]) to read an outside file")
 
 # Set before `lock_configuration`, in this order: DuckDB refuses to change the allowed paths
-# once external access is off, and every setting once the configuration is locked.
-_BEFORE: tuple[tuple[str, Any], ...] = (
+# once external access is off, and every setting once the configuration is locked. `global`
+# where a setting can also be a connection's own: cursors must see the database's value.
+_BEFORE: tuple[tuple[str, str, Any], ...] = (
     # DuckDB draws a progress bar on stderr for long queries, garbling CLI output.
-    ("enable_progress_bar", False),
+    ("", "enable_progress_bar", False),
     # Keep each Parquet footer once parsed: Store reuses one database per snapshot for many
     # queries, which otherwise re-parse the footer of every file they scan. Safe because a
     # store file is never modified once written.
-    ("parquet_metadata_cache", True),
+    ("global", "parquet_metadata_cache", True),
     # No spilling: the default `.tmp` in the working directory would be a directory the
     # sandbox lets every query write to.
-    ("temp_directory", ""),
-    ("autoinstall_known_extensions", False),
-    ("autoload_known_extensions", False),
+    ("global", "temp_directory", ""),
+    ("global", "autoinstall_known_extensions", False),
+    ("global", "autoload_known_extensions", False),
     # Cursors start with replacement scans on; `cursor()` turns them off, after the lock.
-    ("allowed_configs", ["python_enable_replacements"]),
+    ("global", "allowed_configs", ["python_enable_replacements"]),
 )
 
 
 def confine(con: Any, files: Sequence[str], directories: Sequence[str] = ()) -> None:
     """Lock `con` down to reading `files` and what is under `directories`."""
-    for name, value in _BEFORE:
-        con.execute(f"set {name} = $v", {"v": value})
-    con.execute("set allowed_paths = $v", {"v": list(files)})
-    con.execute("set allowed_directories = $v", {"v": list(directories)})
+    for scope, name, value in _BEFORE:
+        con.execute(f"set {scope} {name} = $v", {"v": value})
+    con.execute("set global allowed_paths = $v", {"v": list(files)})
+    con.execute("set global allowed_directories = $v", {"v": list(directories)})
     con.execute("set python_enable_replacements = false")
-    con.execute("set enable_external_access = false")
-    con.execute("set lock_configuration = true")
+    con.execute("set global enable_external_access = false")
+    con.execute("set global lock_configuration = true")
 
 
 def cursor(con: Any) -> Any:

@@ -179,8 +179,12 @@ def test_logging_does_not_outlive_a_query_of_the_cached_database(store_dir: Path
                         "(select count(*) from duckdb_logs) as logged, "
                         "current_setting('enable_external_access') as external, "
                         "current_setting('lock_configuration') as locked, "
+                        "current_setting('enable_progress_bar') as bar, "
+                        "current_setting('parquet_metadata_cache') as footers, "
                         "(select count(*) from runs) as runs").row(0, named=True)
-        assert row == {"on_": False, "logged": 0, "external": False, "locked": True, "runs": 3}
+        # ... and what runstore set before the lock holds on every cursor.
+        assert row == {"on_": False, "logged": 0, "external": False, "locked": True,
+                       "bar": False, "footers": True, "runs": 3}
     assert not outside["new"].parent.exists()
 
 
