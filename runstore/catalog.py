@@ -21,25 +21,6 @@ from .errors import QueryError
 DIALECTS = ("spark", "trino")
 
 
-def sql_type(typ: pa.DataType) -> str:
-    """The type a column has in runstore's DuckDB queries (e.g. `VARCHAR`, `DOUBLE`)."""
-    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
-        return "VARCHAR"
-    if pa.types.is_int64(typ):
-        return "BIGINT"
-    if pa.types.is_int32(typ):
-        return "INTEGER"
-    if pa.types.is_float64(typ):
-        return "DOUBLE"
-    if pa.types.is_boolean(typ):
-        return "BOOLEAN"
-    if pa.types.is_timestamp(typ):
-        return "TIMESTAMP WITH TIME ZONE" if typ.tz else "TIMESTAMP"
-    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
-        return sql_type(typ.value_type) + "[]"
-    return str(typ).upper()
-
-
 def schema_table(table: str | None = None) -> pa.Table:
     """One row per column of every public table (or of `table`): table, column, type, comment."""
     names = list(schema.TABLES)
@@ -50,7 +31,7 @@ def schema_table(table: str | None = None) -> pa.Table:
                     else f"; tables: {', '.join(names)}")
             raise QueryError(f"no table {table!r}{hint}")
         names = [table]
-    rows = [{"table": t, "column": col, "type": sql_type(typ), "comment": comment}
+    rows = [{"table": t, "column": col, "type": schema.DUCKDB_TYPES[typ], "comment": comment}
             for t in names for col, typ, comment in schema.TABLES[t]]
     return pa.Table.from_pylist(rows, schema=pa.schema(
         [("table", pa.string()), ("column", pa.string()), ("type", pa.string()),

@@ -221,6 +221,9 @@ def _parse_number(text: str) -> float | None:
             node = sqlglot.parse_one(text, read="duckdb")
     except (ParseError, TokenError):
         return None
+    except RecursionError as e:  # e.g. a number inside 50 pairs of parentheses
+        raise UsageError(f"cannot read {text[:40]!r}…: it nests too deeply for runstore to "
+                         f"check; write the number plainly. {_RULE_HINT}") from e
     sign = 1.0
     while isinstance(node, (exp.Neg, exp.Paren)):
         if isinstance(node, exp.Neg):

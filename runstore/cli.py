@@ -105,6 +105,15 @@ def _typed(value: str) -> Any:
     return value
 
 
+def _existing(path: str) -> str:
+    """A local path that exists, or an s3:// URI (checked when the query reads it)."""
+    from .fs import is_remote
+
+    if not is_remote(path) and not Path(path).expanduser().exists():
+        raise click.BadParameter(f"{path!r} does not exist", param_hint="'--allow-read'")
+    return path
+
+
 def _store(ctx: click.Context) -> Any:
     from .store import Store
 
@@ -215,16 +224,23 @@ def ingest(ctx: click.Context, paths: tuple[str, ...], quiet: bool, watch: float
 @click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE",
               help="Bind $NAME to VALUE (repeatable); never pasted into the SQL text. A NAME "
                    "that is a setting (kl_threshold) overrides it for this query.")
+@click.option("--allow-read", "allow_read", multiple=True, metavar="PATH",
+              callback=lambda ctx, param, values: tuple(_existing(v) for v in values),
+              help="Also let the query read this file, or the files under this directory, "
+                   "or this s3:// object (repeatable). Without it a query reads only the "
+                   "store's own files.")
 @output_options
 @click.pass_context
 @handle_errors
 def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...],
-        fmt: str | None, output: str | None) -> None:
+        allow_read: tuple[str, ...], fmt: str | None, output: str | None) -> None:
     """Run one read-only SQL query over the store's tables and views.
 
     The query comes from QUERY, from -f FILE, or from stdin (QUERY '-' or a pipe). Only
     queries run: INSERT, CREATE, COPY, ATTACH, SET and every other statement are refused.
-    `runstore views` and `runstore schema` list what there is to query.
+    The query reads only the store's own files (DuckDB's sandbox): to join a file of your
+    own, name it with --allow-read. `runstore views` and `runstore schema` list what there is
+    to query.
 
     Example:
 
@@ -233,6 +249,8 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
         runstore sql "select * from kl_health where flagged" --param kl_threshold=0.02
         runstore sql 'select * from runs where run_name glob $g' --param g='math_rl/*'
         runstore sql -f question.sql -o answer.parquet --format parquet
+        runstore sql "from runs join read_csv('teams.csv') using (run_name)" \\
+            --allow-read teams.csv
     """
     if file is not None:
         if query is not None:
@@ -242,7 +260,14 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
         if sys.stdin is None or sys.stdin.isatty():
             raise click.UsageError("give a QUERY, -f FILE, or pipe the query on stdin")
         query = sys.stdin.read()
-    table = _store(ctx).arrow(query, parse_params(params))
+    from . import output as out
+
+    # Plain rows where they print the same as Arrow, so most answers need no pyarrow; a
+    # Parquet file needs the Arrow table.
+    parquet = output_format(fmt, output) == "parquet"
+    table = _store(ctx).fetch(query, parse_params(params), allow_read=list(allow_read) or None,
+                              convert=(lambda rel: rel.to_arrow_table()) if parquet
+                              else out.from_relation)
     emit(table, fmt, output)
 
 

@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import pyarrow as pa
-
 from . import integrity
 from .errors import StoreVersionError
 from .resources import migrations_dir
@@ -79,13 +77,6 @@ def pending(manifest: Manifest | None) -> list[Migration]:
     return [m for m in available() if m.number > done]
 
 
-_TYPES = {
-    "string": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "int32": pa.int32(),
-    "bool": pa.bool_(), "list<string>": pa.list_(pa.string()),
-    "timestamp[us, tz=UTC]": pa.timestamp("us", tz="UTC"),
-}
-
-
 class MigrationContext:
     """What a migration may do to the store."""
 
@@ -103,7 +94,11 @@ class MigrationContext:
             # repaired): keep it as it is rather than fail on it, or lose its files.
             self.tables[name] = known
             return
-        schema = pa.schema([(c, _TYPES[t]) for c, t in columns])
+        import pyarrow as pa
+
+        from .schema import arrow_type
+
+        schema = pa.schema([(c, arrow_type(t)) for c, t in columns])
         dt = DeltaTable.create(str(path), schema=schema, mode="error",
                                storage_options=storage_options(path))
         self.tables[name] = {"version": dt.version(), "files": []}

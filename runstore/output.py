@@ -20,6 +20,11 @@ that still does not fit is printed as one block of `column  value` lines per row
 expanded mode does), and its last line says so. `wide=True` cuts nothing and never switches
 to blocks: one line per row, however long. `markdown` cuts no identifying value and other
 cells at 200 characters.
+
+`from_relation(rel)` fetches a DuckDB result as `Rows` (plain Python rows) when every column
+has a type whose Python values DuckDB and Arrow give alike, else as an Arrow table; `render`
+takes either and gives the same text for both (a test holds them together), so a query that
+needs no Arrow type is printed without importing pyarrow.
 """
 
 from __future__ import annotations
@@ -29,11 +34,16 @@ import io
 import json
 import math
 import os
+import re
+from dataclasses import dataclass
 from datetime import date, datetime, time
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:  # imported on first use: `Rows` render without it
+    from .lazy import pyarrow as pa
 
 FORMATS = ("table", "csv", "json", "jsonl", "markdown", "parquet")
 # What `-o FILE` writes when no format is given; other extensions keep the caller's default.
@@ -58,6 +68,55 @@ def format_for(path: str | None) -> str | None:
     ('json', 'markdown', None, None)
     """
     return EXTENSIONS.get(os.path.splitext(path)[1].lower()) if path else None
+
+
+# DuckDB types whose Python values (`fetchall`) are exactly what Arrow's `to_pylist` gives for
+# the same result; DECIMAL(p,s) and lists of these too. Others (HUGEINT comes back from Arrow
+# as a Decimal, STRUCT, MAP, UUID, INTERVAL, ...) take the Arrow path.
+_INTEGERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER",
+             "UBIGINT"}
+_PLAIN = _INTEGERS | {"FLOAT", "DOUBLE", "BOOLEAN", "VARCHAR", "DATE", "TIME", "TIMESTAMP",
+                      "TIMESTAMP WITH TIME ZONE", "BLOB", '"NULL"'}
+_DECIMAL = re.compile(r"DECIMAL\(\d+,\d+\)")
+
+
+def _plain_type(typ: str) -> bool:
+    if typ.endswith("[]"):
+        return _plain_type(typ[:-2])
+    return typ in _PLAIN or bool(_DECIMAL.fullmatch(typ))
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A query result as plain Python rows (see `from_relation`)."""
+
+    column_names: list[str]
+    numeric: list[bool]  # integer, floating or decimal columns
+    data: list[tuple[Any, ...]]
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.data)
+
+    def to_pylist(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.column_names, row)) for row in self.data]
+
+
+def from_relation(rel: Any) -> "Rows | pa.Table":
+    """A DuckDB relation's result: `Rows` when every column type allows, else Arrow."""
+    types = [str(t) for t in rel.types]
+    if not all(_plain_type(t) for t in types):
+        return rel.to_arrow_table()
+    numeric = [t in _INTEGERS or t in ("FLOAT", "DOUBLE") or bool(_DECIMAL.fullmatch(t))
+               for t in types]
+    return Rows(list(rel.columns), numeric, rel.fetchall())
+
+
+def _numeric(table: "Rows | pa.Table") -> list[bool]:
+    if isinstance(table, Rows):
+        return table.numeric
+    return [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+            for t in table.schema.types]
 
 
 def _plain(v: Any) -> Any:
@@ -94,7 +153,8 @@ def rows(table: pa.Table) -> list[dict[str, Any]]:
     return [{k: _plain(v) for k, v in r.items()} for r in table.to_pylist()]
 
 
-def render(table: pa.Table, fmt: str, *, width: int | None = None, wide: bool = False) -> str:
+def render(table: "Rows | pa.Table", fmt: str, *, width: int | None = None,
+           wide: bool = False) -> str:
     if fmt == "json":
         return json.dumps(rows(table), allow_nan=True, ensure_ascii=False, indent=1,
                           default=str) + "\n"
@@ -181,8 +241,7 @@ class _Columns:
 
     def __init__(self, table: pa.Table):
         self.names = table.column_names
-        self.numeric = [pa.types.is_integer(t) or pa.types.is_floating(t)
-                        or pa.types.is_decimal(t) for t in table.schema.types]
+        self.numeric = _numeric(table)
         self.whole = [num or n in IDENTIFYING for n, num in zip(self.names, self.numeric)]
 
 

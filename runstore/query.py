@@ -1,32 +1,41 @@
-"""Query connections: an in-memory DuckDB with every table and canned view of one snapshot.
+"""Query connections: a sandboxed in-memory DuckDB over one snapshot's tables and views.
 
-Contract: `connect(root, manifest)` returns a fresh in-memory DuckDB connection on which each
-public table is a view over exactly the Parquet files the snapshot lists (DuckDB's own
-Parquet scan, never a directory glob), `settings` holds the store's settings (e.g.
-`kl_threshold`) overridable per query (a param named like a setting overrides it; a numeric
-setting refuses a non-numeric value), and every `sql/*.sql` view is created in dependency
-order. No DuckDB database file is ever opened, so readers never block writers or each other.
-`views()` lists the canned views parsed from their files (`parse_view`).
+Contract: `Database(root, manifest, params, allow_read)` is an in-memory DuckDB connection
+that DuckDB's own sandbox (`sandbox.confine`) restricts, before anything is registered on it,
+to reading the snapshot's live Parquet files (and the paths in `allow_read`), with its
+configuration locked. `ensure(names)` then creates what a query reads (every table and view
+for None), each once: a public table is a view over exactly the Parquet files the snapshot
+lists (DuckDB's own Parquet scan, never a directory glob; columns a later migration added
+read as typed nulls), `settings` a view of the store's settings (e.g. `kl_threshold`),
+overridable per query (a param named like a setting overrides it; a numeric setting refuses a
+non-numeric value), and every `sql/*.sql` view after what it depends on. Everything is a
+view, nothing a base table, so no statement can change what a later query sees. `cursor()`
+gives one query its own cursor (`sandbox.cursor`). `connect()` returns such a connection with
+everything created. No DuckDB database file is ever opened, so readers never block writers
+or each other. Building one imports neither pyarrow nor sqlglot unless a table has no file
+yet or lacks a column (their types come from `schema`).
+
+`views()` lists the canned views parsed from their files (`parse_view`), in dependency
+order; what each depends on comes from DuckDB's parser (`sqlcheck.references`).
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
+from typing import Any, Iterable
 
 from . import schema as schema_mod
-from . import tables
+from . import sandbox, sqlcheck, tables
 from .errors import QueryError
 from .fs import S3
 from .resources import sql_dir
 from .sqlcheck import identifier
 
 DEFAULT_SETTINGS: dict[str, float] = {"kl_threshold": 0.01}
+SETTINGS = "settings"
 
 
 @dataclass(frozen=True)
@@ -38,14 +47,17 @@ class View:
     columns: tuple[tuple[str, str], ...]  # (column, comment)
     body: str  # the SELECT statement
     path: Path
-    depends: tuple[str, ...]
+    depends: tuple[str, ...]  # tables and views it reads, sorted
 
 
 _COLUMN_DOC = re.compile(r"^--\s*@column\s+([A-Za-z_][A-Za-z0-9_]*)\s*:?\s*(.*)$")
 
 
-def parse_view(path: Path) -> View:
-    """A view file: leading `--` purpose lines, `-- @column name: comment` lines, a SELECT."""
+def parse_view(path: Path, parser: Any = None) -> View:
+    """A view file: leading `--` purpose lines, `-- @column name: comment` lines, a SELECT.
+
+    `parser` is a DuckDB connection to read its dependencies with (a private one if None).
+    """
     lines = path.read_text().splitlines()
     purpose: list[str] = []
     columns: list[tuple[str, str]] = []
@@ -63,23 +75,51 @@ def parse_view(path: Path) -> View:
         elif not columns:
             purpose.append(stripped[2:].strip())
     body = "\n".join(lines[body_start:]).strip().rstrip(";")
+    depends = sqlcheck.references(parser if parser is not None else _parser(), body)
     return View(path.stem, " ".join(p for p in purpose if p).strip(), tuple(columns), body, path,
-                _dependencies(body))
+                tuple(sorted(depends)))
 
 
-def _dependencies(body: str) -> tuple[str, ...]:
-    import sqlglot
-    from sqlglot import exp
-
-    tree = sqlglot.parse_one(body, read="duckdb")
-    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
-    names = {t.name for t in tree.find_all(exp.Table)} - ctes
-    return tuple(sorted(names))
+_parsers: list[Any] = []
 
 
-@lru_cache(maxsize=4)
-def _views_in(directory: str) -> tuple[View, ...]:
-    views = {p.stem: parse_view(p) for p in sorted(Path(directory).glob("*.sql"))}
+def _parser() -> Any:
+    """A DuckDB connection that only parses (confined and holding nothing), made once."""
+    if not _parsers:
+        import duckdb
+
+        con = duckdb.connect(":memory:")
+        sandbox.confine(con, [])
+        _parsers.append(con)
+    return _parsers[0]
+
+
+# Parsed views by file, and the ordered list by directory: the files ship with the package
+# and do not change while it runs. A connection parses only the views its queries read.
+_PARSED: dict[Path, View] = {}
+_VIEWS: dict[str, tuple[View, ...]] = {}
+_VIEWS_LOCK = threading.Lock()
+
+
+def _view(path: Path, parser: Any = None) -> View:
+    with _VIEWS_LOCK:
+        if path not in _PARSED:
+            _PARSED[path] = parse_view(path, parser)
+        return _PARSED[path]
+
+
+def _view_files(directory: str) -> dict[str, Path]:
+    return {p.stem: p for p in sorted(Path(directory).glob("*.sql"))}
+
+
+def _views_in(directory: str, parser: Any = None) -> tuple[View, ...]:
+    if directory not in _VIEWS:
+        _VIEWS[directory] = _ordered({name: _view(path, parser)
+                                      for name, path in _view_files(directory).items()})
+    return _VIEWS[directory]
+
+
+def _ordered(views: dict[str, View]) -> tuple[View, ...]:
     ordered: list[View] = []
     done: set[str] = set()
 
@@ -98,50 +138,13 @@ def _views_in(directory: str) -> tuple[View, ...]:
     return tuple(ordered)
 
 
-def views() -> tuple[View, ...]:
+def views(parser: Any = None) -> tuple[View, ...]:
     """Every canned view, in dependency order."""
-    return _views_in(str(sql_dir()))
+    return _views_in(str(sql_dir()), parser)
 
 
-def connect(root: tables.Root, manifest: tables.Manifest,
-            params: dict[str, Any] | None = None) -> Any:
-    import duckdb
-
-    con = duckdb.connect(":memory:")
-    # No progress bar: DuckDB draws one on stderr for long queries, garbling CLI output.
-    con.execute("set enable_progress_bar = false")
-    # Keep each Parquet footer once parsed: Store reuses one database per snapshot for many
-    # queries (each on a cursor, hence `global`), which otherwise re-parse the footer of every
-    # file they scan, a cost that grows with files and row groups. Safe because a store file
-    # is never modified once written.
-    con.execute("set global parquet_metadata_cache = true")
-    if isinstance(root, S3):
-        # The DuckDB wheel has no httpfs offline: s3:// files are read through fsspec.
-        con.register_filesystem(root.filesystem())
-    for name in schema_mod.TABLES:
-        files = tables.table_files(root, manifest, name)
-        if files:
-            try:
-                rel = con.read_parquet(files, union_by_name=True)
-                missing = [f for f in schema_mod.schema(name) if f.name not in rel.columns]
-                if missing:
-                    # Columns a later migration added, which no live file has yet: nulls of
-                    # the column's type, so queries see the current schema.
-                    typed = con.from_arrow(pa.table({f.name: pa.nulls(0, f.type) for f in missing}))
-                    cols = [identifier(c) for c in rel.columns] + [
-                        f"cast(null as {t}) as {identifier(c)}" for c, t in zip(typed.columns, typed.types)]
-                    rel = rel.project(", ".join(cols))
-                rel.create_view(name)
-            except Exception as e:  # duckdb's errors: name the damaged file and what to do
-                damaged = tables.damaged_file(root, manifest, [name]) or tables.read_error(
-                    root, e) or tables.StoreCorrupt(
-                        f"reading table {name} of the store failed: {tables.one_line(e)}. If "
-                        "it happens again, run `runstore repair --check`.")
-                raise damaged from e
-        else:
-            # A real empty table, not a registered Arrow object: those are visible only to
-            # the connection that registered them, not to its cursors (Store._cursor).
-            con.from_arrow(schema_mod.empty(name)).create(name)
+def settings_for(manifest: tables.Manifest, params: dict[str, Any] | None) -> dict[str, Any]:
+    """The settings one query sees: the defaults, the store's, then its params' overrides."""
     settings = {**DEFAULT_SETTINGS, **(manifest.settings or {})}
     for k, v in (params or {}).items():
         if k in DEFAULT_SETTINGS:
@@ -149,13 +152,125 @@ def connect(root: tables.Root, manifest: tables.Manifest,
                 raise QueryError(f"setting {k} must be a number, got {v!r} "
                                  f"(e.g. --param {k}={DEFAULT_SETTINGS[k]})")
             settings[k] = v
-    con.execute("create table settings (name varchar, value_num double, value_str varchar)")
-    for k, v in settings.items():
-        num, text = setting_value(v)
-        con.execute("insert into settings values (?, ?, ?)", [k, num, text])
-    for view in views():
-        con.execute(f"create view {identifier(view.name)} as {view.body}")
-    return con
+    return settings
+
+
+class Database:
+    """One sandboxed in-memory DuckDB over one snapshot; tables and views made on demand."""
+
+    def __init__(self, root: tables.Root, manifest: tables.Manifest,
+                 params: dict[str, Any] | None = None, *, allow_read: Iterable[str] | None = None):
+        import duckdb
+
+        self.root, self.manifest = root, manifest
+        self.settings = settings_for(manifest, params)
+        self.files = {name: tables.table_files(root, manifest, name) for name in schema_mod.TABLES}
+        extra_files, extra_dirs = sandbox.allowances(allow_read)
+        self.con = duckdb.connect(":memory:")
+        try:
+            if isinstance(root, S3):
+                # The DuckDB wheel has no httpfs offline: s3:// files are read through fsspec.
+                self.con.register_filesystem(root.filesystem())
+            sandbox.confine(self.con, [f for fs in self.files.values() for f in fs] + extra_files,
+                            extra_dirs)
+        except BaseException:
+            self.con.close()
+            raise
+        self._view_files = _view_files(str(sql_dir()))
+        self._made: set[str] = set()
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def cursor(self) -> Any:
+        return sandbox.cursor(self.con)
+
+    def view(self, name: str) -> View:
+        return _view(self._view_files[name], self.con)
+
+    def needs(self, names: Iterable[str] | None) -> list[str]:
+        """What reading `names` needs created, in creation order (everything for None or
+        for a name that is none of ours: a system view, a file, ...)."""
+        known = {*self.files, SETTINGS, *self._view_files}
+        wanted = None if names is None else {n.lower() for n in names}
+        if wanted is None or not wanted <= known:
+            wanted = known
+        todo: list[str] = []
+
+        def visit(name: str, trail: tuple[str, ...]) -> None:
+            if name in todo or name not in known:
+                return
+            if name in trail:
+                raise ValueError(f"views depend on each other in a cycle: "
+                                 f"{' -> '.join(trail + (name,))}")
+            for dep in self.view(name).depends if name in self._view_files else ():
+                visit(dep, trail + (name,))
+            todo.append(name)
+
+        for name in [*self.files, SETTINGS, *self._view_files]:  # a stable order
+            if name in wanted:
+                visit(name, ())
+        return todo
+
+    def ensure(self, names: Iterable[str] | None = None) -> None:
+        """Create the tables and views reading `names` needs (all for None)."""
+        with self._lock:
+            for name in self.needs(names):
+                if name in self._made:
+                    continue
+                if name in self.files:
+                    self._table(name)
+                elif name == SETTINGS:
+                    self._settings()
+                else:
+                    self.con.execute(f"create view {identifier(name)} as {self.view(name).body}")
+                self._made.add(name)
+
+    def _table(self, name: str) -> None:
+        files = self.files[name]
+        if not files:
+            # A view of no rows, not a table: a base table could be written to.
+            cols = ", ".join(f"cast(null as {typ}) as {identifier(col)}"
+                             for col, typ in schema_mod.duckdb_columns(name))
+            self.con.sql(f"select {cols} limit 0").create_view(name)
+            return
+        try:
+            rel = self.con.read_parquet(files, union_by_name=True)
+            missing = [(c, t) for c, t in schema_mod.duckdb_columns(name) if c not in rel.columns]
+            if missing:
+                # Columns a later migration added, which no live file has yet: nulls of the
+                # column's type, so queries see the current schema.
+                rel = rel.project(", ".join([identifier(c) for c in rel.columns] + [
+                    f"cast(null as {t}) as {identifier(c)}" for c, t in missing]))
+            rel.create_view(name)
+        except Exception as e:  # duckdb's errors: name the damaged file and what to do
+            damaged = tables.damaged_file(self.root, self.manifest, [name]) or tables.StoreCorrupt(
+                f"reading table {name} of the store failed: {tables.one_line(e)}. If it "
+                "happens again, run `runstore repair --check`.")
+            raise damaged from e
+
+    def _settings(self) -> None:
+        # Values travel as bound parameters; DuckDB folds them into the view as constants.
+        rows, params = [], {}
+        for i, (k, v) in enumerate(self.settings.items()):
+            num, text = setting_value(v)
+            rows.append(f"select $n{i} as name, cast($v{i} as double) as value_num, "
+                        f"cast($s{i} as varchar) as value_str")
+            params.update({f"n{i}": k, f"v{i}": num, f"s{i}": text})
+        self.con.sql(" union all ".join(rows), params=params).create_view(SETTINGS)
+
+
+def connect(root: tables.Root, manifest: tables.Manifest, params: dict[str, Any] | None = None,
+            *, allow_read: Iterable[str] | None = None) -> Any:
+    """A confined DuckDB connection with every table and view of the snapshot created."""
+    db = Database(root, manifest, params, allow_read=allow_read)
+    try:
+        db.ensure(None)
+    except BaseException:
+        db.close()
+        raise
+    return db.con
 
 
 def setting_value(v: Any) -> tuple[float | None, str | None]:

@@ -1,27 +1,37 @@
 """The store's table schemas, in one place.
 
-Every public table (see docs/schema.md) is declared here as a pyarrow schema. Normalizers
-produce rows whose keys are these column names; `to_arrow` turns such rows into a table of
-exactly this schema (missing keys become null, unknown keys are an error). Two internal
+Every public table (see docs/schema.md) is declared here: its columns, each with a type name
+(`string`, `int64`, `float64`, `bool`, `list<string>`, `timestamp[us, tz=UTC]`, the names
+migrations use) and a comment. `schema(table)` is the pyarrow schema; `duckdb_columns(table)`
+the columns with the type each has in runstore's DuckDB queries. Normalizers produce rows
+whose keys are these column names; `to_arrow` turns such rows into a table of exactly this
+schema (missing keys become null, unknown keys are an error). pyarrow is imported only to
+build schemas and tables: a query connection needs the names and DuckDB types alone. Two internal
 columns ride along on every data table: `source_id` (which source file produced the row, so a
 re-read file can replace its own rows) and, for `runs`, nothing else. `_ledger` is internal.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-STR = pa.string()
-I64 = pa.int64()
-I32 = pa.int32()
-F64 = pa.float64()
-BOOL = pa.bool_()
-TS = pa.timestamp("us", tz="UTC")
+STR = "string"
+I64 = "int64"
+I32 = "int32"
+F64 = "float64"
+BOOL = "bool"
+TS = "timestamp[us, tz=UTC]"
+LIST_STR = "list<string>"
+
+# Each type name as DuckDB calls it (what `runstore schema` shows and queries see).
+DUCKDB_TYPES = {STR: "VARCHAR", I64: "BIGINT", I32: "INTEGER", F64: "DOUBLE", BOOL: "BOOLEAN",
+                TS: "TIMESTAMP WITH TIME ZONE", LIST_STR: "VARCHAR[]"}
 
 # Column comments double as the schema documentation (docs/schema.md is checked against them).
-TABLES: dict[str, list[tuple[str, pa.DataType, str]]] = {
+TABLES: dict[str, list[tuple[str, str, str]]] = {
     "runs": [
         ("run_id", STR, "stable id of the run: a hash of its resolved source directory"),
         ("run_name", STR, "POSIX path of the run relative to the directory first given to ingest"),
@@ -76,7 +86,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType, str]]] = {
         ("iteration", I64, "training step of the batch"),
         ("group_idx", I64, "group within the batch"),
         ("traj_idx", I64, "trajectory within the group"),
-        ("tags", pa.list_(STR), "env tags"),
+        ("tags", LIST_STR, "env tags"),
         ("sampling_client_step", I64, "policy version that sampled it (null if unknown)"),
         ("total_reward", F64, "sum of step rewards + final_reward"),
         ("final_reward", F64, "reward given at episode end"),
@@ -154,7 +164,7 @@ TABLES: dict[str, list[tuple[str, pa.DataType, str]]] = {
     ],
 }
 
-LEDGER: list[tuple[str, pa.DataType, str]] = [
+LEDGER: list[tuple[str, str, str]] = [
     ("source_id", I64, "hash of run_id and the file's path in the run"),
     ("run_id", STR, "run"),
     ("rel_path", STR, "file path relative to the run directory"),
@@ -170,20 +180,41 @@ LEDGER: list[tuple[str, pa.DataType, str]] = [
 DATA_TABLES = [t for t in TABLES if t != "runs"]
 
 
-def schema(table: str) -> pa.Schema:
+def arrow_type(name: str) -> "pa.DataType":
+    """The pyarrow type of a type name (`string`, `list<string>`, ...)."""
+    import pyarrow as pa
+
+    simple = {STR: pa.string(), I64: pa.int64(), I32: pa.int32(), F64: pa.float64(),
+              BOOL: pa.bool_(), TS: pa.timestamp("us", tz="UTC"), LIST_STR: pa.list_(pa.string())}
+    if name not in simple:
+        raise ValueError(f"unknown column type {name!r}; types: {', '.join(simple)}")
+    return simple[name]
+
+
+def schema(table: str) -> "pa.Schema":
     """The pyarrow schema of `table` (a public table or `_ledger`)."""
+    import pyarrow as pa
+
     cols = LEDGER if table == "_ledger" else TABLES[table]
-    return pa.schema([pa.field(name, typ) for name, typ, _ in cols])
+    return pa.schema([pa.field(name, arrow_type(typ)) for name, typ, _ in cols])
 
 
-def to_arrow(table: str, rows: Iterable[dict[str, Any]]) -> pa.Table:
+def duckdb_columns(table: str) -> list[tuple[str, str]]:
+    """(column, DuckDB type) of a public table, in order (no pyarrow needed)."""
+    return [(name, DUCKDB_TYPES[typ]) for name, typ, _ in TABLES[table]]
+
+
+def to_arrow(table: str, rows: Iterable[dict[str, Any]]) -> "pa.Table":
     """Rows (dicts keyed by column name) → a pyarrow table of exactly `table`'s schema."""
+    import pyarrow as pa
+
     return pa.Table.from_pylist(list(rows), schema=schema(table))
 
 
-def empty(table: str) -> pa.Table:
-    # Not Schema.empty_table(): it imports pandas (~0.2 s), which a query on a store with an
-    # empty table (no trace events, say) would otherwise pay at every connection.
+def empty(table: str) -> "pa.Table":
+    # Not Schema.empty_table(): it imports pandas (~0.2 s).
+    import pyarrow as pa
+
     return pa.Table.from_batches([], schema=schema(table))
 
 
@@ -215,7 +246,7 @@ def markdown() -> str:
     for name, cols in TABLES.items():
         out += [f"## `{name}`", "", TABLE_DOCS[name], "", "| column | type | meaning / source |",
                 "|---|---|---|"]
-        out += [f"| `{c}` | {t} | {doc} |" for c, t, doc in cols]
+        out += [f"| `{c}` | {arrow_type(t)} | {doc} |" for c, t, doc in cols]
         out.append("")
     out += ["## Views", "",
             "`metrics` and the other canned views are described in [views.md](views.md).", ""]

@@ -1,30 +1,40 @@
-"""SQL through sqlglot: the read-only guard, conditions, identifier quoting, transpiling views.
+"""SQL checks: the read-only guard, conditions, identifier quoting, transpiling views.
 
 Contract:
 
-* `guard(query)` parses a user statement (DuckDB dialect) and returns the names of the
-  `$name` parameters it uses, or raises `QueryError`: "runstore sql only runs queries (found
-  DROP)" for anything but a single query — writes and DDL anywhere in the tree (a `DELETE`
-  inside a CTE too), `COPY`, `ATTACH`, `DETACH`, `INSTALL`, `LOAD`, `SET`, `PRAGMA`, `EXPORT`,
-  `CALL`, several statements — and, for what does not parse, "syntax error at line L, column C
-  near '…': <short reason>" followed by the offending line with carets under the token
-  (line and column are sqlglot's: the column is where the offending token ends).
+* `guard(query, con)` checks that a user statement is one read-only query and returns a
+  `Checked`: the `$name` parameters it uses and the tables and views it reads (None when it
+  may read any: catalog introspection, a file, a statement only sqlglot could analyse). It
+  raises `QueryError` — "runstore sql only runs queries (found DROP)" — for anything else:
+  writes and DDL anywhere in the tree (a `DELETE` inside a CTE too), `COPY`, `ATTACH`,
+  `DETACH`, `INSTALL`, `LOAD`, `SET`, `PRAGMA`, `EXPORT`, `CALL`, several statements, table
+  functions that do more than read (`query`, `checkpoint`, `enable_logging`, ...; only those
+  in `READ_TABLE_FUNCTIONS` pass) and the functions in `FORBIDDEN_FUNCTIONS`; for what does
+  not parse, "syntax error at line L, column C near '…': <short reason>" followed by the
+  offending line with carets under the token (line and column are sqlglot's: the column is
+  where the offending token ends); for what nests deeper than DuckDB parses, a plain error.
+  The fast path asks DuckDB's own parser, through `con` (statement classification,
+  `extract_statements`; the parse tree, `json_serialize_sql`), so it needs no sqlglot and
+  takes any depth DuckDB takes; sqlglot is the slow path, for the messages of statements
+  DuckDB cannot parse and for the few it parses but cannot serialize (`PIVOT` without `IN`).
+  The guard gives clear messages; the guarantee is the sandbox (`sandbox.py`).
 * `condition(text, what)` parses one SQL condition (a `--where` filter) into a sqlglot
   expression, refusing anything that is not a plain expression (statements, subqueries,
-  parameters, forbidden functions).
+  parameters, forbidden functions) and what nests too deeply for sqlglot.
 * `identifier(name)` quotes any metric name (`env/all/reward/total`) as a SQL identifier.
 * `transpile(sql, dialect)` rewrites DuckDB SQL for another engine (Spark, Trino);
   `view_ddl(name, body, dialect)` wraps a view body in that engine's `CREATE OR REPLACE` form.
 
-sqlglot is imported inside the functions: `runstore --help` must not pay for it.
+sqlglot is imported inside the functions: `runstore --help` and `runstore sql` on the fast
+path must not pay for it.
 """
 
 from __future__ import annotations
 
-import logging
+import json
 import re
 from contextlib import contextmanager
-from functools import lru_cache
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 from .errors import QueryError
@@ -49,6 +59,56 @@ NON_QUERY_KEYWORDS = frozenset({
 })
 QUERY_KEYWORDS = frozenset({"SELECT", "WITH", "FROM", "VALUES", "(", "TABLE", "DESCRIBE",
                             "SUMMARIZE", "SHOW", "PIVOT", "UNPIVOT"})
+
+# Table functions a query may call: they read files (through the sandbox), generate rows, or
+# describe the catalog, and change nothing. Every other table function DuckDB has is refused,
+# including any a later DuckDB adds, until it is looked at: they run SQL given as text
+# (`query`, `query_table`, `json_execute_serialized_sql`, `destroy_external_resource`), change
+# the database's state for later queries (`checkpoint`, `truncate_duckdb_logs`, the external
+# resource registry, grammar extensions, logging, profiling), scan raw memory pointers
+# (`arrow_scan`, `pandas_scan`, `python_map_function`, ...) or open a DuckDB database file
+# (`read_duckdb`). tests/test_sql_guard.py enumerates `duckdb_functions()` to hold this to
+# the DuckDB in use.
+READ_TABLE_FUNCTIONS = frozenset({
+    # files, through the sandbox: only the store's files unless allowed
+    "read_csv", "read_csv_auto", "read_json", "read_json_auto", "read_json_objects",
+    "read_json_objects_auto", "read_ndjson", "read_ndjson_auto", "read_ndjson_objects",
+    "read_parquet", "parquet_scan", "read_text", "read_blob", "glob", "sniff_csv",
+    "parquet_metadata", "parquet_file_metadata", "parquet_full_metadata", "parquet_kv_metadata",
+    "parquet_schema", "parquet_page_index", "parquet_bloom_probe",
+    # rows from values
+    "range", "generate_series", "unnest", "repeat", "repeat_row", "json_each", "json_tree",
+    "summary", "histogram", "histogram_values", "test_all_types", "test_vector_types",
+    "icu_calendar_names", "pg_timezone_names",
+    # the catalog and the engine, read-only
+    "duckdb_columns", "duckdb_constraints", "duckdb_databases", "duckdb_dependencies",
+    "duckdb_functions", "duckdb_indexes", "duckdb_keywords", "duckdb_schemas",
+    "duckdb_sequences", "duckdb_settings", "duckdb_tables", "duckdb_types", "duckdb_views",
+    "duckdb_extensions", "duckdb_memory", "duckdb_optimizers", "duckdb_temporary_files",
+    "duckdb_variables", "duckdb_logs", "duckdb_logs_parsed", "duckdb_log_contexts",
+    "duckdb_secrets", "duckdb_secret_types", "duckdb_secret_type_parameters", "which_secret",
+    "duckdb_approx_database_count", "duckdb_connection_count", "duckdb_available_metrics",
+    "duckdb_coordinate_systems", "duckdb_dialects", "duckdb_eviction_queues",
+    "duckdb_extension_repositories", "duckdb_external_file_cache", "duckdb_grammar_extensions",
+    "duckdb_live_query_metrics", "duckdb_prepared_statements", "duckdb_profiling_settings",
+    "duckdb_table_sample", "duckdb_triggers",
+    "pragma_collations", "pragma_database_size", "pragma_metadata_info", "pragma_platform",
+    "pragma_show", "pragma_storage_info", "pragma_table_info", "pragma_user_agent",
+    "pragma_version",
+})
+
+# Parse-tree nodes of a read-only query; any other (`DELETE_QUERY_NODE` in a CTE, ...) is a
+# write.
+_READ_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the guard found in a query it lets through."""
+
+    params: list[str]  # names of the $name parameters it uses
+    tables: frozenset[str] | None  # tables and views it reads; None: any may be needed
+
 
 _QUERY_TYPES: tuple[type, ...] = ()
 
@@ -75,6 +135,8 @@ def _write_types() -> tuple[Any, ...]:
 def _quiet_sqlglot() -> Iterator[None]:
     """sqlglot logs a warning when it falls back to an opaque `Command` (`LOAD x`, `CALL f()`);
     the guard reports those itself, so the log line would only be noise on stderr."""
+    import logging
+
     logger = logging.getLogger("sqlglot")
     level = logger.level
     logger.setLevel(logging.ERROR)
@@ -109,18 +171,143 @@ def refuse(found: str) -> QueryError:
     return QueryError(f"runstore sql only runs queries (found {found})")
 
 
-def guard(query: str) -> list[str]:
-    """Check that `query` is one read-only query; the `$name` parameters it uses.
+def guard(query: str, con: Any) -> Checked:
+    """Check that `query` is one read-only query, with DuckDB's parser (through `con`) first."""
+    import duckdb
 
-    The answer depends on the text alone, so it is kept for the texts seen last: the library
-    runs the same statements again and again (`runstore check`'s query is ~100 lines, whose
-    parse costs more than running it).
-    """
-    return list(_guard(query))
+    try:
+        statements = con.extract_statements(query)
+    except duckdb.Error as e:
+        return _unparsed(query, e)
+    if not statements:
+        raise QueryError("empty query: give a SELECT statement")
+    words = [_first_word(s.query) for s in statements]
+    if len(statements) > 1:
+        raise refuse(f"{len(words)} statements: {', '.join(words)}")
+    kind = statements[0].type.name
+    if kind == "MULTI":  # DuckDB runs it as several statements (PIVOT without IN): sqlglot
+        return Checked(_guard_sqlglot(query), None)
+    if kind != "SELECT":
+        raise refuse(words[0] if words[0] in NON_QUERY_KEYWORDS else kind)
+    tree = _serialized(con, query)
+    if tree is None:
+        return Checked(_guard_sqlglot(query), None)
+    found = _offence(tree)
+    if found:
+        raise refuse(found)
+    return Checked(sorted(statements[0].named_parameters), _reads(tree))
 
 
-@lru_cache(maxsize=256)
-def _guard(query: str) -> tuple[str, ...]:
+def too_deep(what: str) -> QueryError:
+    return QueryError(f"the {what} nests too deeply for runstore to check; write it with "
+                      "fewer levels of parentheses, subqueries or function calls")
+
+
+def depth_error(e: BaseException) -> QueryError | None:
+    """DuckDB's parser or binder giving up on a query nested beyond its limit, as a plain
+    error (DuckDB's own hint, to SET a higher limit, does not apply: settings are locked)."""
+    if "max expression depth" not in str(e).lower():
+        return None
+    return QueryError("the query nests more than 1000 levels deep (DuckDB's "
+                      "max_expression_depth, views included); write it with fewer levels of "
+                      "parentheses, subqueries or function calls")
+
+
+def _unparsed(query: str, e: Exception) -> Checked:
+    """`query` that DuckDB cannot parse: sqlglot says where and why, for a clear message."""
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    deep = depth_error(e)
+    if deep is not None:
+        raise deep from e
+    try:
+        _guard_sqlglot(query)
+    except QueryError as refused:
+        if refused.__cause__ is not None and isinstance(refused.__cause__, RecursionError):
+            raise QueryError(first) from e
+        raise
+    # sqlglot reads it, DuckDB cannot: DuckDB's own message is the one that applies.
+    raise QueryError(first) from e
+
+
+def _first_word(statement: str) -> str:
+    """The first keyword of one statement, comments skipped, in upper case."""
+    import duckdb
+
+    tokens = [(offset, kind) for offset, kind in duckdb.tokenize(statement)]
+    for i, (offset, kind) in enumerate(tokens):
+        if kind.name == "comment":
+            continue
+        end = tokens[i + 1][0] if i + 1 < len(tokens) else len(statement)
+        word = statement[offset:end].strip()
+        return (word.split(None, 1)[0] if word else "").upper()
+    return ""
+
+
+def _serialized(con: Any, query: str) -> str | None:
+    """DuckDB's parse tree of `query` as JSON text, None when it cannot serialize it."""
+    [(text,)] = con.execute("select json_serialize_sql($q)", {"q": query}).fetchall()
+    return None if text.startswith('{"error":true') else text
+
+
+# The parse tree is scanned as text, without building it: a query nested 999 levels deep is
+# a JSON document nested thousands deep, beyond what `json.loads` recurses through. A key
+# such as `"function_name":"` cannot occur inside a JSON string (every quote there is
+# escaped), so each match below is a key of the tree.
+_STRING = r'"((?:[^"\\]|\\.)*)"'
+_NODE = re.compile(r'"type":"([A-Z_]+_NODE)"')
+_FUNCTION = re.compile(r'"function_name":' + _STRING)
+# A table function's name is the first function name after its TABLE_FUNCTION reference
+# (its alias, sample and query location come first; none holds a function).
+_TABLE_FUNCTION = re.compile(r'"type":"TABLE_FUNCTION".*?"function_name":' + _STRING, re.S)
+_TABLE = re.compile(r'"table_name":' + _STRING)
+_CTE = re.compile(r'\{"key":' + _STRING + r',"value":\{"aliases"')
+
+
+def _unescape(text: str) -> str:
+    return json.loads(f'"{text}"')
+
+
+def _offence(tree: str) -> str | None:
+    """The first thing in the parse tree that a read-only query may not hold, named."""
+    found: list[tuple[int, str]] = []
+    for m in _NODE.finditer(tree):
+        if m.group(1) not in _READ_NODES:
+            found.append((m.start(), m.group(1).removesuffix("_NODE").removesuffix("_QUERY")))
+    for m in _TABLE_FUNCTION.finditer(tree):
+        name = _unescape(m.group(1)).lower()
+        if name not in READ_TABLE_FUNCTIONS:
+            found.append((m.start(), f"{name}()"))
+    if tree.count('"type":"TABLE_FUNCTION"') != len(_TABLE_FUNCTION.findall(tree)):
+        found.append((0, "a table function runstore cannot name"))
+    for m in _FUNCTION.finditer(tree):
+        name = _unescape(m.group(1)).lower()
+        if name in FORBIDDEN_FUNCTIONS:
+            found.append((m.start(), f"{name}()"))
+    return min(found)[1] if found else None
+
+
+def _reads(tree: str) -> frozenset[str] | None:
+    """The tables and views the query names (CTEs left out); None when it may read others
+    (catalog functions, files, system views): the caller then provides every table."""
+    functions = {_unescape(f).lower() for f in _FUNCTION.findall(tree)}
+    if any(f.startswith(("duckdb_", "pragma_")) for f in functions):
+        return None
+    ctes = {_unescape(c) for c in _CTE.findall(tree)}
+    return frozenset(n for n in (_unescape(t) for t in _TABLE.findall(tree))
+                     if n and n not in ctes)
+
+
+def references(con: Any, sql: str) -> frozenset[str]:
+    """Tables and views a query (a view body) reads, by DuckDB's parser (CTEs left out)."""
+    tree = _serialized(con, sql)
+    if tree is None:
+        raise QueryError(f"DuckDB cannot parse this view body: {sql[:80]}")
+    return frozenset(n for n in (_unescape(t) for t in _TABLE.findall(tree))
+                     if n and n not in {_unescape(c) for c in _CTE.findall(tree)})
+
+
+def _guard_sqlglot(query: str) -> list[str]:
+    """The slow path of `guard`: sqlglot's parse of `query`; the `$name` parameters it uses."""
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import ParseError, TokenError
@@ -134,6 +321,8 @@ def _guard(query: str) -> tuple[str, ...]:
     try:
         with _quiet_sqlglot():
             trees = [t for t in sqlglot.parse(query, read="duckdb") if t is not None]
+    except RecursionError as e:
+        raise too_deep("query") from e
     except (ParseError, TokenError) as e:
         if words[0] in NON_QUERY_KEYWORDS:
             raise refuse(words[0]) from e
@@ -152,8 +341,11 @@ def _guard(query: str) -> tuple[str, ...]:
     tree = trees[0]
     if not isinstance(tree, _query_types()):
         raise refuse(words[0] if words[0] not in QUERY_KEYWORDS else tree.key.upper())
-    _check_nodes(tree, refuse)
-    return tuple(sorted({p.name for p in tree.find_all(exp.Placeholder) if p.name}))
+    try:
+        _check_nodes(tree, refuse)
+        return sorted({p.name for p in tree.find_all(exp.Placeholder) if p.name})
+    except RecursionError as e:
+        raise too_deep("query") from e
 
 
 def _check_nodes(tree: Any, fail: Any) -> None:
@@ -186,20 +378,26 @@ def condition(text: str, what: str = "--where") -> Any:
     try:
         with _quiet_sqlglot():
             tree = sqlglot.parse_one(text, read="duckdb", into=exp.Condition)
+    except RecursionError as e:
+        raise too_deep(f"{what} condition") from e
     except (ParseError, TokenError) as e:
         raise QueryError(f"{hint}: {syntax_message(e, text)}") from e
 
     def fail(found: str) -> QueryError:
         return QueryError(f"{hint} (found {found})")
 
-    _check_nodes(tree, fail)
-    for node in tree.walk():
-        if isinstance(node, (exp.Query, exp.Subquery, exp.Exists)):
-            raise fail("a subquery")
-        if isinstance(node, exp.Placeholder):
-            raise fail(f"parameter {node.sql(dialect='duckdb')}")
-        if isinstance(node, exp.Star):
-            raise fail("*")
+    try:
+        _check_nodes(tree, fail)
+        for node in tree.walk():
+            if isinstance(node, (exp.Query, exp.Subquery, exp.Exists)):
+                raise fail("a subquery")
+            if isinstance(node, exp.Placeholder):
+                raise fail(f"parameter {node.sql(dialect='duckdb')}")
+            if isinstance(node, exp.Star):
+                raise fail("*")
+        tree.sql(dialect="duckdb")  # what the caller will do with it: it must not recurse out
+    except RecursionError as e:
+        raise too_deep(f"{what} condition") from e
     return tree
 
 
@@ -268,10 +466,10 @@ def syntax_message(e: Exception, query: str) -> str:
 
 
 def identifier(name: str) -> str:
-    """`name` as a quoted DuckDB identifier (metric names contain `/`, `:` and more)."""
-    from sqlglot import exp
-
-    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
+    """`name` as a quoted DuckDB identifier (metric names contain `/`, `:` and more): in
+    double quotes, a double quote doubled, as sqlglot writes it (a test holds the two
+    together) but without importing sqlglot, which building a connection must not pay for."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def transpile(sql: str, dialect: str) -> str:

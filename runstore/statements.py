@@ -66,7 +66,10 @@ def runs_query(*, kind: str | None = None, name: str | None = None,
     if where is not None:
         query = query.where(exp.paren(sqlcheck.condition(where, "--where"), copy=False))
     query = query.order_by(exp.column("run_name"))
-    return query.sql(dialect="duckdb"), params
+    try:
+        return query.sql(dialect="duckdb"), params
+    except RecursionError as e:  # a --where condition just within what sqlglot parses
+        raise sqlcheck.too_deep("--where condition") from e
 
 
 def _summary_columns(columns: Sequence[str]) -> list[str]:

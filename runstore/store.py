@@ -2,35 +2,41 @@
 
 Contract: a `Store` names a store location (`--store`, else `$RUNSTORE_STORE`, else
 `./.runstore`). Writing methods (`ingest`, `compact`, `migrate`, `repair`, `set_setting`) take
-the store's write lock for their duration (`repair(check=True)` only reads and takes none). Reading methods build a fresh in-memory DuckDB over the newest snapshot for
-each call, so a long-lived `Store` always sees the latest committed state and never blocks
-anyone. Queries are read-only (`sqlcheck.guard`) and take values only as bound parameters;
-a parameter that the query does not use and that names no setting is an error (a typo in
-`kl_threshold` must not pass silently). Results are polars DataFrames (`sql`, `metrics`,
-`runs`), a LazyFrame (`table`, `sql(lazy=True)`) or Arrow (`arrow`); polars is imported only
-when a method needs it, so importing runstore stays cheap.
+the store's write lock for their duration (`repair(check=True)` only reads and takes none).
+Reading methods query an in-memory DuckDB over the newest snapshot (one per snapshot, kept
+while no newer one is published; each query on its own cursor), so a long-lived `Store` always
+sees the latest committed state and never blocks anyone. Every query connection is confined by
+DuckDB's sandbox to the snapshot's files (`query.Database`, `sandbox.py`);
+`allow_read=[path, ...]` lets one query also read the files given, on a connection of its own.
+Queries are read-only (`sqlcheck.guard`) and take values only as bound parameters; a parameter
+that the query does not use and that names no setting is an error (a typo in `kl_threshold`
+must not pass silently). Results are polars DataFrames (`sql`, `metrics`, `runs`), a LazyFrame
+(`table`, `sql(lazy=True)`), Arrow (`arrow`) or whatever `fetch`'s `convert` makes of DuckDB's
+result; polars and pyarrow are imported only when a method needs them, so importing runstore
+stays cheap.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
 
 from . import migrate as migrate_mod
-from . import query, schema, sqlcheck, statements, tables
-from .errors import QueryError, StoreCorrupt, UsageError
+from . import query, sandbox, schema, sqlcheck, statements, tables
+from .errors import QueryError, RunstoreError, StoreCorrupt, UsageError
 from .fs import S3, location, storage_options
-from .ingest import IngestReport, Progress
 from .query import View
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
     import polars as pl
+    import pyarrow as pa
 
+    from .ingest import IngestReport, Progress
     from .repair import RepairReport
+
+T = TypeVar("T")
 
 DEFAULT_STORE = ".runstore"
 
@@ -59,8 +65,9 @@ class Store:
     def __init__(self, path: str | os.PathLike[str] | None = None):
         self.path = resolve(path)
         # One DuckDB database per snapshot, reused while no newer snapshot is published
-        # (building it parses every view; a query on it is a cursor, cheap and independent).
-        self._db: Any = None
+        # (its views are created as queries first need them; a query on it is a cursor,
+        # cheap and independent).
+        self._db: query.Database | None = None
         self._db_seq: int | None = None
 
     def __enter__(self) -> "Store":
@@ -74,8 +81,8 @@ class Store:
 
     # -- writing -------------------------------------------------------------------------
     def ingest(self, paths: Iterable[str | os.PathLike[str]] | str, *,
-               progress: Progress | None = None, on_warning: Any = None,
-               lock_timeout: float = 60.0, require_runs: bool = True) -> IngestReport:
+               progress: "Progress | None" = None, on_warning: Any = None,
+               lock_timeout: float = 60.0, require_runs: bool = True) -> "IngestReport":
         """Ingest every run under `paths` (incrementally); returns what was done.
 
         A path that is a file of a run ingests that run. Paths that hold no run raise
@@ -174,61 +181,108 @@ class Store:
                 f"{query.DEFAULT_SETTINGS[name]}), or set it again with store.set_setting.")
         return m
 
-    def connect(self, params: dict[str, Any] | None = None) -> Any:
-        """A fresh in-memory DuckDB connection over the newest snapshot."""
-        return query.connect(self.path, self.manifest(), params)
+    def connect(self, params: dict[str, Any] | None = None, *,
+                allow_read: Iterable[str | os.PathLike[str]] | None = None) -> Any:
+        """A fresh in-memory DuckDB connection over the newest snapshot, every table and view
+        created, confined by DuckDB's sandbox to the snapshot's files (and `allow_read`)."""
+        return query.connect(self.path, self.manifest(), params, allow_read=_paths(allow_read))
 
-    def _cursor(self, params: dict[str, Any]) -> Any:
-        """A connection for one query: a cursor on the cached database of the newest snapshot,
-        or a fresh connection when the query overrides a setting (settings are per database)."""
-        if any(k in query.DEFAULT_SETTINGS for k in params):
-            return self.connect(params)
+    def _database(self, params: dict[str, Any],
+                  allow_read: list[str] | None) -> tuple[query.Database, bool]:
+        """The database for one query and whether the caller must close it: the cached one of
+        the newest snapshot, or a fresh one when the query overrides a setting (settings are
+        per database) or may read files outside the store (the allowed paths are too)."""
+        if allow_read or any(k in query.DEFAULT_SETTINGS for k in params):
+            return query.Database(self.path, self.manifest(), params, allow_read=allow_read), True
         paths = tables.manifest_paths(self.path)
         seq = paths[-1][0] if paths else None
         if self._db is None or seq != self._db_seq:
-            fresh = self.connect()
+            fresh = query.Database(self.path, self.manifest())
             if self._db is not None:
                 self._db.close()
             self._db, self._db_seq = fresh, seq
-        return self._db.cursor()
+        return self._db, False
 
-    def arrow(self, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
+    def fetch(self, sql: str, params: dict[str, Any] | None = None, *,
+              allow_read: Iterable[str | os.PathLike[str]] | None = None,
+              convert: "Callable[[Any], T]") -> T:
+        """Run one read-only query; `convert(relation)` of DuckDB's result relation.
+
+        The guard (`sqlcheck.guard`) checks the query and the params first; `convert` runs
+        while the query's cursor is open (e.g. `lambda r: r.fetchall()`). `arrow` and `sql`
+        are this with their conversions.
+        """
+        import duckdb
+
+        params = dict(params or {})
+        allowed = _paths(allow_read)
+        db, owned = self._database(params, allowed)
+        con = db.cursor()
+        try:
+            names = sqlcheck.guard(sql, con)
+            missing = [n for n in names.params if n not in params]
+            if missing:
+                raise QueryError(f"the query uses ${missing[0]} but no value was given: pass "
+                                 f"--param {missing[0]}=VALUE (params={{'{missing[0]}': ...}})")
+            unused = [k for k in params
+                      if k not in names.params and k not in query.DEFAULT_SETTINGS]
+            if unused:
+                raise QueryError(
+                    f"param {unused[0]!r} is neither used by the query (as ${unused[0]}) nor a "
+                    f"setting ({', '.join(query.DEFAULT_SETTINGS)})")
+            db.ensure(names.tables)
+            bound = {k: v for k, v in params.items() if k in names.params}
+            return convert(con.sql(sql, params=bound or None))
+        except duckdb.Error as e:
+            raise self._failure(e) from e
+        finally:
+            con.close()
+            if owned:
+                db.close()
+
+    def _failure(self, e: Exception) -> Exception:
+        """DuckDB's error as the one to show: the sandbox refusing a file or a setting; a
+        store file that vanished or broke since the snapshot was opened (an I/O error, or any
+        error when a live file is indeed damaged); else DuckDB's own message. (A query that
+        merely mentions a store path, as a string given to a JSON function say, is not a
+        damaged store.)"""
+        import duckdb
+
+        refused = sandbox.refusal(e) or sqlcheck.depth_error(e)
+        if refused is not None:
+            return refused
+        if isinstance(e, duckdb.IOException):
+            return tables.read_error(self.path, e) or QueryError(str(e).strip())
+        if str(self.path) in str(e):
+            try:
+                manifest = tables.read_manifest(self.path)
+            except RunstoreError as bad:
+                return bad
+            damaged = tables.damaged_file(self.path, manifest) if manifest else None
+            if damaged is not None:
+                return damaged
+        return QueryError(str(e).strip())
+
+    def arrow(self, sql: str, params: dict[str, Any] | None = None, *,
+              allow_read: Iterable[str | os.PathLike[str]] | None = None) -> "pa.Table":
         """Run one read-only query; the result as a pyarrow Table.
 
         Example:
             >>> store.arrow("select count(*) as n from runs").column("n").to_pylist()
             [11]
         """
-        names = sqlcheck.guard(sql)
-        params = dict(params or {})
-        missing = [n for n in names if n not in params]
-        if missing:
-            raise QueryError(f"the query uses ${missing[0]} but no value was given: pass "
-                             f"--param {missing[0]}=VALUE (params={{'{missing[0]}': ...}})")
-        unused = [k for k in params if k not in names and k not in query.DEFAULT_SETTINGS]
-        if unused:
-            raise QueryError(
-                f"param {unused[0]!r} is neither used by the query (as ${unused[0]}) nor a "
-                f"setting ({', '.join(query.DEFAULT_SETTINGS)})")
-        con = self._cursor(params)
-        try:
-            bound = {k: v for k, v in params.items() if k in names}
-            return con.sql(sql, params=bound or None).to_arrow_table()
-        except Exception as e:  # duckdb.Error subclasses; keep the import lazy
-            if type(e).__module__.startswith("duckdb") or "duckdb" in type(e).__module__:
-                # A store file that vanished or broke since the snapshot was opened.
-                raise tables.read_error(self.path, e) or QueryError(str(e).strip()) from e
-            raise
-        finally:
-            con.close()
+        return self.fetch(sql, params, allow_read=allow_read,
+                          convert=lambda rel: rel.to_arrow_table())
 
-    def sql(self, sql: str, params: dict[str, Any] | None = None, *,
-            lazy: bool = False) -> "pl.DataFrame | pl.LazyFrame":
+    def sql(self, sql: str, params: dict[str, Any] | None = None, *, lazy: bool = False,
+            allow_read: Iterable[str | os.PathLike[str]] | None = None
+            ) -> "pl.DataFrame | pl.LazyFrame":
         """Run one read-only query; a polars DataFrame (LazyFrame with `lazy=True`).
 
         Values go in `params` and are bound to the query's `$name` placeholders, never pasted
         into its text. A param named like a setting (`kl_threshold`) overrides that setting
-        for this query.
+        for this query. The query reads only the store's files (DuckDB's sandbox); list an
+        outside file or directory in `allow_read` to read it as well.
 
         Example:
             >>> store.sql("select run_name from kl_health where flagged")["run_name"].to_list()
@@ -242,15 +296,12 @@ class Store:
             >>> store.sql("select * from metrics", lazy=True).collect_schema().names()
             ['run_id', 'step', 'key', 'value', 'value_str', 'seq']
         """
-        df = self._frame(sql, params)
+        df = self._frame(sql, params, allow_read)
         return df.lazy() if lazy else df
 
-    def _frame(self, sql: str, params: dict[str, Any] | None) -> "pl.DataFrame":
-        import polars as pl
-
-        df = pl.from_arrow(self.arrow(sql, params))
-        assert isinstance(df, pl.DataFrame)  # from_arrow gives a Series only for arrays
-        return df
+    def _frame(self, sql: str, params: dict[str, Any] | None,
+               allow_read: Iterable[str | os.PathLike[str]] | None = None) -> "pl.DataFrame":
+        return self.fetch(sql, params, allow_read=allow_read, convert=_polars)
 
     def metrics(self, keys: str | Sequence[str], *, runs: str | None = None,
                 wide: bool = False) -> "pl.DataFrame":
@@ -458,6 +509,29 @@ class Store:
 
         return perfetto.trace_events(self, run, step=step, segment=segment,
                                      source=source)  # type: ignore[arg-type]
+
+
+def _polars(rel: Any) -> "pl.DataFrame":
+    """DuckDB's result as a polars DataFrame, through the Arrow C stream (no pyarrow)."""
+    import polars as pl
+
+    try:
+        return pl.DataFrame(rel)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # polars panics (pyo3's PanicException) on types it lacks
+        why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise QueryError(f"polars cannot hold this result ({why}): cast the column (an "
+                         "interval to varchar, say), or use store.arrow()") from e
+
+
+def _paths(paths: Iterable[str | os.PathLike[str]] | str | None) -> list[str] | None:
+    """`allow_read` as a list of strings (one path given bare is one path, not its letters)."""
+    if paths is None:
+        return None
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    return [os.fspath(p) for p in paths]
 
 
 def open(path: str | os.PathLike[str] | None = None) -> Store:  # noqa: A001 - the public name

@@ -50,9 +50,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Iterator
 
 from . import integrity
 from . import schema as schema_mod
@@ -65,6 +63,11 @@ from .vacuum import KEEP_MANIFESTS
 
 __all__ = ["LEDGERS", "MANIFESTS", "KEEP_MANIFESTS", "Manifest", "Root", "bad_settings",
            "manifest_paths", "publish_manifest", "read_manifest", "require_store"]
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:  # imported on first use: opening a snapshot for a query needs none of it
+    from .lazy import pyarrow as pa
 
 LOCK = "_runstore/lock"
 COMPACT_FILES = 32  # $RUNSTORE_COMPACT_FILES overrides it (tests use it to compact often)

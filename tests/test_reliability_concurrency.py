@@ -206,7 +206,7 @@ def ledger_check(store_path: Path) -> dict[str, int] | None:
     m = tables.read_manifest(store_path)
     if m is None or m.ledger is None:
         return None
-    con = query.connect(store_path, m)
+    con = query.connect(store_path, m, allow_read=[str(store_path / m.ledger)])
     try:
         row = con.execute(LEDGER_QUERY, {"ledger": str(store_path / m.ledger)}).fetchone()
     finally:

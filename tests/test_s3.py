@@ -419,3 +419,60 @@ def test_runs_on_s3_are_discovered_as_on_disk(awkward_tree: Path, bucket: str) -
     local = shape(discover(awkward_tree))
     assert len(local) == len(oracle.run_dirs(awkward_tree))
     assert shape(discover_remote(S3(f"s3://{bucket}/runs"))) == local
+
+
+# --------------------------------------------------------------------------- the sandbox on S3
+
+def test_s3_store_queries_read_only_the_snapshot_objects(small_tree: Path, bucket: str,
+                                                         tmp_path: Path) -> None:
+    """The store's queries read through fsspec; DuckDB's sandbox confines them to the
+    snapshot's objects: not the manifests beside them, not another prefix or bucket, not a
+    local file, not a listing; `allow_read` opens exactly one more object."""
+    import boto3
+
+    uri = f"s3://{bucket}/team/store"
+    store = runstore.open(uri)
+    store.ingest([small_tree])
+    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    client.put_object(Bucket=bucket, Key="team/private/secret.csv",
+                      Body=f"a\n{SECRET}-object\n".encode())
+    client.put_object(Bucket=bucket, Key="team/labels.csv",
+                      Body=b"run_name,label\nb/c/sl,sft\n")
+    other = f"runstore-other-{uuid.uuid4().hex[:8]}"
+    client.create_bucket(Bucket=other)
+    client.put_object(Bucket=other, Key="secret.csv", Body=f"a\n{SECRET}-other\n".encode())
+    local = tmp_path / "local.txt"
+    local.write_text(f"{SECRET}-local\n")
+    manifest = f"{uri}/_runstore/manifests/{manifests(uri)[-1]}"
+
+    assert store.sql("select count(*) as n from runs").item() == 3
+    for q in (f"select * from read_csv('s3://{bucket}/team/private/secret.csv')",
+              f"select * from read_text('{manifest}')",
+              f"select * from read_csv('s3://{other}/secret.csv')",
+              f"select * from glob('s3://{bucket}/**')",
+              f"select * from read_parquet('{uri}/tables/runs/*.parquet')",
+              f"select * from read_text('{local}')",
+              f"select * from read_text('gcs://{bucket}/x')"):
+        with pytest.raises(runstore.RunstoreError, match="refused") as e:
+            store.sql(q)
+        assert SECRET not in str(e.value)
+        proc = cli("--store", uri, "sql", q, check=False)
+        assert proc.returncode == 1 and "refused" in proc.stderr, proc.stderr
+        assert SECRET not in proc.stdout + proc.stderr
+    probe = ("select * from enable_logging(level='trace', storage='file', storage_path="
+             f"'{tmp_path / 'log'}', storage_buffer_size=0) union all select true from runs")
+    with pytest.raises(runstore.RunstoreError):
+        store.sql(probe)
+    assert not (tmp_path / "log").exists()
+
+    join = (f"select r.run_name, l.label from runs r join read_csv('s3://{bucket}/team/"
+            "labels.csv') l using (run_name)")
+    assert store.sql(join, allow_read=[f"s3://{bucket}/team/labels.csv"]).rows() == \
+        [("b/c/sl", "sft")]
+    with pytest.raises(runstore.RunstoreError, match="refused"):
+        store.sql(f"select * from read_csv('s3://{bucket}/team/private/secret.csv')",
+                  allow_read=[f"s3://{bucket}/team/labels.csv"])
+    proc = cli("--store", uri, "sql", join, "--format", "json", "--allow-read",
+               f"s3://{bucket}/team/labels.csv", check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [{"run_name": "b/c/sl", "label": "sft"}]

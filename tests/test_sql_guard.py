@@ -245,7 +245,8 @@ def test_allowed(store_dir: Path, tmp_path: Path, query: str, want: list | None)
     csv = tmp_path / "labels.csv"
     csv.write_text("run_name,label\na/rl_dirs,baseline\nb/c/sl,sft\nnowhere/run,ghost\n")
     before = oracle.tree_digest(store_dir)
-    result = sql(store_dir, query.format(csv=csv), "-F", "json")
+    allow = ("--allow-read", str(csv)) if "{csv}" in query else ()
+    result = sql(store_dir, query.format(csv=csv), "-F", "json", *allow)
     assert result.exit_code == 0, result.stderr
     if want is not None:
         assert json.loads(result.stdout) == want
