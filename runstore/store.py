@@ -75,14 +75,18 @@ class Store:
     # -- writing -------------------------------------------------------------------------
     def ingest(self, paths: Iterable[str | os.PathLike[str]] | str, *,
                progress: Progress | None = None, on_warning: Any = None,
-               lock_timeout: float = 60.0) -> IngestReport:
-        """Ingest every run under `paths` (incrementally); returns what was done."""
+               lock_timeout: float = 60.0, interrupts: Any = None) -> IngestReport:
+        """Ingest every run under `paths` (incrementally); returns what was done.
+
+        Ctrl-C (SIGINT, in the main thread) publishes what was read whole, then raises
+        KeyboardInterrupt whose `report` attribute is the IngestReport of what was kept; a
+        second Ctrl-C stops at once. `interrupts` replaces that handling (interrupts.py)."""
         from .ingest import ingest
 
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         return ingest(self.path, list(paths), progress=progress, on_warning=on_warning,
-                      lock_timeout=lock_timeout)
+                      lock_timeout=lock_timeout, interrupts=interrupts)
 
     def compact(self, *, vacuum_hours: float | None = None,
                 lock_timeout: float = 60.0) -> dict[str, int]:

@@ -48,8 +48,9 @@ def test_wheel_installs_and_ingests(tmp_path: Path) -> None:
     # own site-packages, holding the wheel, comes first.
     venv.EnvBuilder(system_site_packages=False, with_pip=True).create(env_dir)
     py = env_dir / "bin" / "python"
-    inner_site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                                check=True, capture_output=True, text=True).stdout.strip()
+    inner_site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True, capture_output=True, text=True).stdout.strip()
     (Path(inner_site) / "_outer_site.pth").write_text("".join(f"{d}\n" for d in outer_site_dirs()))
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
                    capture_output=True)

@@ -343,7 +343,8 @@ def test_slowest_spans_without_wall_columns_skips_the_window(
 
     con = query.connect(demo_store.path, tables.read_manifest(demo_store.path))
     plan = lambda q: "\n".join(r[1] for r in con.execute(f"explain {q}").fetchall())  # noqa: E731
-    assert "wall_end_s" not in plan("select run_name, name, total_s, share, rank from slowest_spans")
+    assert "wall_end_s" not in plan(
+        "select run_name, name, total_s, share, rank from slowest_spans")
     assert "wall_end_s" in plan("select run_name, name, wall_share from slowest_spans")
 
 
@@ -372,14 +373,18 @@ def test_slowest_spans_wall_s_matches_a_merge_of_intervals() -> None:
     def check(spans: list[tuple[int, tuple[str, float, float]]]) -> None:
         con = duckdb.connect()
         cols = schema.schema("spans")
-        data = {"run_id": ["r"] * len(spans), "step": [s for s, _ in spans],
-                "name": [sp[0] for _, sp in spans], "duration_s": [sp[2] - sp[1] for _, sp in spans],
-                "wall_start_s": [sp[1] for _, sp in spans], "wall_end_s": [sp[2] for _, sp in spans],
-                "depth": [0] * len(spans), "parent": [None] * len(spans),
-                "span_idx": list(range(len(spans))), "source_id": [1] * len(spans)}
+        n = len(spans)
+        data = {"run_id": ["r"] * n, "step": [s for s, _ in spans],
+                "name": [sp[0] for _, sp in spans],
+                "duration_s": [sp[2] - sp[1] for _, sp in spans],
+                "wall_start_s": [sp[1] for _, sp in spans],
+                "wall_end_s": [sp[2] for _, sp in spans],
+                "depth": [0] * n, "parent": [None] * n, "span_idx": list(range(n)),
+                "source_id": [1] * n}
         con.register("spans", pa.table(data, schema=cols))
         con.register("runs", schema.empty("runs"))
-        con.register("metrics", pa.table({"run_id": ["r"], "key": ["time/total"], "value": [100.0]}))
+        con.register("metrics", pa.table({"run_id": ["r"], "key": ["time/total"],
+                                          "value": [100.0]}))
         got = {name: (wall_s, wall_share) for name, wall_s, wall_share in con.execute(
             f"select name, wall_s, wall_share from ({body})").fetchall()}
         want: dict[str, float] = {}
