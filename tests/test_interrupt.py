@@ -46,6 +46,19 @@ def command(store: Path, tree: Path) -> list[str]:
     return [sys.executable, "-m", "runstore", "--store", str(store), "ingest", "-q", str(tree)]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def sigint_not_ignored() -> Any:
+    """A suite started in the background (`cmd &` in a script) inherits SIGINT ignored, and an
+    ignored SIGINT is rightly left ignored by runstore, as by any Unix program. These tests
+    need it delivered: a Python handler here makes it the default again in every child."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if previous is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("interrupt") / "runs"
