@@ -163,11 +163,16 @@ class Paused:
             ready, _, _ = select.select([self.proc.stderr], [], [], deadline - time.monotonic())
             line = self.proc.stderr.readline() if ready else ""
             if not line:
-                self.proc.kill()
+                self.stop()
                 pytest.fail(f"never paused at {point}: {''.join(self.lines)}")
             self.lines.append(line)
             if line.strip() == f"paused at {point}":
                 return
+
+    def stop(self) -> None:
+        """Kill it and reap it (a failing test leaves no process behind)."""
+        self.proc.kill()
+        self.proc.communicate()
 
     def signal(self, sig: int = signal.SIGINT) -> None:
         self.proc.send_signal(sig)
@@ -178,10 +183,26 @@ class Paused:
         try:
             _, err = self.proc.communicate(timeout=timeout or self.timeout)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.communicate()
+            self.stop()
             pytest.fail(f"did not exit within {timeout or self.timeout} s of the signal")
         return self.proc.returncode, "".join(self.lines) + err, time.monotonic() - started
+
+
+@pytest.fixture
+def paused() -> Any:
+    """Makes `Paused` ingests; any still running when the test ends is killed and reaped."""
+    made: list[Paused] = []
+
+    def make(store: Path, tree: Path, points: str) -> Paused:
+        made.append(Paused(store, tree, points))
+        return made[-1]
+
+    yield make
+    for run in made:
+        if run.proc.poll() is None:
+            run.stop()
+        elif run.proc.stderr is not None:
+            run.proc.stderr.close()
 
 
 KEPT = re.compile(r"interrupted by (SIGINT|SIGTERM): (kept (\d+) of (\d+) runs whole"
@@ -207,11 +228,11 @@ def moments(ref: Reference) -> dict[str, tuple[str, str]]:
 @pytest.mark.parametrize("moment", ["discover", "early parse", "mid-parse", "background commit",
                                     "background ledger", "final commit", "after publish"])
 def test_sigint_keeps_whole_files(moment: str, tree: Path, ref: Reference,
-                                  tmp_path: Path) -> None:
+                                  tmp_path: Path, paused: Any) -> None:
     point, kept = moments(ref)[moment]
     before = oracle.fingerprint(tree)
     store = tmp_path / "store"
-    run = Paused(store, tree, point)
+    run = paused(store, tree, point)
     run.wait_paused(point)
     run.signal()
     status, err, _ = run.finish()
@@ -249,10 +270,11 @@ def test_sigint_keeps_whole_files(moment: str, tree: Path, ref: Reference,
 
 
 @pytest.mark.slow
-def test_sigterm_keeps_whole_files_too(tree: Path, ref: Reference, tmp_path: Path) -> None:
+def test_sigterm_keeps_whole_files_too(tree: Path, ref: Reference, tmp_path: Path,
+                                       paused: Any) -> None:
     store = tmp_path / "store"
     point = f"parse:{ref.reached['parse'] // 3}"
-    run = Paused(store, tree, point)
+    run = paused(store, tree, point)
     run.wait_paused(point)
     run.signal(signal.SIGTERM)
     status, err, _ = run.finish()
@@ -262,11 +284,12 @@ def test_sigterm_keeps_whole_files_too(tree: Path, ref: Reference, tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_second_signal_stops_at_once(tree: Path, ref: Reference, tmp_path: Path) -> None:
+def test_second_signal_stops_at_once(tree: Path, ref: Reference, tmp_path: Path,
+                                     paused: Any) -> None:
     """The second SIGINT comes while the first one's snapshot is being published."""
     store = tmp_path / "store"
     first = f"parse:{ref.reached['parse'] // 2}"
-    run = Paused(store, tree, f"{first},interrupted:1")
+    run = paused(store, tree, f"{first},interrupted:1")
     run.wait_paused(first)
     run.signal()
     run.wait_paused("interrupted:1")  # about to publish what it has
@@ -282,12 +305,12 @@ def test_second_signal_stops_at_once(tree: Path, ref: Reference, tmp_path: Path)
 @pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.0, 0.05, 0.2])
 def test_second_signal_during_the_last_publish(delay: float, tree: Path, ref: Reference,
-                                               tmp_path: Path) -> None:
+                                               tmp_path: Path, paused: Any) -> None:
     """The second SIGINT lands wherever `delay` puts it in publishing what the first kept
     (Delta writes, ledger, manifest): still at once, still safe."""
     store = tmp_path / "store"
     first = f"parse:{ref.reached['parse'] * 2 // 3}"
-    run = Paused(store, tree, first)
+    run = paused(store, tree, first)
     run.wait_paused(first)
     run.signal()
     time.sleep(delay)
@@ -361,9 +384,14 @@ def test_python_script_interrupted_by_a_real_sigint(tree: Path, ref: Reference,
                             stderr=subprocess.PIPE, text=True,
                             env={**ENV, "RUNSTORE_TEST_PAUSE": point})
     assert proc.stderr is not None
-    assert proc.stderr.readline().strip() == f"paused at {point}"
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    try:
+        assert proc.stderr.readline().strip() == f"paused at {point}"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == -signal.SIGINT, err
     assert "KeyboardInterrupt: interrupted by SIGINT: kept" in err
     assert assert_consistent_prefix(store, ref) > 0
