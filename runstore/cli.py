@@ -35,8 +35,9 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
                 raise
             click.echo(f"Error: {e}", err=True)
             ctx.exit(e.exit_code)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
+        except KeyboardInterrupt as e:
+            # An ingest's says what it kept (it carries the report); others were just stopped.
+            click.echo(str(e) if hasattr(e, "report") else "interrupted", err=True)
             ctx.exit(130)
 
     return wrapper
@@ -151,6 +152,7 @@ class _Progress:
     def __init__(self, enabled: bool):
         self.enabled = enabled
         self.last = 0.0
+        self.drawn = False  # a bar is on the line, not yet ended by a newline
 
     def __call__(self, done: int, total: int, nbytes: int, name: str) -> None:
         now = time.monotonic()
@@ -162,8 +164,15 @@ class _Progress:
         bar = "#" * filled + "-" * (width - filled)
         line = f"\r[{bar}] {done}/{total} runs, {nbytes / 1e6:.1f} MB  {name[-40:]}"
         click.echo(line.ljust(100)[:120], err=True, nl=False)
+        self.drawn = done < total
         if done == total:
             click.echo("", err=True)
+
+    def end_line(self) -> None:
+        """End a bar left unfinished (the ingest stopped before its last run)."""
+        if self.drawn:
+            click.echo("", err=True)
+            self.drawn = False
 
 
 @main.command()
@@ -188,6 +197,10 @@ def ingest(ctx: click.Context, paths: tuple[str, ...], quiet: bool, watch: float
     A path may be a directory or an s3://bucket/prefix (read with the AWS environment's
     credentials and endpoint; objects are re-read when their size or ETag changes).
 
+    Ctrl-C (or SIGTERM) stops at the next whole file: what was read is published, the
+    command says how much was kept and exits 130, and running it again continues from there.
+    A second Ctrl-C stops at once (the store keeps its last snapshot).
+
     With --watch, keep ingesting every SECONDS until Ctrl-C (or SIGTERM), which ends it
     cleanly. Paths and runs may appear and vanish meanwhile. Each (run, rule) that starts
     firing is printed once on stdout (also with --quiet) as
@@ -206,8 +219,17 @@ def ingest(ctx: click.Context, paths: tuple[str, ...], quiet: bool, watch: float
     warn = None if quiet else (lambda text: click.echo(f"warning: {text}", err=True))
     summary = None if quiet else (lambda report: click.echo(report.summary(), err=True))
     if watch is None and not check:
-        report = store.ingest(list(paths), progress=progress, on_warning=warn,
-                              lock_timeout=lock_timeout)
+        from .interrupts import Interrupts
+
+        # Ctrl-C or SIGTERM: publish what was read whole, then exit 130 saying what was kept;
+        # a second one exits at once.
+        with Interrupts(("SIGINT", "SIGTERM"), exit_at_once=True) as interrupts:
+            try:
+                report = store.ingest(list(paths), progress=progress, on_warning=warn,
+                                      lock_timeout=lock_timeout, interrupts=interrupts)
+            except KeyboardInterrupt:
+                progress.end_line()  # the message goes below the bar, not after it
+                raise
         if summary:
             summary(report)
         return

@@ -178,10 +178,16 @@ group by c.key, c.value
 order by c.key, mean_final_reward desc, c.value"""),
     Question(
         "Which spans dominate step time in each run?",
-        "`slowest_spans` ranks span names by total time per run; `share` is relative to the "
-        "run's summed `time/total` (spans nest, so shares add up to more than 1).",
+        "`slowest_spans` ranks span names by total time per run. Two measures: `total_s` "
+        "adds up every span's duration (tinker's `time/<name>:total`), so concurrent calls "
+        "such as a batch's `policy_sample` each count and `share` (over the run's summed "
+        "`time/total`) can pass 1; `wall_s` counts the wall time during which at least one "
+        "span of the name was open, so `wall_share` stays at most 1. `total_s / wall_s` is "
+        "how many ran at once on average. Spans nest, so shares of different names add up "
+        "to more than 1.",
         """\
 select run_name, rank, name, calls, round(total_s, 1) as total_s, round(share, 3) as share,
+       round(wall_s, 1) as wall_s, round(wall_share, 3) as wall_share,
        round(p50_s, 3) as p50_s, round(p95_s, 3) as p95_s
 from slowest_spans
 where rank <= 3 and run_name glob 'gsm8k_tool_rl/*'

@@ -8,6 +8,15 @@ every ~`batch_rows` staged rows and at the end), so a crash loses at most the un
 batch and the next ingest redoes it. Bad input never stops it: each problem becomes a warning
 naming `file:line`. Sources are only ever opened for reading.
 
+Ctrl-C (SIGINT; also SIGTERM for the CLI, see interrupts.py) keeps the work: once the runs are
+discovered, the first signal stops the ingest at the next file boundary, and it publishes
+what it has staged, exactly as at a batch boundary: whole files only, with the ledger entries
+of exactly those files (and a `runs` row for a run cut short, so none of its rows is
+orphaned). Then it raises KeyboardInterrupt carrying the report of what was kept
+(`interrupts.ingest_interrupted`); the next ingest reads only the rest. A signal before
+discovery ends raises it at once with nothing kept, and a second signal stops at once; either
+way the crash rules above hold.
+
 Two kinds of threads keep both cores busy, without changing what is written: files are read
 and normalized ahead in `READ_THREADS` threads (results are staged in discovery order), and a
 full batch is written and published in a background thread while the next one is staged
@@ -35,6 +44,7 @@ from .discover import (RunDir, SourceFile, discover, discover_remote, run_holdin
                        run_prefix_holding, source_id_for)
 from .errors import NoRuns, SourceNotFound
 from .fs import S3, location
+from .interrupts import Interrupts, ingest_interrupted
 from .ledger import Entry, Ledger
 from .normalize import Context
 from .parse import jsonl
@@ -61,13 +71,37 @@ class IngestReport:
     bytes_read: int = 0
     snapshots: int = 0
     empty_paths: list[str] = field(default_factory=list)  # paths given that held no run
+    runs_total: int = 0  # runs discovered
+    interrupted: str | None = None  # the signal that stopped the ingest (then see `kept`)
+    complete: bool = False  # every run was staged and published (also when interrupted late)
+    partial: tuple[str, int, int] | None = None  # (run name, files kept, files) of a run cut short
 
     @property
     def mb_per_s(self) -> float:
         return self.bytes_read / 1e6 / self.seconds if self.seconds > 0 else 0.0
 
+    def kept(self) -> str:
+        """How much of the runs an interrupted ingest kept, in words."""
+        if self.complete:
+            return f"everything was kept ({self.runs_total} runs)"
+        whole = self.runs_new + self.runs_updated + self.runs_unchanged - (self.partial is not None)
+        if not whole and self.partial is None:
+            return "nothing new was kept (the store is as it was)"
+        text = f"kept {whole} of {self.runs_total} runs whole"
+        if self.partial is not None:
+            name, done, total = self.partial
+            text += f" and {done} of {total} files of {name}"
+        return text
+
     def summary(self) -> str:
         rows = ", ".join(f"{k} +{v}" for k, v in sorted(self.rows_added.items()) if v) or "no rows"
+        if self.interrupted:
+            kept = self.kept()
+            again = ("" if self.complete else "; run the same command again to continue"
+                     + ("" if kept.startswith("nothing") else ": it reads only what was not kept"))
+            return (f"interrupted by {self.interrupted}: {kept}, in "
+                    f"{self.snapshots} snapshot{'s' if self.snapshots != 1 else ''}; rows: "
+                    f"{rows}; {self.seconds:.2f} s{again}")
         return (
             f"runs: {self.runs_new} new, {self.runs_updated} updated, {self.runs_unchanged} "
             f"unchanged, {self.runs_missing} missing; rows: {rows}; {len(self.warnings)} "
@@ -81,6 +115,7 @@ class IngestReport:
             "runs_unchanged": self.runs_unchanged, "runs_missing": self.runs_missing,
             "rows_added": dict(self.rows_added), "warnings": len(self.warnings),
             "seconds": round(self.seconds, 3), "bytes_read": self.bytes_read,
+            **({"interrupted": self.interrupted} if self.interrupted else {}),
         }
 
 
@@ -90,15 +125,23 @@ Progress = Callable[[int, int, int, str], None]  # (runs done, runs total, bytes
 def ingest(root: Path, paths: Iterable[str | os.PathLike[str]], *,
            progress: Progress | None = None, on_warning: Callable[[str], None] | None = None,
            lock_timeout: float = 60.0, batch_rows: int | None = None,
-           now: float | None = None, require_runs: bool = True) -> IngestReport:
+           now: float | None = None, require_runs: bool = True,
+           interrupts: Interrupts | None = None) -> IngestReport:
     """Ingest every run under `paths` into the store at `root`; see the module docstring.
 
     A path that is a file of a run stands for that run. With `require_runs`, paths that hold
     no run at all are `NoRuns` (exit 1), raised before a new store is created and before
     anything is published; a path without runs beside paths with runs is a warning. Without
     it (`--watch` passes: runs may appear later) such paths are only listed in the report's
-    `empty_paths`.
+    `empty_paths`. `interrupts` is the signal handling to use, already entered (the CLI's also
+    takes SIGTERM and exits at once on a second signal); by default SIGINT is handled for the
+    duration of the call.
     """
+    if interrupts is None:
+        with Interrupts() as own:
+            return ingest(root, paths, progress=progress, on_warning=on_warning,
+                          lock_timeout=lock_timeout, batch_rows=batch_rows, now=now,
+                          require_runs=require_runs, interrupts=own)
     started = time.monotonic()
     if batch_rows is None:
         # $RUNSTORE_BATCH_ROWS lets tests make a real `runstore ingest` process publish many
@@ -116,35 +159,59 @@ def ingest(root: Path, paths: Iterable[str | os.PathLike[str]], *,
             and not any(_holds_a_run(p) for p in roots):
         raise NoRuns(_no_runs(given, roots))  # before the writer creates the store
     report = IngestReport()
-    with _arrow_memory(), _without_cyclic_gc(), tables.writer(root, lock_timeout=lock_timeout) as w:
-        migrate.apply(w)
-        assert w.manifest is not None
-        led = Ledger.from_arrow(_read_ledger(root, w.manifest))
-        runs, empty = _discover_all(roots)
-        report.empty_paths = [given[i] for i in empty]
-        job = _Job(root, w, led, report, on_warning, now if now is not None else time.time())
-        try:
-            with _ReadAhead(job.tasks(runs), threads) as ahead:
-                for i, rd in enumerate(runs):
-                    job.run(rd, ahead)
-                    if progress:
-                        progress(i + 1, len(runs), report.bytes_read, rd.run_name)
-                    if w.staged_rows >= batch_rows:
-                        job.commit(background=threads > 0)
-            job.mark_missing({rd.run_id for rd in runs})
-            if require_runs and empty:
-                if not runs and not report.runs_missing:
-                    raise NoRuns(_no_runs(given, roots))  # nothing staged: nothing published
-                for i in empty:
-                    job.warn(_no_runs([given[i]], [roots[i]]))
-            report.seconds = time.monotonic() - started
-            job.commit(final=True)
-        except BaseException:
-            job.close(quiet=True)  # the lock must outlive a commit running in the background
-            raise
-        job.close()
-        report.rows_added = dict(w.rows_added)
+    try:
+        with _arrow_memory(), _without_cyclic_gc(), \
+                tables.writer(root, lock_timeout=lock_timeout) as w:
+            migrate.apply(w)
+            assert w.manifest is not None
+            led = Ledger.from_arrow(_read_ledger(root, w.manifest))
+            runs, empty = _discover_all(roots)
+            report.empty_paths = [given[i] for i in empty]
+            report.runs_total = len(runs)
+            job = _Job(root, w, led, report, on_warning, now if now is not None else time.time(),
+                       interrupts)
+            interrupts.defer()  # from here a signal stops at the next whole file
+            try:
+                with _ReadAhead(job.tasks(runs), threads) as ahead:
+                    for i, rd in enumerate(runs):
+                        if interrupts.requested:
+                            break
+                        job.run(rd, ahead)
+                        if progress and report.partial is None:  # a run cut short is not done
+                            progress(i + 1, len(runs), report.bytes_read, rd.run_name)
+                        if w.staged_rows >= batch_rows and not interrupts.requested:
+                            job.commit(background=threads > 0)
+                if interrupts.requested:
+                    # Publish what is staged, as a batch boundary would; marking vanished
+                    # runs `missing` waits for an ingest that sees every run.
+                    report.interrupted = interrupts.requested
+                    tables.pause_point("interrupted")
+                else:
+                    job.mark_missing({rd.run_id for rd in runs})
+                    if require_runs and empty:
+                        if not runs and not report.runs_missing:
+                            raise NoRuns(_no_runs(given, roots))  # nothing staged: nothing published
+                        for i in empty:
+                            job.warn(_no_runs([given[i]], [roots[i]]))
+                    report.complete = True
+                report.seconds = time.monotonic() - started
+                job.commit(final=True)
+            except BaseException:
+                job.close(quiet=True)  # the lock must outlive a commit running in the background
+                raise
+            job.close()
+            report.rows_added = dict(w.rows_added)
+    except KeyboardInterrupt as e:
+        if interrupts.deferring or hasattr(e, "report"):
+            raise  # a second signal: stopped at once, what is unpublished is dropped
+        # Before anything was staged: nothing to keep, the store is as it was.
+        report.interrupted = interrupts.requested or str(e) or "KeyboardInterrupt"
+        report.seconds = time.monotonic() - started
+        raise ingest_interrupted(report) from None
     report.seconds = time.monotonic() - started
+    if interrupts.requested:  # also when the signal came during the last commit, or after it
+        report.interrupted = interrupts.requested
+        raise ingest_interrupted(report)
     return report
 
 
@@ -306,10 +373,12 @@ class _Job:
     """The state of one ingest: the ledger being updated and the counts being reported."""
 
     def __init__(self, root: Path, w: tables.Writer, led: Ledger, report: IngestReport,
-                 on_warning: Callable[[str], None] | None, now: float):
+                 on_warning: Callable[[str], None] | None, now: float,
+                 interrupts: Interrupts):
         self.root, self.w, self.led, self.report = root, w, led, report
         self.on_warning = on_warning
         self.now = now
+        self.interrupts = interrupts
         self.run_rows: list[dict[str, Any]] = []
         self.replace_runs: list[str] = []
         self._stored_runs: dict[str, dict[str, Any]] | None = None  # loaded when needed
@@ -335,11 +404,18 @@ class _Job:
         prev = self.led.get(run_id, "")
         run_name = self._run_name(rd)
         changed = False
-        for f in rd.files:
+        for i, f in enumerate(rd.files):
             task, res = ahead.next()
             assert task.file is f, "read-ahead out of step with the runs"
             changed |= self._apply(task, res)
             tables.pause_point("parse")
+            if self.interrupts.requested and i + 1 < len(rd.files):
+                # Stop between whole files. The run still gets its `runs` row (its kept rows
+                # must not be orphans); the files not read keep their ledger entries, so the
+                # next ingest reads them and updates the row.
+                self.report.partial = (run_name, i + 1, len(rd.files))
+                changed = True
+                break
         newest = max((f.mtime_ns for f in rd.files), default=0)
         status = self._status(run_id, newest)
         prev_status = prev.state.get("status") if prev else None

@@ -202,7 +202,7 @@ def build(store: "Store", runs: str | None = None, *, top_spans: int = TOP_SPANS
         ("rewards", "Reward trends", reward_chart),
         ("spans", f"Slowest spans (top {top_spans} per run by total time)", table_html(spans, [
             "run_name", "rank", "name", "calls", "total_s", "mean_s", "p50_s", "p95_s", "max_s",
-            "share"], empty="no run has timing spans")),
+            "share", "wall_s", "wall_share"], empty="no run has timing spans")),
         ("checkpoints", "Latest checkpoints", table_html(checkpoints, [
             "run_name", "n_checkpoints", "latest_name", "batch", "epoch", "rolling",
             "state_path", "sampler_name", "latest_sampler_path", "final_name"],

@@ -26,8 +26,10 @@ QUESTIONS: list[tuple[str, str]] = [
      "select run_name, kind, last_step, round(last_reward_ma10, 3) as reward_ma10, status\n"
      "from run_summary where last_reward_ma10 is not null\n"
      "order by last_reward_ma10 desc limit 5"),
-    ("Which spans dominate step time in each RL run?",
-     "select run_name, name, round(total_s, 1) as total_s, round(share, 3) as share\n"
+    ("Which spans dominate step time in each RL run? (share adds up concurrent spans, so it "
+     "can pass 1; wall_share counts the wall time they cover, at most 1)",
+     "select run_name, name, round(total_s, 1) as total_s, round(share, 3) as share,\n"
+     "       round(wall_s, 1) as wall_s, round(wall_share, 3) as wall_share\n"
      "from slowest_spans where rank = 1 order by total_s desc limit 5"),
     ("Which is the latest checkpoint of each run?",
      "select run_name, latest_name, final_name from latest_checkpoints order by run_name"),

@@ -82,19 +82,24 @@ class Store:
     # -- writing -------------------------------------------------------------------------
     def ingest(self, paths: Iterable[str | os.PathLike[str]] | str, *,
                progress: "Progress | None" = None, on_warning: Any = None,
-               lock_timeout: float = 60.0, require_runs: bool = True) -> "IngestReport":
+               lock_timeout: float = 60.0, require_runs: bool = True,
+               interrupts: Any = None) -> "IngestReport":
         """Ingest every run under `paths` (incrementally); returns what was done.
 
         A path that is a file of a run ingests that run. Paths that hold no run raise
         `NoRuns` (and create no store), unless `require_runs=False` (watching: runs may
         appear later); one without runs beside others with runs is a warning.
-        """
+
+        Ctrl-C (SIGINT, in the main thread) publishes what was read whole, then raises
+        KeyboardInterrupt whose `report` attribute is the IngestReport of what was kept; a
+        second Ctrl-C stops at once. `interrupts` replaces that handling (interrupts.py)."""
         from .ingest import ingest
 
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         return ingest(self.path, list(paths), progress=progress, on_warning=on_warning,
-                      lock_timeout=lock_timeout, require_runs=require_runs)
+                      lock_timeout=lock_timeout, require_runs=require_runs,
+                      interrupts=interrupts)
 
     def compact(self, *, vacuum_hours: float | None = None,
                 lock_timeout: float = 60.0) -> "tables.CompactReport":

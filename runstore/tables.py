@@ -92,9 +92,11 @@ def pause_point(phase: str) -> None:
     """Test-only crash hook; a no-op unless one of two environment variables is set.
 
     `$RUNSTORE_TEST_POINTS=FILE` appends the name of every phase reached to FILE.
-    `$RUNSTORE_TEST_PAUSE=PHASE:N` makes the process print `paused at PHASE:N` on stderr and
-    sleep the N-th time it reaches PHASE, so tests/test_crash.py can SIGKILL it exactly there
-    (phases: discover, parse, migrate, recover, write, compact, ledger, publish).
+    `$RUNSTORE_TEST_PAUSE=PHASE:N[,PHASE:N...]` makes the process print `paused at PHASE:N`
+    on stderr and wait the N-th time it reaches PHASE, so tests/test_crash.py can SIGKILL it
+    exactly there (phases: discover, parse, migrate, recover, write, compact, ledger, publish,
+    interrupted). A signal that the ingest handles (interrupts.py) ends the wait, so
+    tests/test_interrupt.py can interrupt it exactly there, too.
     """
     log, pause = os.environ.get("RUNSTORE_TEST_POINTS"), os.environ.get("RUNSTORE_TEST_PAUSE")
     if not (log or pause):
@@ -103,11 +105,14 @@ def pause_point(phase: str) -> None:
     if log:
         with open(log, "a") as f:
             f.write(f"{phase}\n")
-    if pause == f"{phase}:{n}":
+    if pause and f"{phase}:{n}" in pause.split(","):
+        from .interrupts import seen
+
+        signals = seen()
         sys.stderr.write(f"paused at {phase}:{n}\n")
         sys.stderr.flush()
-        while True:
-            time.sleep(60)
+        while seen() == signals:
+            time.sleep(0.02)
 
 
 def table_files(root: Root, manifest: Manifest, table: str) -> list[str]:

@@ -1,19 +1,31 @@
 -- Where step time goes: one row per run and span name, over the live timing spans of every
 -- step (`spans`: when a resumed run logs a step twice only the later record counts).
--- Spans nest (a parent's duration includes its children), so the shares of one run add up
--- to more than 1; compare names at the same depth, or look at `rank`.
+-- Two measures of a name's time, each with its share of the run's step time:
+-- `total_s`/`share` add up every span's duration, as tinker's own `time/<name>:total` does, so
+-- spans running at once (e.g. a batch's `policy_sample` calls) count once each and `share`
+-- can pass 1; `wall_s`/`wall_share` count the wall time during which at least one span of the
+-- name was open (the union of its intervals in each step), which never exceeds the step.
+-- `total_s / wall_s` is how many ran at once on average. The union is a sweep in start order
+-- (one window per run, step and name, no self-join): each span adds the part of its interval
+-- that ends after every span of the name that started before it. That window sorts every span,
+-- so a query selecting wall_s or wall_share costs more on a big store (DuckDB skips it for
+-- queries that leave both out). Spans nest (a parent's time includes its children), so the
+-- shares of different names add up to more than 1 either way; compare names at the same
+-- depth, or look at `rank`.
 -- p50/p95 are exact, interpolated percentiles (`percentile_cont`); `runstore views --dialect
 -- spark` writes them as Spark's exact `percentile()`, not sqlglot's default approximation.
 -- @column run_id: run
 -- @column run_name: run path relative to the ingest root
 -- @column name: span name
 -- @column calls: number of spans with this name (over all steps)
--- @column total_s: summed duration in seconds
+-- @column total_s: summed duration in seconds: concurrent spans each count (tinker's `time/<name>:total`, summed over steps)
 -- @column mean_s: mean duration in seconds
 -- @column p50_s: median duration in seconds
 -- @column p95_s: 95th percentile of the duration in seconds
 -- @column max_s: longest duration in seconds
 -- @column share: total_s divided by the run's summed `time/total` metric, or by the summed duration of its top-level spans (depth 0) when the run logs no `time/total`; above 1 for spans that run concurrently (e.g. `policy_sample` across a batch), whose durations add up to more than the wall time
+-- @column wall_s: wall time in seconds during which at least one span of this name was open: per step the length of the union of its [wall_start_s, wall_end_s] intervals, summed over steps; at most the step's span, and equal to total_s (up to clock noise) for a name whose spans never overlap; null when no span of the name has both wall times
+-- @column wall_share: wall_s divided by the same step time as share; at most 1 when `time/total` covers the step's spans
 -- @column rank: 1 for the name with the largest total_s in the run, 2 for the next, ... (ties broken by name)
 with per_name as (
     select run_id, name,
@@ -24,6 +36,23 @@ with per_name as (
            percentile_cont(0.95) within group (order by duration_s) as p95_s,
            max(duration_s) as max_s
     from spans
+    group by run_id, name
+),
+reach as (
+    select run_id, name, wall_start_s, wall_end_s,
+           max(wall_end_s) over (
+               partition by run_id, step, name
+               order by wall_start_s, wall_end_s
+               rows between unbounded preceding and 1 preceding) as reach_s
+    from spans
+    where wall_start_s is not null and wall_end_s is not null
+      and not isnan(wall_start_s) and not isnan(wall_end_s)
+),
+wall as (
+    select run_id, name,
+           sum(greatest(wall_end_s - greatest(wall_start_s, coalesce(reach_s, wall_start_s)),
+                        0)) as wall_s
+    from reach
     group by run_id, name
 ),
 time_total as (
@@ -48,8 +77,11 @@ select p.run_id,
        p.p95_s,
        p.max_s,
        p.total_s / nullif(coalesce(t.seconds, l.seconds), 0) as share,
+       w.wall_s,
+       w.wall_s / nullif(coalesce(t.seconds, l.seconds), 0) as wall_share,
        row_number() over (partition by p.run_id order by p.total_s desc, p.name) as rank
 from per_name as p
 left join runs as r on r.run_id = p.run_id
+left join wall as w on w.run_id = p.run_id and w.name = p.name
 left join time_total as t on t.run_id = p.run_id
 left join top_level as l on l.run_id = p.run_id

@@ -430,16 +430,44 @@ def _percentile_cont(sorted_values: list[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of closed intervals: merge them into disjoint islands (sorted by
+    start, an interval that starts after the island's end opens a new one), add the islands."""
+    total = 0.0
+    island: list[float] | None = None
+    for start, end in sorted(intervals):
+        if island is not None and start <= island[1]:
+            island[1] = max(island[1], end)
+            continue
+        if island is not None:
+            total += island[1] - island[0]
+        island = [start, max(start, end)]
+    if island is not None:
+        total += island[1] - island[0]
+    return total
+
+
+def _timed(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and not _isnan(float(v))
+
+
 def slowest_spans(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """(run_name, span name) → calls, total_s, mean_s, p50_s, p95_s, max_s, share, rank."""
+    """(run_name, span name) → calls, total_s, mean_s, p50_s, p95_s, max_s, share, wall_s,
+    wall_share, rank. `wall_s` sums, over steps, the union of the name's intervals."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for run in run_dirs(root):
         name = run_name(root, run)
         by_step = live_spans(run)
         durations: dict[str, list[float]] = defaultdict(list)
+        wall: dict[str, float] = {}
         for spans in by_step.values():
+            intervals: dict[str, list[tuple[float, float]]] = defaultdict(list)
             for s in spans:
                 durations[s["name"]].append(float(s["duration"]))
+                if _timed(s.get("wall_start")) and _timed(s.get("wall_end")):
+                    intervals[s["name"]].append((float(s["wall_start"]), float(s["wall_end"])))
+            for span, ivs in intervals.items():
+                wall[span] = wall.get(span, 0.0) + union_length(ivs)
         if not durations:
             continue
         live = live_numbers(run)
@@ -457,6 +485,9 @@ def slowest_spans(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
                 "calls": len(values), "total_s": total, "mean_s": total / len(values),
                 "p50_s": _percentile_cont(values, 0.5), "p95_s": _percentile_cont(values, 0.95),
                 "max_s": values[-1], "share": total / denominator if denominator else None,
+                "wall_s": wall.get(span),
+                "wall_share": (wall[span] / denominator if denominator and span in wall
+                               else None),
                 "rank": rank}
     return out
 

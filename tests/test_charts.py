@@ -696,6 +696,11 @@ def test_report_is_self_contained_and_complete(demo_tree: tuple[Path, runstore.S
     slow = oracle.slowest_spans(root)
     top = sorted((run, row["rank"], name) for (run, name), row in slow.items() if row["rank"] <= 5)
     assert sorted((r["run_name"], int(r["rank"]), r["name"]) for r in tables["spans"]) == top
+    # Both measures, each as the oracle has it (the table shows 4 significant digits or so).
+    for r in tables["spans"]:
+        want = slow[(r["run_name"], r["name"])]
+        assert float(r["wall_share"]) == pytest.approx(want["wall_share"], rel=1e-3)
+        assert float(r["share"]) == pytest.approx(want["share"], rel=1e-3)
     latest = oracle.latest_checkpoints(root)
     assert {r["run_name"]: r["latest_name"] for r in tables["checkpoints"]} == {
         run: row["latest_name"] for run, row in latest.items()}

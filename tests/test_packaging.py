@@ -22,6 +22,17 @@ def test_schema_doc_is_current() -> None:
     )
 
 
+def outer_site_dirs() -> list[str]:
+    """The site-packages directories of the interpreter running the tests, however its
+    environment was made (system, venv, conda, uv): where duckdb, polars, ... are."""
+    import site
+
+    dirs = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
+
+
 @pytest.mark.slow
 def test_wheel_installs_and_ingests(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
@@ -29,10 +40,18 @@ def test_wheel_installs_and_ingests(tmp_path: Path) -> None:
                     str(dist), str(REPO)], check=True, capture_output=True)
     wheel = next(dist.glob("runstore-*.whl"))
     env_dir = tmp_path / "venv"
-    # System site-packages provide duckdb, polars, … without a download; the wheel itself is
-    # installed into the venv, which comes first on sys.path.
-    venv.EnvBuilder(system_site_packages=True, with_pip=True).create(env_dir)
+    # An isolated venv: `system_site_packages=True` would give it the *base* interpreter's
+    # packages, which are not the test environment's when the tests run inside a venv. The
+    # dependencies come from the test environment's own site directories instead, listed in
+    # a .pth file. A .pth line only adds the directory: the .pth files inside it (such as an
+    # editable install's, which points at the source tree) are not processed, and the venv's
+    # own site-packages, holding the wheel, comes first.
+    venv.EnvBuilder(system_site_packages=False, with_pip=True).create(env_dir)
     py = env_dir / "bin" / "python"
+    inner_site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    (Path(inner_site) / "_outer_site.pth").write_text("".join(f"{d}\n" for d in outer_site_dirs()))
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
                    capture_output=True)
     work = tmp_path / "elsewhere"

@@ -283,6 +283,122 @@ def test_slowest_spans_share_falls_back_to_top_level_spans(tmp_path: Path) -> No
                                   "run_evals")) < 1.01
 
 
+def _write_spans_run(run: Path, records: list[dict[str, Any]],
+                     totals: dict[int, float]) -> None:
+    import json
+
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": step, "time/total": t}) + "\n" for step, t in totals.items()))
+    (run / "timing_spans.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def _span(name: str, start: float | None, end: float | None) -> dict[str, Any]:
+    duration = (end - start) if start is not None and end is not None else 1.0
+    return {"name": name, "duration": duration, "wall_start": start, "wall_end": end}
+
+
+def test_slowest_spans_wall_time_is_the_union_of_intervals(tmp_path: Path) -> None:
+    """Hand-computed unions: overlapping, disjoint, touching, contained and identical spans,
+    a step logged twice (only the later record counts), spans without wall times."""
+    records = [
+        {"step": 0, "spans": [
+            _span("a", 0, 2), _span("a", 1, 3), _span("a", 5, 6),  # [0,3] + [5,6] = 4
+            _span("b", 0, 1), _span("b", 1, 2),  # touching: 2
+            _span("c", 1, 2), _span("c", 0, 4), _span("c", 0, 4),  # contained, twice: 4
+            _span("d", 0, 0.5),  # alone: 0.5
+            _span("e", None, None),  # no wall times: no wall_s
+        ]},
+        {"step": 1, "spans": [_span("a", 0, 100)]},  # superseded by the record below
+        {"step": 1, "spans": [_span("a", 0, 1), _span("a", 0.25, 0.75), _span("e", None, 3)]},
+    ]
+    _write_spans_run(tmp_path / "runs" / "r", records, {0: 8.0, 1: 2.0})
+    store = runstore.open(tmp_path / "store")
+    store.ingest([tmp_path / "runs"])
+    got = keyed(rows(store, "select * from slowest_spans"), "run_name", "name")
+    want_wall = {"a": 4 + 1, "b": 2, "c": 4, "d": 0.5, "e": None}
+    assert {n: v["wall_s"] for (_, n), v in got.items()} == pytest.approx(want_wall)
+    assert got[("r", "a")]["total_s"] == pytest.approx(2 + 2 + 1 + 1 + 0.5)  # summed: 6.5
+    assert got[("r", "a")]["wall_share"] == pytest.approx(5 / 10)
+    assert got[("r", "c")]["share"] == pytest.approx(9 / 10)  # 1 + 4 + 4 over 10 s
+    assert got[("r", "e")]["wall_share"] is None
+    assert_rows_equal(got, oracle.slowest_spans(tmp_path / "runs"), rel=1e-12)
+
+
+def test_slowest_spans_wall_share_never_exceeds_one_where_share_does(
+        demo_store: runstore.Store) -> None:
+    got = rows(demo_store, "select name, share, wall_s, total_s, wall_share from slowest_spans")
+    assert max(r["share"] for r in got) > 1  # the demo has concurrent spans
+    assert all(r["wall_share"] <= 1 + 1e-9 for r in got if r["wall_share"] is not None)
+    # The union never exceeds the sum (up to the clocks of duration and wall times).
+    assert all(r["wall_s"] <= r["total_s"] * (1 + 1e-3) + 1e-6 for r in got
+               if r["wall_s"] is not None)
+
+
+def test_slowest_spans_without_wall_columns_skips_the_window(
+        demo_store: runstore.Store) -> None:
+    """The sweep sorts every span; DuckDB must drop it for a query that does not ask for
+    wall_s/wall_share (the benchmarks' and the old queries' cost stays the same)."""
+    from runstore import tables
+
+    con = query.connect(demo_store.path, tables.read_manifest(demo_store.path))
+    plan = lambda q: "\n".join(r[1] for r in con.execute(f"explain {q}").fetchall())  # noqa: E731
+    assert "wall_end_s" not in plan(
+        "select run_name, name, total_s, share, rank from slowest_spans")
+    assert "wall_end_s" in plan("select run_name, name, wall_share from slowest_spans")
+
+
+def _intervals() -> Any:
+    from hypothesis import strategies as st
+
+    point = st.integers(0, 40).map(lambda i: i / 4)  # exact ties and touching ends are common
+    span = st.tuples(st.sampled_from("xyz"), point, point).map(
+        lambda t: (t[0], min(t[1], t[2]), max(t[1], t[2])))
+    return st.lists(st.tuples(st.integers(0, 3), span), max_size=30)
+
+
+def test_slowest_spans_wall_s_matches_a_merge_of_intervals() -> None:
+    """The view's sweep (one window in start order) against the oracle's island merge, on
+    random intervals of a few names and steps, run on DuckDB over an Arrow `spans` table."""
+    import duckdb
+    import pyarrow as pa
+    from hypothesis import given, settings
+
+    from runstore import schema
+
+    body = next(v.body for v in query.views() if v.name == "slowest_spans")
+
+    @settings(max_examples=300, deadline=None)
+    @given(_intervals())
+    def check(spans: list[tuple[int, tuple[str, float, float]]]) -> None:
+        con = duckdb.connect()
+        cols = schema.schema("spans")
+        n = len(spans)
+        data = {"run_id": ["r"] * n, "step": [s for s, _ in spans],
+                "name": [sp[0] for _, sp in spans],
+                "duration_s": [sp[2] - sp[1] for _, sp in spans],
+                "wall_start_s": [sp[1] for _, sp in spans],
+                "wall_end_s": [sp[2] for _, sp in spans],
+                "depth": [0] * n, "parent": [None] * n, "span_idx": list(range(n)),
+                "source_id": [1] * n}
+        con.register("spans", pa.table(data, schema=cols))
+        con.register("runs", schema.empty("runs"))
+        con.register("metrics", pa.table({"run_id": ["r"], "key": ["time/total"],
+                                          "value": [100.0]}))
+        got = {name: (wall_s, wall_share) for name, wall_s, wall_share in con.execute(
+            f"select name, wall_s, wall_share from ({body})").fetchall()}
+        want: dict[str, float] = {}
+        for step in {s for s, _ in spans}:
+            for name in "xyz":
+                ivs = [(a, b) for s, (n, a, b) in spans if s == step and n == name]
+                if ivs:
+                    want[name] = want.get(name, 0.0) + oracle.union_length(ivs)
+        assert {n: v[0] for n, v in got.items()} == pytest.approx(want, abs=1e-9)
+        assert all(v[1] == pytest.approx(v[0] / 100) for v in got.values())
+
+    check()
+
+
 def test_eval_metrics_matches_oracle(tree: tuple[Path, runstore.Store]) -> None:
     root, store = tree
     got = {(r["run_name"], r["step"], r["evaluator"], r["metric"]): r["value"]
