@@ -25,12 +25,15 @@ with pyarrow (the ingest ledger) carry page CRCs as well, which pyarrow verifies
 from __future__ import annotations
 
 import hashlib
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from .errors import StoreCorrupt
 from .fs import S3
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:  # imported on first use: a query's connection needs none of it
+    from .lazy import pyarrow as pa
 
 CHUNK = 1 << 20
 

@@ -29,6 +29,9 @@ def fits_int64(value: int) -> bool:
     return INT64_MIN <= value <= INT64_MAX
 
 
+# Control characters as their escapes (`\n` as the two characters `\` `n`), for warnings.
+_ESCAPES = {c: repr(chr(c))[1:-1] for c in (*range(0x20), 0x7F)}
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -74,8 +77,11 @@ class Context:
     on_warning: Callable[[str], None] | None = None
 
     def warn(self, line: int | None, message: str) -> None:
+        """Report one problem as one line `file:line: message`: a message that quotes the
+        input (a value with a newline, an escape sequence) gets its control characters
+        escaped, so it cannot break the line or the terminal."""
         where = self.rel_path if line is None else f"{self.rel_path}:{line}"
-        text = f"{where}: {message}"
+        text = f"{where}: {message.translate(_ESCAPES)}"
         self.warnings.append(text)
         if self.on_warning is not None:
             self.on_warning(text)
