@@ -14,6 +14,7 @@ when a method needs it, so importing runstore stays cheap.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -62,6 +63,11 @@ class Store:
         # (building it parses every view; a query on it is a cursor, cheap and independent).
         self._db: Any = None
         self._db_seq: int | None = None
+        # Threads may share a Store (the web UI's request threads do): the swap to a newer
+        # snapshot's database happens under this lock, and the old database is dropped, not
+        # closed, so that a query still running on one of its cursors finishes (DuckDB frees
+        # it with its last cursor).
+        self._db_lock = threading.Lock()
 
     def __enter__(self) -> "Store":
         return self
@@ -133,6 +139,19 @@ class Store:
         migrate_mod.check_version(m)
         return m
 
+    def snapshot(self) -> int | None:
+        """The number of the newest published snapshot (None before the first ingest).
+
+        Cheap (one directory listing, no file read), so callers may poll it to learn that an
+        ingest committed: every commit publishes a higher number.
+
+        Example:
+            >>> store.snapshot() > 0
+            True
+        """
+        paths = tables.manifest_paths(self.path)
+        return paths[-1][0] if paths else None
+
     def connect(self, params: dict[str, Any] | None = None) -> Any:
         """A fresh in-memory DuckDB connection over the newest snapshot."""
         return query.connect(self.path, self.manifest(), params)
@@ -142,14 +161,11 @@ class Store:
         or a fresh connection when the query overrides a setting (settings are per database)."""
         if any(k in query.DEFAULT_SETTINGS for k in params):
             return self.connect(params)
-        paths = tables.manifest_paths(self.path)
-        seq = paths[-1][0] if paths else None
-        if self._db is None or seq != self._db_seq:
-            fresh = self.connect()
-            if self._db is not None:
-                self._db.close()
-            self._db, self._db_seq = fresh, seq
-        return self._db.cursor()
+        seq = self.snapshot()
+        with self._db_lock:
+            if self._db is None or seq != self._db_seq:
+                self._db, self._db_seq = self.connect(), seq
+            return self._db.cursor()
 
     def arrow(self, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
         """Run one read-only query; the result as a pyarrow Table.
