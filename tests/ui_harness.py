@@ -128,3 +128,45 @@ def open_page(ctx: Any, url: str, name: str, errors: list[str] | None = None) ->
 
 def args_for(paths: Sequence[str | Path]) -> list[str]:
     return [str(p) for p in paths]
+
+
+class Reply:
+    def __init__(self, status: int, headers: dict[str, str], body: bytes):
+        self.status, self.headers, self.body = status, headers, body
+
+    def json(self) -> Any:
+        import json
+
+        return json.loads(self.body)
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+
+def http(base: str, method: str, path: str, *, body: Any = None,
+         headers: dict[str, str] | None = None, timeout: float = 60.0) -> Reply:
+    """One request with http.client: the path is sent exactly as given (no normalising), and
+    a Host header in `headers` replaces the default one."""
+    import http.client
+    import json
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    hdrs = dict(headers or {})
+    data = None
+    if body is not None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        hdrs.setdefault("Content-Type", "application/json")
+    skip_host = any(k.lower() == "host" for k in hdrs)
+    conn.putrequest(method, path, skip_host=skip_host, skip_accept_encoding=True)
+    for k, v in hdrs.items():
+        conn.putheader(k, v)
+    if data is not None:
+        conn.putheader("Content-Length", str(len(data)))
+    conn.endheaders(data)
+    resp = conn.getresponse()
+    out = Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
+    conn.close()
+    return out

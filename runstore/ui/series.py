@@ -120,12 +120,15 @@ def keep_mask(frame: "pl.DataFrame", column: str, max_points: int,
 
     def first(mask: "np.ndarray") -> "np.ndarray":
         idx = np.flatnonzero(mask)
+        if not len(idx):
+            return idx
         seg = seg_of[idx]  # non-decreasing: the first index of each segment starts a new value
         return idx[np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])]
 
     keep = np.zeros(total, dtype=bool)
-    keep[first(low == mins[seg_of])] = True  # a NaN-only bucket: its first point (low = inf)
-    keep[first(high == maxs[seg_of])] = True
+    keep[first((low == mins[seg_of]) & ~nan)] = True
+    keep[first((high == maxs[seg_of]) & ~nan)] = True
+    keep[seg_start[np.logical_and.reduceat(nan, seg_start)]] = True  # NaN-only: its first
     keep[run_start] = True
     keep[run_start + run_len - 1] = True
     return keep
