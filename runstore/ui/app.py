@@ -125,7 +125,7 @@ class Snapshots:
 
 def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
                status_extra: Callable[[], dict[str, Any]] | None = None,
-               debug: bool = False) -> Any:
+               static_dir: Path = STATIC) -> Any:
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.middleware.gzip import GZipMiddleware
@@ -133,7 +133,7 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
     from starlette.routing import Route
 
     api = Api(store, status_extra)
-    assets = load_assets()
+    assets = load_assets(static_dir)
     snapshots = Snapshots(store, poll_s)
 
     def json_response(value: Any, status: int = 200) -> "Response":

@@ -123,6 +123,15 @@ class WatchThread:
                           "last_error": self.last_error}}
 
 
+def effective_token(host: str, token: str | None) -> str | None:
+    """The token in force: the one given; else, off loopback, a fresh random one."""
+    if token is not None and not token.strip():
+        raise UsageError("--token is empty; give a token, or leave it out")
+    if token is None and not is_loopback(host):
+        return secrets.token_urlsafe(24)
+    return token
+
+
 def serve(store: "Store", *, paths: Sequence[str] = (), watch: float | None = None,
           host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
           poll_s: float = 1.0, out: Echo = _echo_out, err: Echo = _echo_err) -> None:
@@ -130,10 +139,7 @@ def serve(store: "Store", *, paths: Sequence[str] = (), watch: float | None = No
 
     from .app import create_app
 
-    if token is not None and not token.strip():
-        raise UsageError("--token is empty; give a token, or leave it out")
-    if token is None and not is_loopback(host):
-        token = secrets.token_urlsafe(24)
+    token = effective_token(host, token)
     if paths and watch is None:
         report = store.ingest(list(paths), on_warning=lambda t: err(f"warning: {t}"))
         err(report.summary())
