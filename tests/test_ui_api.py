@@ -385,3 +385,29 @@ def test_pages_are_the_app_shell(server: UiServer) -> None:
     again = http(server.url, "GET", "/static/vendor/plotly.min.js",
                  headers={"If-None-Match": r.headers["etag"]})
     assert again.status == 304
+
+
+def test_answers_are_cached_per_snapshot() -> None:
+    from runstore.ui.api import Api, Params
+
+    class Counting:
+        seq = 1
+
+        def snapshot(self) -> int:
+            return self.seq
+
+    store = Counting()
+    api = Api(store)  # type: ignore[arg-type]
+    calls: list[Any] = []
+
+    def method(p: Params) -> Any:
+        calls.append(p.items)
+        return {"n": len(calls)}
+
+    answer = api.cached("x", method)
+    assert answer(Params([("a", "1")])) == {"n": 1}
+    assert answer(Params([("a", "1")])) == {"n": 1}  # same request, same snapshot
+    assert answer(Params([("a", "2")])) == {"n": 2}  # another request
+    store.seq = 2
+    assert answer(Params([("a", "1")])) == {"n": 3}  # a new snapshot answers afresh
+    assert len(calls) == 3

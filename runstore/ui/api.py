@@ -8,6 +8,11 @@ and connection, so whatever sandbox settings `Store` applies apply here too), `S
 `Store.trace`, `Store.views` and `Store.settings`. Bad input is a `RunstoreError` whose
 message says what to send instead (the app turns it into HTTP 400 `{"error": ...}`).
 
+Answers of the read endpoints are cached per store snapshot (`cached`): the same request
+against the same snapshot is answered once; a new snapshot empties the cache, and `warm()`
+recomputes the Runs page's default answer right away (the server calls it when a snapshot
+lands), so the first visit after an ingest does not pay for `run_summary`.
+
 Tabular answers have the shape of `POST /api/sql`: `{"columns": [...], "rows": [[...]]}`,
 with NaN and ±Infinity as the strings "NaN", "Infinity", "-Infinity" (JSON has no such
 numbers), timestamps as ISO-8601 text and DECIMALs as numbers.
@@ -18,7 +23,9 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import date, datetime, time as dtime
 from decimal import Decimal
@@ -32,6 +39,7 @@ if TYPE_CHECKING:
 
     from ..store import Store
 
+CACHE_ENTRIES = 32  # answers kept per snapshot (a chart answer is up to ~1.3 MB)
 SQL_ROW_LIMIT = 5000  # rows /api/sql returns to the page; downloads carry every row
 SEARCH_LIMIT = 200
 KL_KEYS = ("optim/kl_sample_train_v1", "optim/kl_sample_train_v2",
@@ -124,6 +132,40 @@ class Api:
     def __init__(self, store: "Store", status_extra: Callable[[], dict[str, Any]] | None = None):
         self.store = store
         self.status_extra = status_extra or (lambda: {})
+        self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._cache_seq: int | None = None
+        self._lock = threading.Lock()
+
+    def cached(self, name: str, method: Callable[[Params], Any]) -> Callable[[Params], Any]:
+        """`method` answering each (request, snapshot) once (see the module docstring)."""
+
+        def answer(p: Params) -> Any:
+            seq = self.store.snapshot()
+            key = (name, tuple(p.items))
+            with self._lock:
+                if seq != self._cache_seq:
+                    self._cache.clear()
+                    self._cache_seq = seq
+                if key in self._cache:
+                    self._cache.move_to_end(key)
+                    return self._cache[key]
+            value = method(p)
+            with self._lock:
+                if seq == self._cache_seq:
+                    self._cache[key] = value
+                    while len(self._cache) > CACHE_ENTRIES:
+                        self._cache.popitem(last=False)
+            return value
+
+        return answer
+
+    def warm(self) -> None:
+        """Compute the Runs page's default answer for the newest snapshot (errors are left
+        for the page's own request to report)."""
+        try:
+            self.cached("runs", self.runs)(Params())
+        except Exception:  # noqa: BLE001 - warming is best effort
+            pass
 
     # -- store-wide ---------------------------------------------------------------------
     def status(self, p: Params) -> dict[str, Any]:

@@ -10,7 +10,9 @@ passes `security.Guard` (Host, token, same-origin writes, headers). Routes:
   from name to bytes, symlinks skipped), and `/static/vendor/plotly.min.js` from the
   installed plotly package. A request names a key of that table or gets 404: no path is
   ever joined onto a directory, so there is nothing to traverse.
-* `/api/...`: JSON endpoints (see docs/ui.md). A `RunstoreError` is HTTP 400
+* `/api/...`: JSON endpoints (see docs/ui.md), answered from `Api.cached` (per snapshot)
+  except `status` and `settings`; a new snapshot also warms the Runs page's answer. A
+  `RunstoreError` is HTTP 400
   `{"error": message}`; any other failure is HTTP 500 `{"error": "internal error (...)"}`
   with the traceback printed on the server's stderr only, never sent.
 * `/api/events`: server-sent events; `snapshot` (data `{"snapshot": N}`) whenever a newer
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
 
     from ..store import Store
 
+UNCACHED = ("status", "settings")  # what the server knows now (watch state), not the snapshot
 PAGES = ("runs", "charts", "sql", "checkpoints", "timing", "rollouts")
 STATIC = Path(__file__).with_name("static")
 
@@ -88,18 +91,28 @@ def load_assets(directory: Path = STATIC) -> dict[str, Asset]:
 class Snapshots:
     """The newest snapshot number, polled by one task and awaited by every event stream."""
 
-    def __init__(self, store: "Store", poll_s: float):
+    def __init__(self, store: "Store", poll_s: float,
+                 on_change: Callable[[], None] | None = None):
         self.store = store
         self.poll_s = poll_s
+        self.on_change = on_change
         self.seq: int | None = None
         self.changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._warming: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
         from starlette.concurrency import run_in_threadpool
 
         self.seq = await run_in_threadpool(self._read)
         self._task = asyncio.create_task(self._poll())
+        self._warm()
+
+    def _warm(self) -> None:
+        if self.on_change is not None:
+            from starlette.concurrency import run_in_threadpool
+
+            self._warming = asyncio.create_task(run_in_threadpool(self.on_change))
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -119,6 +132,7 @@ class Snapshots:
             seq = await run_in_threadpool(self._read)
             if seq != self.seq:
                 self.seq = seq
+                self._warm()
                 self.changed.set()
                 self.changed = asyncio.Event()
 
@@ -134,7 +148,7 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
 
     api = Api(store, status_extra)
     assets = load_assets(static_dir)
-    snapshots = Snapshots(store, poll_s)
+    snapshots = Snapshots(store, poll_s, on_change=api.warm)
 
     def json_response(value: Any, status: int = 200) -> "Response":
         body = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
@@ -219,8 +233,8 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
     routes = [Route("/", page), *[Route(f"/{name}", page) for name in PAGES],
               Route("/static/{name:path}", static),
               Route("/api/events", events),
-              *[Route(f"/api/{name}", endpoint(fn), methods=["GET", "HEAD"])
-                for name, fn in gets.items()],
+              *[Route(f"/api/{name}", endpoint(fn if name in UNCACHED else api.cached(name, fn)),
+                      methods=["GET", "HEAD"]) for name, fn in gets.items()],
               *[Route(f"/api/{name}", endpoint(fn), methods=["POST"])
                 for name, fn in posts.items()]]
 
