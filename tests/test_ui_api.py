@@ -411,3 +411,17 @@ def test_answers_are_cached_per_snapshot() -> None:
     store.seq = 2
     assert answer(Params([("a", "1")])) == {"n": 3}  # a new snapshot answers afresh
     assert len(calls) == 3
+
+
+def test_docs_list_every_endpoint(ui_demo: tuple[Path, Path]) -> None:
+    import re
+
+    import runstore
+    from runstore.ui.app import create_app
+    from runstore.ui.security import Policy
+
+    app = create_app(runstore.open(ui_demo[1]), Policy("127.0.0.1", 8765))
+    served = {r.path for r in app.app.routes if r.path.startswith("/api/")}
+    text = (Path(__file__).resolve().parents[1] / "docs" / "ui.md").read_text()
+    documented = set(re.findall(r"^\| `(?:GET|POST) (/api/[a-z/-]+)", text, re.M))
+    assert documented == served

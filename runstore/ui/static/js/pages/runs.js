@@ -2,10 +2,33 @@
 // condition (`runs --where`); sort; select runs for the other pages.
 import { h, clear, get, url, table, errorBox, selectedRuns, debounce } from "../lib.js";
 
-const HIDDEN = new Set(["run_id"]);
+// Hidden to keep the table one screen wide: the step count is last_step + 1 for most runs,
+// and the Checkpoints page has the checkpoint names.
+const HIDDEN = new Set(["run_id", "n_steps", "last_checkpoint"]);
 const LABELS = { run_name: "run", model_name: "model", learning_rate: "lr",
   last_reward_ma10: "reward (ma10)", best_reward: "best reward", kl_flagged: "KL", last_step: "last step",
   n_checkpoints: "ckpts", last_checkpoint: "last ckpt", n_steps: "steps", max_kl: "max KL" };
+
+// Display order: the name, the config columns the user added (where they are seen), then
+// what tells a run's health first; columns the API adds later come last.
+const ORDER = ["run_name", "status", "kl_flagged", "kind", "model_name", "learning_rate",
+  "last_step", "last_reward_ma10", "best_reward", "max_kl", "n_checkpoints"];
+
+function reorder(res) {
+  const idx = res.columns.map((c, i) => i);
+  const rank = (i) => {
+    const c = res.columns[i];
+    if (c === "run_name") return -2;
+    if (c.startsWith("config.")) return -1;
+    const at = ORDER.indexOf(c);
+    return at >= 0 ? at : ORDER.length;
+  };
+  const order = idx.slice().sort((a, b) => rank(a) - rank(b) || a - b);
+  const numeric = (i) => res.types[i] === "config" && res.rows.every((r) => r[i] === null || typeof r[i] === "number");
+  return { ...res, columns: order.map((i) => res.columns[i]),
+    types: order.map((i) => numeric(i) ? "double" : res.types[i]),
+    rows: res.rows.map((r) => order.map((i) => r[i])) };
+}
 
 export async function mount(root) {
   const q = h("input", { type: "search", id: "runs-filter", placeholder: "filter by text (any column)",
@@ -36,7 +59,7 @@ export async function mount(root) {
   async function load() {
     clear(msg);
     try {
-      data = await get("runs", { where: url.get("where"), config: url.all("col") });
+      data = reorder(await get("runs", { where: url.get("where"), config: url.all("col") }));
     } catch (e) {
       msg.append(errorBox(e));
       data = null;
