@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -17,7 +15,7 @@ import pytest
 
 import oracle
 import runstore
-from ui_harness import UiServer, chromium_context, have_chromium, open_page, wait_ready
+from ui_harness import UiServer, chromium_context, have_chromium, open_page
 
 pytestmark = pytest.mark.skipif(
     not have_chromium(), reason="needs Playwright (the test extra) and Debian's chromium at "
@@ -25,12 +23,6 @@ pytestmark = pytest.mark.skipif(
 
 REWARD = "env/all/reward/total"
 KL = "optim/kl_sample_train_v1"
-
-
-@pytest.fixture(scope="module")
-def server(ui_demo: tuple[Path, Path]) -> Iterator[UiServer]:
-    with UiServer(ui_demo[1]) as s:
-        yield s
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +36,6 @@ def errors() -> Iterator[list[str]]:
     found: list[str] = []
     yield found
     assert found == [], f"console errors: {found}"
-
-
-@pytest.fixture(scope="module")
-def tree(ui_demo: tuple[Path, Path]) -> Path:
-    return ui_demo[0]
 
 
 def q(name: str) -> str:
@@ -76,10 +63,10 @@ def num(text: str) -> float | None:
 
 # -- Runs ----------------------------------------------------------------------------------
 
-def test_runs_page_lists_runs_selects_and_filters(server: UiServer, browser: Any, tree: Path,
+def test_runs_page_lists_runs_selects_and_filters(ui_server: UiServer, browser: Any, ui_tree: Path,
                                                   errors: list[str]) -> None:
-    want = oracle.run_summary(tree)
-    page = open_page(browser, server.url + "/runs", "runs", errors)
+    want = oracle.run_summary(ui_tree)
+    page = open_page(browser, ui_server.url + "/runs", "runs", errors)
     page.wait_for_selector("#runs-table tbody tr")
     heads, rows = read_table(page, "#runs-table")
     names = column(heads, rows, "run")
@@ -135,13 +122,13 @@ def _wait_rows(page: Any, selector: str, n: int, timeout: float = 10.0) -> None:
     raise AssertionError(f"{selector} has {page.locator(selector + ' tbody tr').count()} rows, not {n}")
 
 
-def test_config_columns_on_the_runs_page(server: UiServer, browser: Any, tree: Path,
+def test_config_columns_on_the_runs_page(ui_server: UiServer, browser: Any, ui_tree: Path,
                                          errors: list[str]) -> None:
-    page = open_page(browser, server.url + "/runs?col=dataset_builder.group_size", "runs", errors)
+    page = open_page(browser, ui_server.url + "/runs?col=dataset_builder.group_size", "runs", errors)
     page.wait_for_selector("#runs-table tbody tr")
     heads, rows = read_table(page, "#runs-table")
     for name, value in zip(column(heads, rows, "run"), column(heads, rows, "dataset_builder.group_size")):
-        flat = oracle.flatten(json.loads((tree / name / "config.json").read_text()))
+        flat = oracle.flatten(json.loads((ui_tree / name / "config.json").read_text()))
         assert num(value) == flat.get("dataset_builder.group_size")
     page.close()
 
@@ -153,15 +140,15 @@ def traces(page: Any, metric: str) -> list[dict[str, Any]]:
         el.data.map((t) => ({x: Array.from(t.x || []), y: Array.from(t.y || []), meta: t.meta || {}}))""")
 
 
-def test_charts_overlay_the_selected_runs_and_smooth(server: UiServer, browser: Any, tree: Path,
+def test_charts_overlay_the_selected_runs_and_smooth(ui_server: UiServer, browser: Any, ui_tree: Path,
                                                      errors: list[str]) -> None:
     runs = ["gsm8k_tool_rl/sweep/lr_1e-3/seed_0", "math_rl_sweep/qwen3-8b/lr_1e-5"]
     started = time.monotonic()
-    page = open_page(browser, server.url + f"/charts?run={q(runs[0])}&run={q(runs[1])}"
+    page = open_page(browser, ui_server.url + f"/charts?run={q(runs[0])}&run={q(runs[1])}"
                      f"&metric={q(REWARD)}&metric={q(KL)}", "charts", errors)
     page.wait_for_selector(f'.panel[data-metric="{KL}"] .plot[data-lines="2"]')
     assert time.monotonic() - started < 15  # generous here; the 2 s target is measured in bench/
-    live = {r: oracle.live_metrics(tree / r) for r in runs}
+    live = {r: oracle.live_metrics(ui_tree / r) for r in runs}
     raw = [t for t in traces(page, REWARD) if t["meta"].get("kind") == "raw"]
     assert sorted(t["meta"]["run"] for t in raw) == sorted(runs)
     for t in raw:
@@ -203,14 +190,14 @@ def test_charts_overlay_the_selected_runs_and_smooth(server: UiServer, browser: 
     page.close()
 
 
-def test_adding_a_panel_and_log_y(server: UiServer, browser: Any, tree: Path, errors: list[str]) -> None:
+def test_adding_a_panel_and_log_y(ui_server: UiServer, browser: Any, ui_tree: Path, errors: list[str]) -> None:
     run = "math_rl_sweep/qwen3-8b/lr_1e-4"
-    page = open_page(browser, server.url + f"/charts?run={q(run)}&metric={q(REWARD)}", "charts", errors)
+    page = open_page(browser, ui_server.url + f"/charts?run={q(run)}&metric={q(REWARD)}", "charts", errors)
     page.fill("#metric-input", "optim/entropy")
     page.press("#metric-input", "Enter")
     page.wait_for_selector('.panel[data-metric="optim/entropy"] .plot[data-lines="1"]')
     (t,) = traces(page, "optim/entropy")
-    want = sorted((s, float(v)) for (s, k), v in oracle.live_metrics(tree / run).items()
+    want = sorted((s, float(v)) for (s, k), v in oracle.live_metrics(ui_tree / run).items()
                   if k == "optim/entropy")
     assert t["y"] == pytest.approx([v for _, v in want], rel=1e-6)
     page.check("#logy")
@@ -224,9 +211,9 @@ def test_adding_a_panel_and_log_y(server: UiServer, browser: Any, tree: Path, er
 
 # -- SQL -----------------------------------------------------------------------------------
 
-def test_sql_console_runs_a_query_refuses_a_write_and_downloads(server: UiServer, browser: Any,
-                                                                tree: Path, errors: list[str]) -> None:
-    page = open_page(browser, server.url + "/sql", "sql", errors)
+def test_sql_console_runs_a_query_refuses_a_write_and_downloads(ui_server: UiServer, browser: Any,
+                                                                ui_tree: Path, errors: list[str]) -> None:
+    page = open_page(browser, ui_server.url + "/sql", "sql", errors)
     page.wait_for_selector("#sql-docs details")
     docs = page.inner_text("#sql-docs")
     for view in (Path(__file__).resolve().parents[1] / "sql").glob("*.sql"):
@@ -235,7 +222,7 @@ def test_sql_console_runs_a_query_refuses_a_write_and_downloads(server: UiServer
     page.click("#sql-run")
     page.wait_for_selector("#sql-result tbody tr")
     heads, rows = read_table(page, "#sql-result")
-    want = oracle.run_summary(tree)
+    want = oracle.run_summary(ui_tree)
     assert heads == ["run_name", "n_checkpoints"]
     assert rows == [[n, str(want[n]["n_checkpoints"])] for n in sorted(want)]
     assert "q=select" in page.url
@@ -255,24 +242,24 @@ def test_sql_console_runs_a_query_refuses_a_write_and_downloads(server: UiServer
 
 # -- Checkpoints ---------------------------------------------------------------------------
 
-def test_checkpoints_show_copyable_paths(server: UiServer, browser: Any, tree: Path,
+def test_checkpoints_show_copyable_paths(ui_server: UiServer, browser: Any, ui_tree: Path,
                                          errors: list[str]) -> None:
-    page = open_page(browser, server.url + "/checkpoints", "checkpoints", errors)
+    page = open_page(browser, ui_server.url + "/checkpoints", "checkpoints", errors)
     page.wait_for_selector("#ckpt-tables tbody tr")
     text = page.inner_text("#ckpt-tables")
-    for name, rec in oracle.latest_checkpoints(tree).items():
+    for name, rec in oracle.latest_checkpoints(ui_tree).items():
         assert name in text and rec["state_path"] in text
-    assert page.locator("#ckpt-tables button.copy").count() >= len(oracle.latest_checkpoints(tree))
+    assert page.locator("#ckpt-tables button.copy").count() >= len(oracle.latest_checkpoints(ui_tree))
     page.close()
 
 
 # -- Timing --------------------------------------------------------------------------------
 
-def test_timing_step_picker_draws_the_steps_waterfall(server: UiServer, browser: Any, tree: Path,
+def test_timing_step_picker_draws_the_steps_waterfall(ui_server: UiServer, browser: Any, ui_tree: Path,
                                                      errors: list[str]) -> None:
     run = "gsm8k_tool_rl/sweep/lr_1e-4/seed_0"
-    live = oracle.live_spans(tree / run)
-    page = open_page(browser, server.url + f"/timing?focus={q(run)}", "timing", errors)
+    live = oracle.live_spans(ui_tree / run)
+    page = open_page(browser, ui_server.url + f"/timing?focus={q(run)}", "timing", errors)
     page.wait_for_selector("#waterfall .wf-row[data-name]")
     assert page.get_attribute("body", "data-step") == str(max(live))  # the last step first
     page.select_option("#step-picker", "7")
@@ -300,12 +287,12 @@ def test_timing_step_picker_draws_the_steps_waterfall(server: UiServer, browser:
 
 # -- Rollouts ------------------------------------------------------------------------------
 
-def test_the_lowest_reward_transcript(server: UiServer, browser: Any, tree: Path,
+def test_the_lowest_reward_transcript(ui_server: UiServer, browser: Any, ui_tree: Path,
                                       errors: list[str]) -> None:
     run, split, it = "math_rl_sweep/qwen3-8b/lr_1e-5", "eval/test", 0
-    rewards = {k[3:]: v for k, v in oracle.rollout_rewards(tree).items() if k[:3] == (run, split, it)}
+    rewards = {k[3:]: v for k, v in oracle.rollout_rewards(ui_tree).items() if k[:3] == (run, split, it)}
     lowest = min(rewards.values())
-    page = open_page(browser, server.url + f"/rollouts?focus={q(run)}&split={q(split)}&iteration={it}",
+    page = open_page(browser, ui_server.url + f"/rollouts?focus={q(run)}&split={q(split)}&iteration={it}",
                      "rollouts", errors)
     page.wait_for_selector("#trajectories tbody tr")
     heads, rows = read_table(page, "#trajectories")
@@ -325,7 +312,7 @@ def test_the_lowest_reward_transcript(server: UiServer, browser: Any, tree: Path
     }""")
     # Each conversation shown is, message for message, a logtree conversation whose own
     # reward cell is the lowest reward too.
-    convs = [[list(m) for m in c["messages"]] for c in oracle.logtree_conversations(tree)
+    convs = [[list(m) for m in c["messages"]] for c in oracle.logtree_conversations(ui_tree)
              if (c["run_name"], c["split"], c["iteration"]) == (run, split, it)
              and c["reward"] is not None and math.isclose(float(c["reward"]), lowest)]
     assert shown_convs and all(c in convs for c in shown_convs)
@@ -333,12 +320,12 @@ def test_the_lowest_reward_transcript(server: UiServer, browser: Any, tree: Path
     page.close()
 
 
-def test_message_search_and_the_iteration_slider(server: UiServer, browser: Any, tree: Path,
+def test_message_search_and_the_iteration_slider(ui_server: UiServer, browser: Any, ui_tree: Path,
                                                  errors: list[str]) -> None:
     run = "gsm8k_tool_rl/sweep/lr_1e-4/seed_0"
-    page = open_page(browser, server.url + f"/rollouts?focus={q(run)}&split=train", "rollouts", errors)
+    page = open_page(browser, ui_server.url + f"/rollouts?focus={q(run)}&split=train", "rollouts", errors)
     page.wait_for_selector("#trajectories tbody tr")
-    iterations = sorted({k[2] for k in oracle.rollout_rewards(tree) if k[:2] == (run, "train")})
+    iterations = sorted({k[2] for k in oracle.rollout_rewards(ui_tree) if k[:2] == (run, "train")})
     assert page.get_attribute("#iteration-slider", "max") == str(len(iterations) - 1)
     page.eval_on_selector("#iteration-slider", "(el) => { el.value = '2'; el.dispatchEvent(new Event('change')); }")
     deadline = time.monotonic() + 10
@@ -346,10 +333,10 @@ def test_message_search_and_the_iteration_slider(server: UiServer, browser: Any,
         assert time.monotonic() < deadline
         page.wait_for_timeout(50)
     page.wait_for_selector("#trajectories tbody tr")
-    n = sum(1 for k in oracle.rollout_rewards(tree) if k[:3] == (run, "train", iterations[2]))
+    n = sum(1 for k in oracle.rollout_rewards(ui_tree) if k[:3] == (run, "train", iterations[2]))
     _wait_rows(page, "#trajectories", n)
 
-    convs = oracle.logtree_conversations(tree)
+    convs = oracle.logtree_conversations(ui_tree)
     want = sum(1 for c in convs for _, t in c["messages"] if "calculator" in (t or "").lower())
     page.fill("#msg-search", "calculator")
     page.wait_for_selector("#search-count")
@@ -368,9 +355,9 @@ def test_message_search_and_the_iteration_slider(server: UiServer, browser: Any,
 # -- every page, no console error, shareable URLs ------------------------------------------
 
 @pytest.mark.parametrize("page_name", ["runs", "charts", "sql", "checkpoints", "timing", "rollouts"])
-def test_every_page_loads_without_errors(server: UiServer, browser: Any, page_name: str,
+def test_every_page_loads_without_errors(ui_server: UiServer, browser: Any, page_name: str,
                                          errors: list[str]) -> None:
-    page = open_page(browser, f"{server.url}/{page_name}", page_name, errors)
+    page = open_page(browser, f"{ui_server.url}/{page_name}", page_name, errors)
     page.wait_for_timeout(300)
     assert page.locator("#page .error").count() == 0
     assert page.get_attribute(f'#nav a[data-page="{page_name}"]', "class") == "active"

@@ -25,12 +25,6 @@ TOKEN = "s3cret-Token_value"
 
 
 @pytest.fixture(scope="module")
-def server(ui_demo: tuple[Path, Path]) -> Iterator[UiServer]:
-    with UiServer(ui_demo[1]) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
 def token_server(ui_demo: tuple[Path, Path]) -> Iterator[UiServer]:
     with UiServer(ui_demo[1], "--token", TOKEN) as s:
         yield s
@@ -109,15 +103,15 @@ def test_the_token_from_the_environment(ui_demo: tuple[Path, Path]) -> None:
     ("localhost:{port}", 200), ("127.0.0.1:{port}", 200), ("[::1]:{port}", 200),
     ("LOCALHOST", 200), ("127.0.0.2", 200),
 ])
-def test_host_header_must_name_this_server(server: UiServer, host: str, status: int) -> None:
-    r = http(server.url, "GET", "/api/status", headers={"Host": host.format(port=server.port)})
+def test_host_header_must_name_this_server(ui_server: UiServer, host: str, status: int) -> None:
+    r = http(ui_server.url, "GET", "/api/status", headers={"Host": host.format(port=ui_server.port)})
     assert r.status == status, r.text
     if status == 421:
         assert "Host" in r.json()["error"]
 
 
-def test_a_request_without_host_is_refused(server: UiServer) -> None:
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+def test_a_request_without_host_is_refused(ui_server: UiServer) -> None:
+    with socket.create_connection(("127.0.0.1", ui_server.port), timeout=10) as sock:
         sock.sendall(b"GET /api/status HTTP/1.0\r\n\r\n")
         data = b""
         while chunk := sock.recv(65536):
@@ -140,23 +134,23 @@ def test_host_rules_of_wildcard_and_named_binds() -> None:
 
 # -- writes come from this origin, as JSON ----------------------------------------------------
 
-def test_posts_must_be_json_from_this_origin(server: UiServer) -> None:
+def test_posts_must_be_json_from_this_origin(ui_server: UiServer) -> None:
     body = json.dumps({"sql": "select 1"}).encode()
     for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data"):
-        r = http(server.url, "POST", "/api/sql", body=body, headers={"Content-Type": ctype})
+        r = http(ui_server.url, "POST", "/api/sql", body=body, headers={"Content-Type": ctype})
         assert r.status == 415, ctype
-    r = http(server.url, "POST", "/api/sql", body=body,
+    r = http(ui_server.url, "POST", "/api/sql", body=body,
              headers={"Content-Type": "application/json", "Origin": "http://evil.example"})
     assert r.status == 403
-    r = http(server.url, "POST", "/api/sql", body=body,
+    r = http(ui_server.url, "POST", "/api/sql", body=body,
              headers={"Content-Type": "application/json",
-                      "Origin": f"http://127.0.0.1:{server.port}"})
+                      "Origin": f"http://127.0.0.1:{ui_server.port}"})
     assert r.status == 200
 
 
-def test_every_response_carries_the_security_headers(server: UiServer) -> None:
+def test_every_response_carries_the_security_headers(ui_server: UiServer) -> None:
     for path in ["/runs", "/api/status", "/static/js/main.js", "/api/nope", "/static/nope"]:
-        r = http(server.url, "GET", path)
+        r = http(ui_server.url, "GET", path)
         csp = r.headers["content-security-policy"]
         assert "script-src 'self'" in csp and "unsafe-eval" not in csp
         assert "frame-ancestors 'none'" in csp
@@ -174,23 +168,23 @@ TRAVERSALS = [
     "/static/%5c..%5c..%5cetc%5cpasswd", "/static//etc/passwd", "/static/%2fetc%2fpasswd",
     "/static/../app.py", "/static/..%2fapp.py", "/static/js/../../app.py",
     "/static/js/%2e%2e/%2e%2e/security.py", "/static/vendor/../../app.py",
-    "/static/vendor/..%2f..%2f..%2fplotly%2f__init__.py", "/static/./js/../../server.py",
+    "/static/vendor/..%2f..%2f..%2fplotly%2f__init__.py", "/static/./js/../../ui_server.py",
     "/static/%00/etc/passwd", "/..%2f..%2fetc/passwd", "/runs/../../etc/passwd",
     "/static/js/main.js%00.png", "/static/js/main.js/..%2f..%2f..%2fapp.py",
 ]
 
 
 @pytest.mark.parametrize("path", TRAVERSALS)
-def test_no_path_traversal(server: UiServer, path: str) -> None:
+def test_no_path_traversal(ui_server: UiServer, path: str) -> None:
     here = Path(__file__).resolve().parents[1] / "runstore" / "ui"
-    r = http(server.url, "GET", path)
+    r = http(ui_server.url, "GET", path)
     assert r.status in (400, 404), (path, r.status)
     assert b"root:" not in r.body
     assert (here / "app.py").read_bytes()[:200] not in r.body
 
 
-def test_static_files_that_exist_are_served(server: UiServer) -> None:
-    r = http(server.url, "GET", "/static/js/main.js")
+def test_static_files_that_exist_are_served(ui_server: UiServer) -> None:
+    r = http(ui_server.url, "GET", "/static/js/main.js")
     here = Path(__file__).resolve().parents[1] / "runstore" / "ui" / "static"
     assert r.status == 200 and r.body == (here / "js" / "main.js").read_bytes()
     assert r.headers["content-type"].startswith("text/javascript")
@@ -290,8 +284,8 @@ GUARDED = [
 
 
 @pytest.mark.parametrize("sql", GUARDED)
-def test_statements_the_read_only_guard_refuses(server: UiServer, sql: str, tmp_path: Path) -> None:
-    r = http(server.url, "POST", "/api/sql", body={"sql": sql.format(tmp=tmp_path)})
+def test_statements_the_read_only_guard_refuses(ui_server: UiServer, sql: str, tmp_path: Path) -> None:
+    r = http(ui_server.url, "POST", "/api/sql", body={"sql": sql.format(tmp=tmp_path)})
     assert r.status == 400, (sql, r.text)
     assert r.json()["error"]
     assert list(tmp_path.iterdir()) == []
@@ -308,14 +302,14 @@ SANDBOXED = [
 
 
 @pytest.fixture(scope="module")
-def sandboxed(server: UiServer) -> bool:
-    r = http(server.url, "POST", "/api/sql",
+def sandboxed(ui_server: UiServer) -> bool:
+    r = http(ui_server.url, "POST", "/api/sql",
              body={"sql": "select current_setting('enable_external_access') as v"})
     return r.status == 200 and r.json()["rows"] == [[False]]
 
 
 @pytest.mark.parametrize("sql", SANDBOXED)
-def test_file_reads_and_state_changes_outside_the_store_fail(server: UiServer, sql: str,
+def test_file_reads_and_state_changes_outside_the_store_fail(ui_server: UiServer, sql: str,
                                                              sandboxed: bool, tmp_path: Path,
                                                              request: pytest.FixtureRequest) -> None:
     if not sandboxed:
@@ -329,7 +323,7 @@ def test_file_reads_and_state_changes_outside_the_store_fail(server: UiServer, s
     pq.write_table(pa.table({"secret": ["SECRET-ROW"]}), f"{outside}.parquet")
     Path(f"{outside}.json").write_text('{"secret": "SECRET-ROW"}\n')
     Path(f"{outside}.csv").write_text("secret\nSECRET-ROW\n")
-    r = http(server.url, "POST", "/api/sql", body={"sql": sql.format(outside=outside)})
+    r = http(ui_server.url, "POST", "/api/sql", body={"sql": sql.format(outside=outside)})
     assert r.status == 400, r.text
     assert "root:" not in r.text and "SECRET-ROW" not in r.text
 
@@ -340,10 +334,10 @@ def test_using_every_endpoint_writes_neither_store_nor_tree(ui_demo: tuple[Path,
                                                             tmp_path: Path) -> None:
     import shutil
 
-    tree, store = tmp_path / "runs", tmp_path / "store"
-    shutil.copytree(ui_demo[0], tree, symlinks=True)
-    runstore.open(store).ingest([tree])
-    before = (oracle.tree_digest(tree), oracle.tree_digest(store))
+    ui_tree, store = tmp_path / "runs", tmp_path / "store"
+    shutil.copytree(ui_demo[0], ui_tree, symlinks=True)
+    runstore.open(store).ingest([ui_tree])
+    before = (oracle.tree_digest(ui_tree), oracle.tree_digest(store))
     run = "math_rl_sweep/qwen3-8b/lr_1e-5"
     where = {"run": run, "split": "eval/test", "iteration": 0}
     gets = ["status", "settings", "runs", "runs?" + urlencode({"where": "kind = 'rl'", "config": "learning_rate"}),
@@ -363,4 +357,4 @@ def test_using_every_endpoint_writes_neither_store_nor_tree(ui_demo: tuple[Path,
         for fmt in ("csv", "parquet"):
             assert http(s.url, "POST", "/api/sql/download",
                         body={"sql": "select * from runs", "format": fmt}).status == 200
-    assert (oracle.tree_digest(tree), oracle.tree_digest(store)) == before
+    assert (oracle.tree_digest(ui_tree), oracle.tree_digest(store)) == before

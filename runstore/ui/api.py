@@ -67,22 +67,20 @@ class Params:
         return value
 
     def integer(self, name: str, default: int | None = None) -> int | None:
-        value = self.get(name)
-        if value is None or value == "":
-            return default
-        try:
-            return int(value)
-        except ValueError:
-            raise QueryError(f"parameter {name!r} must be an integer, got {value!r}") from None
+        value = self._typed(name, int, "an integer")
+        return default if value is None else value
 
     def number(self, name: str) -> float | None:
+        return self._typed(name, float, "a number")
+
+    def _typed(self, name: str, cast: Callable[[str], Any], what: str) -> Any:
         value = self.get(name)
         if value is None or value == "":
             return None
         try:
-            return float(value)
+            return cast(value)
         except ValueError:
-            raise QueryError(f"parameter {name!r} must be a number, got {value!r}") from None
+            raise QueryError(f"parameter {name!r} must be {what}, got {value!r}") from None
 
 
 @dataclass(frozen=True)
