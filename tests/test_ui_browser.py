@@ -15,7 +15,7 @@ import pytest
 
 import oracle
 import runstore
-from ui_harness import UiServer, chromium_context, have_chromium, open_page
+from ui_harness import UiServer, chromium_context, have_chromium, open_page, wait_ready
 
 pytestmark = pytest.mark.skipif(
     not have_chromium(), reason="needs Playwright (the test extra) and Debian's chromium at "
@@ -390,4 +390,42 @@ def test_pages_update_live_as_watch_ingests(small_tree: Path, tmp_path: Path, br
             page.wait_for_timeout(100)
         assert got[run] == str(last + 5)
         assert page.evaluate("() => window.__notReloaded") is True
+        page.close()
+
+
+# -- hostile names and the token, in the browser -------------------------------------------
+
+EVIL = "evil/<img src=x onerror=\"window.__pwned=1\">&amp;'\"run"
+
+
+def test_hostile_run_names_are_shown_as_text(tmp_path: Path, browser: Any, errors: list[str]) -> None:
+    from runstore import demo
+    from runstore.demo import RunSpec
+
+    demo.generate_tree(tmp_path / "runs", [
+        RunSpec(EVIL, steps=12, eval_every=5, save_every=5, logtree=False, kl_spike_at=6)], seed=5)
+    runstore.open(tmp_path / "store").ingest([tmp_path / "runs"])
+    with UiServer(tmp_path / "store") as s:
+        for path, name in [("/runs", "runs"), (f"/charts?run={q(EVIL)}", "charts"),
+                           (f"/timing?focus={q(EVIL)}", "timing"), ("/checkpoints", "checkpoints")]:
+            page = open_page(browser, s.url + path, name, errors)
+            page.wait_for_timeout(500)
+            assert page.evaluate("() => window.__pwned") is None
+            assert page.locator("img[src=x]").count() == 0
+            assert EVIL in page.inner_text("#page"), path
+            page.close()
+
+
+def test_the_token_flow_in_the_browser(ui_demo: tuple[Path, Path], browser: Any,
+                                       errors: list[str]) -> None:
+    with UiServer(ui_demo[1], "--token", "browser-token") as s:
+        page = browser.new_page()
+        resp = page.goto(s.url + "/sql")
+        assert resp.status == 401
+        page.goto(f"{s.url}/runs?token=browser-token")
+        wait_ready(page, "runs")
+        assert "token" not in page.url  # the redirect dropped it
+        page.wait_for_selector("#runs-table tbody tr")
+        page.wait_for_selector("#status.live")  # the event stream got through with the cookie
+        assert page.evaluate("() => document.cookie") == ""  # HttpOnly
         page.close()
