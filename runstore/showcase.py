@@ -4,7 +4,7 @@ Contract: `run_demo(base, store=None, echo=print)` writes the demo tree (`demo.d
 into `base/runs` unless it is already there, ingests it into `store` (default `base/store`),
 and prints the answers to the questions the design names (which runs went unstable, reward
 trends, slow spans, checkpoints, status), each with the SQL that answered it, so the output
-doubles as a tutorial. Returns the ingest report.
+doubles as a tutorial; it ends with the `runstore sql` and `runstore ui` lines to try next. Returns the ingest report.
 """
 
 from __future__ import annotations
@@ -55,4 +55,5 @@ def run_demo(base: Path, *, store: str | None = None,
         echo(output.render(st.arrow(sql), "table", width=110).rstrip("\n"))
     echo("")
     echo(f"Ask your own: runstore --store {st.path} sql \"select * from run_summary\"")
+    echo(f"Browse it:    runstore --store {st.path} ui   (then open http://127.0.0.1:8765)")
     return report

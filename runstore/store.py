@@ -19,6 +19,7 @@ stays cheap.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
 
@@ -69,6 +70,11 @@ class Store:
         # cheap and independent).
         self._db: query.Database | None = None
         self._db_seq: int | None = None
+        # Threads may share a Store (the web UI's request threads do): the swap to a newer
+        # snapshot's database happens under this lock, and the old database is dropped, not
+        # closed, so that a query still running on one of its cursors finishes (DuckDB frees
+        # it with its last cursor).
+        self._db_lock = threading.Lock()
 
     def __enter__(self) -> "Store":
         return self
@@ -186,6 +192,19 @@ class Store:
                 f"{query.DEFAULT_SETTINGS[name]}), or set it again with store.set_setting.")
         return m
 
+    def snapshot(self) -> int | None:
+        """The number of the newest published snapshot (None before the first ingest).
+
+        Cheap (one directory listing, no file read), so callers may poll it to learn that an
+        ingest committed: every commit publishes a higher number.
+
+        Example:
+            >>> store.snapshot() > 0
+            True
+        """
+        paths = tables.manifest_paths(self.path)
+        return paths[-1][0] if paths else None
+
     def connect(self, params: dict[str, Any] | None = None, *,
                 allow_read: Iterable[str | os.PathLike[str]] | None = None) -> Any:
         """A fresh in-memory DuckDB connection over the newest snapshot, every table and view
@@ -199,14 +218,13 @@ class Store:
         per database) or may read files outside the store (the allowed paths are too)."""
         if allow_read or any(k in query.DEFAULT_SETTINGS for k in params):
             return query.Database(self.path, self.manifest(), params, allow_read=allow_read), True
-        paths = tables.manifest_paths(self.path)
-        seq = paths[-1][0] if paths else None
-        if self._db is None or seq != self._db_seq:
-            fresh = query.Database(self.path, self.manifest())
-            if self._db is not None:
-                self._db.close()
-            self._db, self._db_seq = fresh, seq
-        return self._db, False
+        seq = self.snapshot()
+        with self._db_lock:  # queries may come from several threads (runstore ui)
+            if self._db is None or seq != self._db_seq:
+                # The older database is dropped, not closed: a query still running on one of
+                # its cursors (another thread) finishes on it.
+                self._db, self._db_seq = query.Database(self.path, self.manifest()), seq
+            return self._db, False
 
     def fetch(self, sql: str, params: dict[str, Any] | None = None, *,
               allow_read: Iterable[str | os.PathLike[str]] | None = None,

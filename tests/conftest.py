@@ -66,6 +66,34 @@ def small_tree(_small_template: Path, tmp_path: Path) -> Path:
     return dst
 
 
+@pytest.fixture(scope="session")
+def ui_demo(_demo_template: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(run tree, store) of the demo tree ingested once, for the web UI's tests (read-only:
+    the UI never writes; tests that write make their own copy)."""
+    import runstore
+
+    base = tmp_path_factory.mktemp("ui_demo")
+    tree = base / "runs"
+    shutil.copytree(_demo_template, tree, symlinks=True)
+    runstore.open(base / "store").ingest([tree])
+    return tree, base / "store"
+
+
+@pytest.fixture(scope="module")
+def ui_server(ui_demo: tuple[Path, Path]):  # type: ignore[no-untyped-def]
+    """A `runstore ui` process over the `ui_demo` store, one per test module."""
+    from ui_harness import UiServer
+
+    with UiServer(ui_demo[1]) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def ui_tree(ui_demo: tuple[Path, Path]) -> Path:
+    """The run tree the `ui_demo` store was ingested from (the oracle reads it)."""
+    return ui_demo[0]
+
+
 @pytest.fixture
 def store_path(tmp_path: Path) -> Path:
     return tmp_path / "store"

@@ -6,8 +6,10 @@ cd "$(dirname "$0")/.."
 
 python3 -m pip install --disable-pip-version-check -q -e '.[test]'
 
-# Headless Chromium for the real-browser test of the HTML report (tests/test_charts.py).
-# Only as root and only when missing; if the install fails the test skips and says why.
+# Headless Chromium for the real-browser tests of the HTML report (tests/test_charts.py) and of
+# `runstore ui` (tests/test_ui_browser.py, driven by Playwright from the test extra, pointed at
+# this Chromium: Playwright's own browser download does not work offline).
+# Only as root and only when missing; if the install fails the tests skip and say why.
 if [ "$(id -u)" = 0 ] && ! command -v chromium >/dev/null 2>&1; then
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
         || echo "run.sh: could not install chromium; the browser test will skip" >&2

@@ -69,6 +69,15 @@ def test_wheel_installs_and_ingests(tmp_path: Path) -> None:
     assert all(str(env_dir) in p for p in found), found
     assert Path(found[0], "kl_health.sql").is_file() or Path(found[0], "metrics.sql").is_file()
     assert Path(found[1], "0001_initial.py").is_file()
+    # The web UI's pages ship in the wheel and are found from the installed package.
+    assets = subprocess.run(
+        [str(py), "-c", "import runstore.ui.app as a; print(a.STATIC); print(sorted(a.load_assets()))"],
+        cwd=work, env=env, check=True, capture_output=True, text=True).stdout.splitlines()
+    assert str(env_dir) in assets[0], assets
+    for name in ("index.html", "app.css", "js/main.js", "js/lib.js", "js/pages/runs.js",
+                 "js/pages/charts.js", "js/pages/sql.js", "js/pages/checkpoints.js",
+                 "js/pages/timing.js", "js/pages/rollouts.js", "vendor/plotly.min.js"):
+        assert repr(name) in assets[1], name
     run = subprocess.run([str(env_dir / "bin" / "runstore"), "--store", "st", "ingest", "runs"],
                          cwd=work, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr

@@ -1,0 +1,387 @@
+"""The UI's JSON API: one method per endpoint, each one read-only call into `Store`.
+
+Contract: `Api(store)` answers the endpoints listed in docs/ui.md. Every method takes the
+request's parameters (`Params`: query-string values, repeated keys allowed, and the JSON body
+for POSTs) and returns a JSON-ready value (dicts, lists, str, finite floats, None) or a
+`Download`. Nothing here writes: results come from `Store.arrow` (the CLI's read-only guard
+and connection, so whatever sandbox settings `Store` applies apply here too), `Store.runs`,
+`Store.trace`, `Store.views` and `Store.settings`. Bad input is a `RunstoreError` whose
+message says what to send instead (the app turns it into HTTP 400 `{"error": ...}`).
+
+Answers of the read endpoints are cached per store snapshot (`cached`): the same request
+against the same snapshot is answered once; a new snapshot empties the cache, and `warm()`
+recomputes the Runs page's default answer right away (the server calls it when a snapshot
+lands), so the first visit after an ingest does not pay for `run_summary`.
+
+Tabular answers have the shape of `POST /api/sql`: `{"columns": [...], "rows": [[...]]}`,
+with NaN and ±Infinity as the strings "NaN", "Infinity", "-Infinity" (JSON has no such
+numbers), timestamps as ISO-8601 text and DECIMALs as numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import date, datetime, time as dtime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from ..errors import QueryError
+from . import queries, series
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..store import Store
+
+CACHE_ENTRIES = 32  # answers kept per snapshot (a chart answer is up to ~1.3 MB)
+SQL_ROW_LIMIT = 5000  # rows /api/sql returns to the page; downloads carry every row
+SEARCH_LIMIT = 200
+KL_KEYS = ("optim/kl_sample_train_v1", "optim/kl_sample_train_v2",
+           "kl_sample_train_v1", "kl_sample_train_v2")
+
+
+class Params:
+    """Request parameters: the query string (`get`, `all`) and a JSON body (`body`)."""
+
+    def __init__(self, items: Sequence[tuple[str, str]] = (), body: Any = None):
+        self.items = list(items)
+        self.body = body if body is not None else {}
+
+    def all(self, name: str) -> list[str]:
+        return [v for k, v in self.items if k == name]
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        values = self.all(name)
+        return values[-1] if values else default
+
+    def text(self, name: str) -> str:
+        value = self.get(name)
+        if value is None or value == "":
+            raise QueryError(f"missing parameter {name!r}")
+        return value
+
+    def integer(self, name: str, default: int | None = None) -> int | None:
+        value = self._typed(name, int, "an integer")
+        return default if value is None else value
+
+    def number(self, name: str) -> float | None:
+        return self._typed(name, float, "a number")
+
+    def _typed(self, name: str, cast: Callable[[str], Any], what: str) -> Any:
+        value = self.get(name)
+        if value is None or value == "":
+            return None
+        try:
+            return cast(value)
+        except ValueError:
+            raise QueryError(f"parameter {name!r} must be {what}, got {value!r}") from None
+
+
+@dataclass(frozen=True)
+class Download:
+    """A file answer: bytes, media type and the file name offered to the browser."""
+
+    body: bytes
+    media_type: str
+    filename: str
+
+
+def plain(v: Any) -> Any:
+    """One value as JSON can carry it (see the module docstring)."""
+    if isinstance(v, float):
+        if math.isfinite(v):
+            return v
+        return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+    if isinstance(v, (datetime, date, dtime)):
+        return v.isoformat()
+    if isinstance(v, Decimal):
+        return float(v)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", errors="replace")
+    if isinstance(v, dict):
+        return {str(k): plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [plain(x) for x in v]
+    return v
+
+
+def tabular(table: "pa.Table", limit: int | None = None) -> dict[str, Any]:
+    """`{"columns", "types", "rows", "row_count", "truncated"}` of an Arrow table."""
+    shown = table if limit is None or table.num_rows <= limit else table.slice(0, limit)
+    columns = [c.to_pylist() for c in shown.columns]
+    rows = [[plain(v) for v in row] for row in zip(*columns)] if columns else []
+    return {"columns": table.column_names, "types": [str(t) for t in table.schema.types],
+            "rows": rows, "row_count": table.num_rows, "truncated": shown.num_rows < table.num_rows}
+
+
+def _safe_filename(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "runstore"
+
+
+class Api:
+    """The endpoints (see docs/ui.md); `status_extra` adds what the server knows (watch)."""
+
+    def __init__(self, store: "Store", status_extra: Callable[[], dict[str, Any]] | None = None):
+        self.store = store
+        self.status_extra = status_extra or (lambda: {})
+        self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._cache_seq: int | None = None
+        self._lock = threading.Lock()
+
+    def cached(self, name: str, method: Callable[[Params], Any]) -> Callable[[Params], Any]:
+        """`method` answering each (request, snapshot) once (see the module docstring)."""
+
+        def answer(p: Params) -> Any:
+            seq = self.store.snapshot()
+            key = (name, tuple(p.items))
+            with self._lock:
+                if seq != self._cache_seq:
+                    self._cache.clear()
+                    self._cache_seq = seq
+                if key in self._cache:
+                    self._cache.move_to_end(key)
+                    return self._cache[key]
+            value = method(p)
+            with self._lock:
+                if seq == self._cache_seq:
+                    self._cache[key] = value
+                    while len(self._cache) > CACHE_ENTRIES:
+                        self._cache.popitem(last=False)
+            return value
+
+        return answer
+
+    def warm(self) -> None:
+        """Compute the Runs page's default answer for the newest snapshot (errors are left
+        for the page's own request to report)."""
+        try:
+            self.cached("runs", self.runs)(Params())
+        except Exception:  # noqa: BLE001 - warming is best effort
+            pass
+
+    # -- store-wide ---------------------------------------------------------------------
+    def status(self, p: Params) -> dict[str, Any]:
+        from .. import __version__
+
+        settings = self.store.settings()
+        n = self.store.arrow("select count(*) as n from runs").column("n")[0].as_py()
+        return {"store": str(self.store.path), "snapshot": self.store.snapshot(),
+                "runs": n, "version": __version__,
+                "kl_threshold": plain(settings.get("kl_threshold")),
+                "kl_keys": list(KL_KEYS), **self.status_extra()}
+
+    def runs(self, p: Params) -> dict[str, Any]:
+        """run_summary (filtered by `where`, `runs --where` semantics) plus chosen config keys."""
+        where = (p.get("where") or "").strip() or None
+        frame = self.store.runs(where=where)
+        out = tabular(frame.to_arrow())
+        keys = [k for k in p.all("config") if k]
+        if keys:
+            table = self.store.arrow(*queries.config_columns(keys))
+            values: dict[tuple[str, str], Any] = {}
+            for row in table.to_pylist():
+                values[(row["run_name"], row["key"])] = _json_value(row["value"])
+            names = frame["run_name"].to_list()
+            for key in keys:
+                out["columns"].append(f"config.{key}")
+                out["types"].append("config")
+            for row, name in zip(out["rows"], names):
+                row.extend(plain(values.get((name, k))) for k in keys)
+        out["config_keys"] = keys
+        out["snapshot"] = self.store.snapshot()
+        return out
+
+    def config_keys(self, p: Params) -> dict[str, Any]:
+        return tabular(self.store.arrow(queries.CONFIG_KEYS))
+
+    def settings(self, p: Params) -> dict[str, Any]:
+        return {k: plain(v) for k, v in self.store.settings().items()}
+
+    # -- SQL console --------------------------------------------------------------------
+    def _sql_text(self, p: Params) -> str:
+        body = p.body if isinstance(p.body, dict) else {}
+        sql = body.get("sql")
+        if not isinstance(sql, str) or not sql.strip():
+            raise QueryError('send {"sql": "select ..."} with a query')
+        return sql
+
+    def sql(self, p: Params) -> dict[str, Any]:
+        sql = self._sql_text(p)
+        started = time.perf_counter()
+        table = self.store.arrow(sql)
+        out = tabular(table, SQL_ROW_LIMIT)
+        out["elapsed_s"] = round(time.perf_counter() - started, 4)
+        return out
+
+    def sql_download(self, p: Params) -> Download:
+        from .. import output
+
+        sql = self._sql_text(p)
+        fmt = (p.body.get("format") if isinstance(p.body, dict) else None) or "csv"
+        table = self.store.arrow(sql)
+        if fmt == "csv":
+            return Download(output.render(table, "csv").encode(), "text/csv; charset=utf-8",
+                            "query.csv")
+        if fmt == "parquet":
+            import io
+
+            import pyarrow.parquet as pq
+
+            buf = io.BytesIO()
+            pq.write_table(table, buf)
+            return Download(buf.getvalue(), "application/vnd.apache.parquet", "query.parquet")
+        raise QueryError(f"format is csv or parquet, got {fmt!r}")
+
+    def views(self, p: Params) -> dict[str, Any]:
+        views = [{"name": v.name, "description": v.description,
+                  "columns": [list(c) for c in v.columns], "sql": v.body}
+                 for v in self.store.views()]
+        names = {v["name"] for v in views}
+        tables: dict[str, list[list[str]]] = {}
+        for row in self.store.arrow(queries.TABLE_COLUMNS).to_pylist():
+            if row["table_name"] in names or row["table_name"] == "settings":
+                continue
+            tables.setdefault(row["table_name"], []).append([row["column_name"],
+                                                             row["data_type"]])
+        return {"views": views,
+                "tables": [{"name": n, "columns": c} for n, c in sorted(tables.items())]}
+
+    # -- charts -------------------------------------------------------------------------
+    def series(self, p: Params) -> dict[str, Any]:
+        metric = p.text("metric")
+        runs = [r for r in p.all("run") if r] or None
+        smooth = series.check_smooth(p.number("smooth"))
+        step_min, step_max = p.integer("step_min"), p.integer("step_max")
+        frame = self.store.sql(*queries.series(metric, runs, step_min, step_max))
+        n_runs = frame["run_name"].n_unique() if frame.height else 0
+        asked = p.integer("max_points")
+        max_points = series.points_per_line(n_runs, smoothed=smooth is not None, asked=asked)
+        lines = series.lines(frame, smooth=smooth, max_points=max_points)
+        return {"metric": metric, "smooth": smooth, "max_points": max_points,
+                "step_min": step_min, "step_max": step_max,
+                "lines": [line.to_json() for line in lines]}
+
+    # -- checkpoints --------------------------------------------------------------------
+    def checkpoints(self, p: Params) -> dict[str, Any]:
+        latest = tabular(self.store.arrow(queries.LATEST_CHECKPOINTS))
+        best = tabular(self.store.arrow(queries.BEST_CHECKPOINTS))
+        return {"latest": latest, "best": best}
+
+    # -- timing -------------------------------------------------------------------------
+    def timing_runs(self, p: Params) -> dict[str, Any]:
+        return tabular(self.store.arrow(queries.TIMING_RUNS))
+
+    def timing_steps(self, p: Params) -> dict[str, Any]:
+        run = p.text("run")
+        return tabular(self.store.arrow(queries.TIMING_STEPS, {"run": run}))
+
+    def timing_spans(self, p: Params) -> dict[str, Any]:
+        run = p.text("run")
+        step = p.integer("step")
+        if step is None:
+            raise QueryError("missing parameter 'step'")
+        return tabular(self.store.arrow(queries.TIMING_SPANS, {"run": run, "step": step}))
+
+    def timing_slowest(self, p: Params) -> dict[str, Any]:
+        return tabular(self.store.arrow(queries.SLOWEST_SPANS, {"run": p.text("run")}))
+
+    def trace(self, p: Params) -> Download:
+        from ..perfetto import dumps
+
+        run = p.text("run")
+        step = p.integer("step")
+        events = self.store.trace(run, step=step)
+        name = _safe_filename(f"{run}_step{step}" if step is not None else run)
+        return Download(dumps(events).encode(), "application/json", f"{name}.trace.json")
+
+    # -- rollouts -----------------------------------------------------------------------
+    def rollouts_runs(self, p: Params) -> dict[str, Any]:
+        return tabular(self.store.arrow(queries.ROLLOUT_RUNS))
+
+    def rollouts_index(self, p: Params) -> dict[str, Any]:
+        return tabular(self.store.arrow(queries.ROLLOUT_INDEX, {"run": p.text("run")}))
+
+    def _where(self, p: Params) -> dict[str, Any]:
+        iteration = p.integer("iteration")
+        if iteration is None:
+            raise QueryError("missing parameter 'iteration'")
+        return {"run": p.text("run"), "split": p.text("split"), "iteration": iteration}
+
+    def trajectories(self, p: Params) -> dict[str, Any]:
+        return tabular(self.store.arrow(queries.TRAJECTORIES, self._where(p)))
+
+    def conversations(self, p: Params) -> dict[str, Any]:
+        return tabular(self.store.arrow(queries.CONVERSATIONS, self._where(p)))
+
+    def conversation(self, p: Params) -> dict[str, Any]:
+        """Messages of one conversation (`id`), or of a trajectory's conversations
+        (`split`, `iteration`, `group`, `traj`)."""
+        run = p.text("run")
+        ids: list[str]
+        exact = True
+        if p.get("id"):
+            ids = [p.text("id")]
+        else:
+            where = self._where(p)
+            group, traj = p.integer("group"), p.integer("traj")
+            if group is None or traj is None:
+                raise QueryError("give id=CONVERSATION, or split, iteration, group and traj")
+            found = self.store.arrow(queries.TRAJECTORY_CONVERSATIONS,
+                                     {**where, "group": group, "traj": traj}).to_pylist()
+            exact_ids = [r["conversation_id"] for r in found if r["exact"]]
+            ids = exact_ids or [r["conversation_id"] for r in found]
+            exact = bool(exact_ids)
+        conversations = []
+        for cid in ids:
+            rows = self.store.arrow(queries.MESSAGES, {"run": run, "conversation": cid}).to_pylist()
+            if not rows:
+                continue
+            head = rows[0]
+            conversations.append({
+                "conversation_id": cid, "split": head["split"], "iteration": head["iteration"],
+                "section": head["section"], "title": head["title"],
+                "group_idx": head["group_idx"], "traj_idx": head["traj_idx"],
+                "messages": [{"message_idx": r["message_idx"], "role": r["role"],
+                              "name": r["name"], "content": r["content"],
+                              "tool_calls": _json_value(r["tool_calls"]),
+                              "tool_call_id": r["tool_call_id"]} for r in rows]})
+        return {"run": run, "exact": exact, "conversations": plain(conversations)}
+
+    def search(self, p: Params) -> dict[str, Any]:
+        q = p.text("q")
+        role = p.get("role") or ""
+        limit = min(p.integer("limit", SEARCH_LIMIT) or SEARCH_LIMIT, 1000)
+        params = {"q": q, "role": role}
+        rows = self.store.arrow(queries.SEARCH, {**params, "limit": limit}).to_pylist()
+        total = self.store.arrow(queries.SEARCH_COUNT, params).column("n")[0].as_py()
+        for r in rows:
+            r["snippet"] = snippet(r.pop("content") or "", q)
+        return {"q": q, "total": total, "rows": plain(rows), "truncated": total > len(rows)}
+
+
+def snippet(text: str, q: str, width: int = 160) -> dict[str, Any]:
+    """The part of `text` around the first case-insensitive match of `q`:
+    `{"before", "match", "after"}` (the page marks `match`)."""
+    at = text.lower().find(q.lower())
+    if at < 0:
+        return {"before": text[:width], "match": "", "after": ""}
+    start = max(0, at - width // 2)
+    end = min(len(text), at + len(q) + width // 2)
+    return {"before": ("…" if start else "") + text[start:at], "match": text[at:at + len(q)],
+            "after": text[at + len(q):end] + ("…" if end < len(text) else "")}
+
+
+def _json_value(text: str | None) -> Any:
+    """A JSON-text column as a value (config values, tool calls); text that is not JSON as is."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

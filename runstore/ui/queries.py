@@ -1,0 +1,242 @@
+"""The read-only statements behind the UI's pages, over the public tables and canned views.
+
+Contract: every function returns `(sql, params)` for `Store.arrow(sql, params)`, which runs
+the read-only guard and binds the params: values (run names, steps, search text, metric
+keys) travel only as `$name` parameters, never in the SQL text. Fixed statements are plain
+constants; the ones whose shape depends on the request (a list of run names, of config
+keys) are built as sqlglot trees. Nothing here reads a file or touches DuckDB itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+Statement = tuple[str, dict[str, Any]]
+
+
+def _in_list(column: str, values: Sequence[str], prefix: str,
+             table: str | None = None) -> tuple[Any, dict[str, Any]]:
+    """`column IN ($p0, $p1, ...)` as a sqlglot condition, with its params."""
+    from sqlglot import exp
+
+    params = {f"{prefix}{i}": v for i, v in enumerate(values)}
+    cond = exp.column(column, table=table).isin(*[exp.Placeholder(this=k) for k in params])
+    return cond, params
+
+
+def config_columns(keys: Sequence[str]) -> Statement:
+    """One row per (run, config key) for the chosen keys: `run_name, key, value` (JSON text)."""
+    from sqlglot import exp
+
+    cond, params = _in_list("key", keys, "k", table="c")
+    query = (exp.select(exp.column("run_name", table="r"), exp.column("key", table="c"),
+                        exp.column("value", table="c"))
+             .from_(exp.table_("config", alias="c"))
+             .join(exp.table_("runs", alias="r"),
+                   on=exp.column("run_id", table="r").eq(exp.column("run_id", table="c")))
+             .where(cond))
+    return query.sql(dialect="duckdb"), params
+
+
+CONFIG_KEYS = """
+select key, count(distinct run_id) as n_runs
+from config
+group by key
+order by key
+"""
+
+
+def series(metric: str, runs: Sequence[str] | None, step_min: int | None = None,
+           step_max: int | None = None) -> Statement:
+    """Live numeric values of one metric key: `run_name, step, value` for the named runs
+    (every run when `runs` is None), optionally within a step range."""
+    from sqlglot import exp
+
+    def col(name: str, table: str) -> exp.Column:
+        return exp.column(name, table=table)
+
+    params: dict[str, Any] = {"metric": metric}
+    query = (exp.select(col("run_name", "r"), col("step", "m"), col("value", "m"))
+             .from_(exp.table_("metrics", alias="m"))
+             .join(exp.table_("runs", alias="r"), on=col("run_id", "r").eq(col("run_id", "m")))
+             .where(col("key", "m").eq(exp.Placeholder(this="metric")))
+             .where(col("value", "m").is_(exp.null()).not_()))
+    if runs is not None:
+        cond, names = _in_list("run_name", runs, "r", table="r")
+        query = query.where(cond)
+        params.update(names)
+    if step_min is not None:
+        query = query.where(col("step", "m") >= exp.Placeholder(this="step_min"))
+        params["step_min"] = step_min
+    if step_max is not None:
+        query = query.where(col("step", "m") <= exp.Placeholder(this="step_max"))
+        params["step_max"] = step_max
+    return query.sql(dialect="duckdb"), params
+
+
+LATEST_CHECKPOINTS = "select * from latest_checkpoints order by run_name"
+
+# The best checkpoint of a run: the one saved when the 10-step moving average of the training
+# reward was highest. A checkpoint named for batch B holds the weights trained on the batches
+# before B, so the reward it is judged by is `reward_ma10` at the last reward step < B.
+BEST_CHECKPOINTS = """
+with judged as (
+    select c.run_id, c.name, c.batch, c.state_path, c.sampler_path, c.seq,
+           t.step as reward_step, t.reward_ma10,
+           row_number() over (partition by c.run_id, c.seq order by t.step desc) as newest
+    from checkpoints as c
+    join reward_trends as t on t.run_id = c.run_id and t.step < c.batch
+    where t.reward_ma10 is not null and not isnan(t.reward_ma10)
+),
+ranked as (
+    select *, row_number() over (partition by run_id
+                                 order by reward_ma10 desc, seq desc) as best
+    from judged
+    where newest = 1
+)
+select r.run_name, b.name as best_name, b.batch as best_batch, b.reward_step,
+       b.reward_ma10 as best_reward_ma10, b.state_path as best_state_path,
+       b.sampler_path as best_sampler_path
+from ranked as b
+join runs as r on r.run_id = b.run_id
+where b.best = 1
+order by r.run_name
+"""
+
+TIMING_RUNS = """
+select distinct r.run_name
+from spans as s
+join runs as r on r.run_id = s.run_id
+order by r.run_name
+"""
+
+ROLLOUT_RUNS = """
+select r.run_name
+from runs as r
+where r.run_id in (select run_id from trajectories union select run_id from conversations)
+order by r.run_name
+"""
+
+TIMING_STEPS = """
+select s.step,
+       max(s.wall_end_s) as wall_s,
+       count(*) as n_spans
+from spans as s
+join runs as r on r.run_id = s.run_id
+where r.run_name = $run
+group by s.step
+order by s.step
+"""
+
+TIMING_SPANS = """
+select s.name, s.depth, s.parent, s.wall_start_s as start_s, s.wall_end_s as end_s,
+       s.duration_s, s.span_idx
+from spans as s
+join runs as r on r.run_id = s.run_id
+where r.run_name = $run and s.step = $step
+order by s.wall_start_s, s.wall_end_s desc, s.depth, s.span_idx
+"""
+
+SLOWEST_SPANS = """
+select name, calls, total_s, mean_s, p50_s, p95_s, max_s, share, rank
+from slowest_spans
+where run_name = $run
+order by rank
+"""
+
+ROLLOUT_INDEX = """
+with t as (
+    select t.split, t.iteration, count(*) as n_trajectories,
+           avg(t.total_reward) filter (where not isnan(t.total_reward)) as mean_reward
+    from trajectories as t
+    join runs as r on r.run_id = t.run_id
+    where r.run_name = $run
+    group by t.split, t.iteration
+),
+c as (
+    select c.split, c.iteration, count(*) as n_conversations
+    from conversations as c
+    join runs as r on r.run_id = c.run_id
+    where r.run_name = $run
+    group by c.split, c.iteration
+)
+select coalesce(t.split, c.split) as split, coalesce(t.iteration, c.iteration) as iteration,
+       coalesce(t.n_trajectories, 0) as n_trajectories, t.mean_reward,
+       coalesce(c.n_conversations, 0) as n_conversations
+from t
+full outer join c on c.split = t.split and c.iteration = t.iteration
+order by split, iteration
+"""
+
+TRAJECTORIES = """
+with conv as (
+    select c.group_idx, c.traj_idx, count(*) as n_conversations
+    from conversations as c
+    join runs as r on r.run_id = c.run_id
+    where r.run_name = $run and c.split = $split and c.iteration = $iteration
+    group by c.group_idx, c.traj_idx
+)
+select t.group_idx, t.traj_idx, t.total_reward, t.final_reward, t.n_steps, t.final_ob_len,
+       t.tags, t.sampling_client_step, t.metrics,
+       coalesce(exact.n_conversations, 0) as n_conversations,
+       coalesce(grp.n_conversations, 0) as n_group_conversations
+from trajectories as t
+join runs as r on r.run_id = t.run_id
+left join conv as exact on exact.group_idx = t.group_idx and exact.traj_idx = t.traj_idx
+left join conv as grp on grp.group_idx = t.group_idx and grp.traj_idx is null
+where r.run_name = $run and t.split = $split and t.iteration = $iteration
+order by t.total_reward, t.group_idx, t.traj_idx
+"""
+
+CONVERSATIONS = """
+select c.conversation_id, c.section, c.title, c.group_idx, c.traj_idx, c.n_messages
+from conversations as c
+join runs as r on r.run_id = c.run_id
+where r.run_name = $run and c.split = $split and c.iteration = $iteration
+order by c.group_idx nulls last, c.traj_idx nulls last, c.conversation_id
+"""
+
+MESSAGES = """
+select c.conversation_id, c.split, c.iteration, c.section, c.title, c.group_idx, c.traj_idx,
+       m.message_idx, m.role, m.name, m.content, m.tool_calls, m.tool_call_id
+from messages as m
+join conversations as c on c.run_id = m.run_id and c.conversation_id = m.conversation_id
+join runs as r on r.run_id = m.run_id
+where r.run_name = $run and m.conversation_id = $conversation
+order by m.message_idx
+"""
+
+# Conversations of one trajectory: the ones the logtree ties to it, else (when the tree only
+# names the group) the group's conversations.
+TRAJECTORY_CONVERSATIONS = """
+select c.conversation_id, c.traj_idx is not null as exact
+from conversations as c
+join runs as r on r.run_id = c.run_id
+where r.run_name = $run and c.split = $split and c.iteration = $iteration
+  and c.group_idx = $group and (c.traj_idx = $traj or c.traj_idx is null)
+order by exact desc, c.conversation_id
+"""
+
+SEARCH = """
+select run_name, split, iteration, group_idx, traj_idx, conversation_id, message_idx, role,
+       total_reward, content
+from transcripts
+where contains(lower(content), lower($q))
+  and ($role = '' or role = $role)
+order by run_name, split, iteration, conversation_id, message_idx
+limit $limit
+"""
+
+SEARCH_COUNT = """
+select count(*) as n
+from transcripts
+where contains(lower(content), lower($q))
+  and ($role = '' or role = $role)
+"""
+
+TABLE_COLUMNS = """
+select table_name, column_name, data_type
+from information_schema.columns
+where table_schema = 'main'
+order by table_name, ordinal_position
+"""

@@ -1,0 +1,178 @@
+"""Chart lines for the web UI: per-run smoothing and min/max downsampling of a metrics frame.
+
+Contract: `lines(frame, smooth=W, max_points=N)` takes a long metrics frame (`run_name`,
+`step`, `value`: one row per run and step, as `Store.metrics` returns for one key) and
+returns one `Line` per run, ordered by run name, with
+
+* `steps`/`values`: the raw points, all of them when the run has at most `max_points`,
+  otherwise a subset that keeps, for each of `(max_points - 2) // 2` equal buckets of
+  consecutive points, the point with the smallest and the one with the largest value, plus
+  the run's first and last point. So a single-step spike (a KL blow-up) and the global
+  minimum and maximum always survive, and a line never has more than `max_points` points.
+  NaN counts as neither small nor large (a bucket of NaNs only keeps its first point, drawn
+  as a gap); +Infinity is the largest value and -Infinity the smallest, so they survive too;
+* `smoothed` (when `W` is given): the debiased exponential moving average with weight `W`
+  in [0, 1) as TensorBoard and W&B draw it: s_t = sum_i W^(t-i) x_i / sum_i W^(t-i) over the
+  run's finite points up to t (polars `ewm_mean(alpha=1 - W, adjust=True)`), carried
+  unchanged over non-finite points, computed on every raw point before downsampling and then
+  downsampled on its own in the same way;
+* `points_per_line(n_runs, smoothed=)`: the `max_points` that keeps an answer for many runs
+  within `BUDGET` points in all (never below `MIN_POINTS` per line);
+* `n_points` (raw points before downsampling), `n_nan`, `n_inf` and `inf_steps`/`inf_signs`
+  (where the line is ±Infinity, which JSON cannot carry: values hold null there).
+
+Values are sent rounded to `SIG_DIGITS` (7) significant digits.
+
+Everything is vectorised over the whole frame (a polars window for the EMA, numpy segment
+reductions for the buckets), one pass for any number of runs. polars and numpy are imported
+inside the functions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import polars as pl
+
+MAX_POINTS = 2000  # most points of one line
+# Most points of one answer, over all its lines (raw and smoothed): ~16 bytes of JSON each, so
+# an answer stays near 1.3 MB for any number of runs; the page asks again at a finer
+# resolution for the step range it zooms into.
+BUDGET = 80_000
+SIG_DIGITS = 7  # significant digits of the values sent
+MIN_POINTS = 100  # fewest points of one line, however many runs share the budget
+
+
+@dataclass
+class Line:
+    run_name: str
+    steps: list[int]
+    values: list[float | None]
+    n_points: int
+    n_nan: int = 0
+    n_inf: int = 0
+    inf_steps: list[int] = field(default_factory=list)
+    inf_signs: list[int] = field(default_factory=list)
+    smooth_steps: list[int] | None = None
+    smoothed: list[float | None] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if v is not None}
+        return out
+
+
+def check_smooth(smooth: float | None) -> float | None:
+    """`smooth` as a weight in [0, 1), or None for no smoothing (0 means none too)."""
+    from ..errors import QueryError
+
+    if smooth is None:
+        return None
+    if not isinstance(smooth, (int, float)) or not math.isfinite(smooth) \
+            or not 0 <= smooth < 1:
+        raise QueryError(f"smooth is a weight in [0, 1) (0.9 smooths heavily), got {smooth!r}")
+    return float(smooth) or None
+
+
+def points_per_line(n_runs: int, *, smoothed: bool, asked: int | None = None) -> int:
+    """Points each line may keep: `asked` (else MAX_POINTS), within [MIN_POINTS, MAX_POINTS],
+    and no more than the runs' share of BUDGET (a smoothed run draws two lines)."""
+    want = MAX_POINTS if asked is None else asked
+    lines_ = max(1, n_runs * (2 if smoothed else 1))
+    return max(MIN_POINTS, min(want, MAX_POINTS, BUDGET // lines_))
+
+
+def keep_mask(frame: "pl.DataFrame", column: str, max_points: int,
+              by: str = "run_name") -> "np.ndarray":
+    """Which rows of `frame` (sorted by `by`, then x) the min/max buckets keep (see module).
+
+    Vectorised over all runs at once: each (run, bucket) is one contiguous segment of the
+    sorted frame, reduced with numpy's `reduceat`.
+    """
+    import numpy as np
+
+    if max_points < 4:
+        raise ValueError("max_points must be at least 4")
+    total = frame.height
+    if total == 0:
+        return np.zeros(0, dtype=bool)
+    buckets = (max_points - 2) // 2
+    runs = frame[by].rle_id().to_numpy()  # contiguous runs of one name: one id each
+    values = frame[column].cast(float).fill_null(float("nan")).to_numpy()
+    run_start = np.flatnonzero(np.r_[True, runs[1:] != runs[:-1]])
+    run_len = np.diff(np.r_[run_start, total])
+    run_of = np.repeat(np.arange(len(run_start)), run_len)
+    local = np.arange(total) - run_start[run_of]
+    n = run_len[run_of]
+    # Short runs: every point is its own bucket, so every point is kept.
+    bucket = np.where(n > max_points, (local * buckets) // np.maximum(n, 1), local)
+    boundary = np.r_[True, (run_of[1:] != run_of[:-1]) | (bucket[1:] != bucket[:-1])]
+    seg_start = np.flatnonzero(boundary)
+    seg_of = np.cumsum(boundary) - 1
+    nan = np.isnan(values)
+    low = np.where(nan, np.inf, values)
+    high = np.where(nan, -np.inf, values)
+    mins = np.minimum.reduceat(low, seg_start)
+    maxs = np.maximum.reduceat(high, seg_start)
+
+    def first(mask: "np.ndarray") -> "np.ndarray":
+        idx = np.flatnonzero(mask)
+        if not len(idx):
+            return idx
+        seg = seg_of[idx]  # non-decreasing: the first index of each segment starts a new value
+        return idx[np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])]
+
+    keep = np.zeros(total, dtype=bool)
+    keep[first((low == mins[seg_of]) & ~nan)] = True
+    keep[first((high == maxs[seg_of]) & ~nan)] = True
+    keep[seg_start[np.logical_and.reduceat(nan, seg_start)]] = True  # NaN-only: its first
+    keep[run_start] = True
+    keep[run_start + run_len - 1] = True
+    return keep
+
+
+def smoothed(frame: "pl.DataFrame", weight: float, by: str = "run_name") -> "pl.Series":
+    """The debiased EMA of `value` per run (see module), as a Series aligned with `frame`."""
+    import polars as pl
+
+    finite = pl.when(pl.col("value").is_finite()).then(pl.col("value")).otherwise(None)
+    ema = finite.ewm_mean(alpha=1.0 - weight, adjust=True, ignore_nulls=True)
+    return frame.select(ema.forward_fill().over(by).alias("smoothed"))["smoothed"]
+
+
+def lines(frame: "pl.DataFrame", *, smooth: float | None = None,
+          max_points: int = MAX_POINTS) -> list[Line]:
+    """One `Line` per run of a long metrics frame (see the module docstring)."""
+    import polars as pl
+
+    weight = check_smooth(smooth)
+    df = (frame.select("run_name", "step", pl.col("value").cast(pl.Float64))
+          .filter(pl.col("step").is_not_null())
+          .sort(["run_name", "step"]))
+    if weight is not None:
+        df = df.with_columns(smoothed(df, weight))
+    df = df.with_columns(_keep=pl.Series(keep_mask(df, "value", max_points)))
+
+    def finite(name: str) -> pl.Expr:
+        # JSON has no NaN/Infinity: null there. Seven significant digits are far finer than a
+        # chart shows and keep the answer half the size of full doubles.
+        return (pl.when(pl.col(name).is_finite()).then(pl.col(name)).otherwise(None)
+                .round_sig_figs(SIG_DIGITS))
+
+    inf = pl.col("value").is_infinite()
+    table = (df.group_by("run_name", maintain_order=True).agg(
+        n_points=pl.len(), n_nan=pl.col("value").is_nan().sum(), n_inf=inf.sum(),
+        inf_steps=pl.col("step").filter(inf).head(1000),
+        inf_signs=pl.col("value").filter(inf).sign().cast(pl.Int64).head(1000))
+        .join(df.filter(pl.col("_keep")).group_by("run_name", maintain_order=True)
+              .agg(steps=pl.col("step"), values=finite("value")), on="run_name",
+              maintain_order="left"))
+    if weight is not None:
+        df = df.with_columns(_keep_s=pl.Series(keep_mask(df, "smoothed", max_points)))
+        table = table.join(df.filter(pl.col("_keep_s")).group_by("run_name", maintain_order=True)
+                           .agg(smooth_steps=pl.col("step"), smoothed=finite("smoothed")),
+                           on="run_name", maintain_order="left")
+    return [Line(**row) for row in table.to_dicts()]
