@@ -140,3 +140,54 @@ class SqlStore:
 
     def tables(self) -> list[str]:
         return self.names
+
+
+def curves(runs_: dict[str, Path], key: str, group_of: dict[str, Any], *,
+           w: float | None = None, x: str = "step",
+           bucket: float | None = None) -> dict[tuple[Any, float], dict[str, Any]]:
+    """(group, x) -> the stats `compare` promises, from the files (see analysis.compare)."""
+    per_run: dict[str, list[tuple[float, float, float | None]]] = {}  # run -> (x, raw, smoothed)
+    medians = []
+    for name, run in runs_.items():
+        if name not in group_of:
+            continue
+        pts = sorted(series(run, key).items())
+        if not pts:
+            continue
+        smoothed = ema([v for _, v in pts], w) if w is not None else [None] * len(pts)
+        if x == "step":
+            per_run[name] = [(float(s), v, sm) for (s, v), sm in zip(pts, smoothed)]
+            continue
+        durations = sorted((s, d) for s, d in series(run, TIME_KEY).items() if finite(d))
+        if not durations:
+            continue
+        medians.append(statistics.median(d for _, d in durations))
+        elapsed, total = {}, 0.0
+        for s, d in durations:
+            total += d
+            elapsed[s] = total - durations[0][1]
+        per_run[name] = [(elapsed[s], v, sm) for (s, v), sm in zip(pts, smoothed) if s in elapsed]
+    if x == "time":
+        if bucket is None:
+            bucket = statistics.median(medians)
+        for name, pts in per_run.items():
+            last: dict[float, tuple[float, float, float | None]] = {}
+            for e, v, sm in pts:  # in step order: the last point of a bucket wins
+                start = math.floor(e / bucket) * bucket
+                last[start] = (start, v, sm)
+            per_run[name] = list(last.values())
+    cells: dict[tuple[Any, float], list[tuple[float, float | None]]] = {}
+    for name, pts in per_run.items():
+        for xv, v, sm in pts:
+            cells.setdefault((group_of[name], round(xv, 6)), []).append((v, sm))
+    out = {}
+    for cell, vals in cells.items():
+        raw = [v for v, _ in vals]
+        stats = band(raw)
+        stats["n_nan"] = sum(math.isnan(v) for v in raw)
+        stats["n_inf"] = sum(math.isinf(v) for v in raw)
+        if w is not None:
+            sm = band([s for _, s in vals if s is not None])
+            stats.update({f"smooth_{k}": v for k, v in sm.items()})
+        out[cell] = stats
+    return out
