@@ -43,7 +43,7 @@ def main() -> None:
     import pyarrow.parquet as pq
     from deltalake import write_deltalake
 
-    from runstore import integrity, tables
+    from runstore.storage import integrity, writer as tables
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", required=True, help="an existing store (read only)")

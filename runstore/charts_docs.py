@@ -100,7 +100,7 @@ REPORT_SIZE = (1100, 1500)
 
 def build_charts(store: object, workdir: Path) -> dict[str, Path]:
     """Every chart of CHARTS and the report as HTML files in `workdir`."""
-    from . import charts, report
+    from .present import charts, report
 
     out = {name: charts.write_html(getattr(store, method)(**kwargs), workdir / f"{name}.html")
            for name, method, kwargs, _ in CHARTS}
@@ -110,7 +110,8 @@ def build_charts(store: object, workdir: Path) -> dict[str, Path]:
 
 def measure_report(n_runs: int, workdir: Path, *, steps: int = 20) -> dict[str, float]:
     """Generate `n_runs` short RL runs, ingest them, write their report; sizes and times."""
-    from . import demo, report
+    from . import demo
+    from .present import report
     from .store import Store
 
     specs = [demo.RunSpec(f"sweep/run_{i:03d}", steps=steps, eval_every=10, save_every=10,

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import output, query
+from .present import render as output
+from .query import connect as query
 
 DEMO_SEED = 7  # the seed of the demo tree the cookbook's outputs come from (tests use it too)
 

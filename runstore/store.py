@@ -23,19 +23,20 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
 
-from . import migrate as migrate_mod
-from . import query, sandbox, schema, sqlcheck, statements, tables
+from .storage import migrate as migrate_mod
+from .query import connect as query, sandbox, guard as sqlcheck, statements
+from .storage import schema, writer as tables
 from .errors import QueryError, RunstoreError, StoreCorrupt, UsageError
-from .fs import S3, location, storage_options
-from .query import View
+from .storage.location import S3, location, storage_options
+from .query.connect import View
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
     import polars as pl
     import pyarrow as pa
 
-    from .ingest import IngestReport, Progress
-    from .repair import RepairReport
+    from .ingest.run import IngestReport, Progress
+    from .storage.repair import RepairReport
 
 T = TypeVar("T")
 
@@ -99,7 +100,7 @@ class Store:
         Ctrl-C (SIGINT, in the main thread) publishes what was read whole, then raises
         KeyboardInterrupt whose `report` attribute is the IngestReport of what was kept; a
         second Ctrl-C stops at once. `interrupts` replaces that handling (interrupts.py)."""
-        from .ingest import ingest
+        from .ingest.run import ingest
 
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
@@ -135,8 +136,8 @@ class Store:
             >>> store.repair(check=True).problems
             []
         """
-        from .repair import check as check_store
-        from .repair import repair
+        from .storage.repair import check as check_store
+        from .storage.repair import repair
 
         if check:
             return check_store(self.path, settings=query.DEFAULT_SETTINGS)
@@ -351,7 +352,7 @@ class Store:
             Traceback (most recent call last):
             runstore.errors.UnknownKey: no run in the store logs metric 'env/all/rewrd/total'; did you mean env/all/reward/total? (runstore sql "select distinct key from metrics_raw order by 1" lists every key)
         """
-        from . import keys as keys_mod
+        from .query import keys as keys_mod
 
         statement = statements.metrics_query(keys, runs=runs, wide=wide)
         keys_mod.require(self, statements.metric_keys(keys))
@@ -406,7 +407,7 @@ class Store:
         """
         import polars as pl
 
-        from . import checks
+        from .health import evaluate as checks
 
         df = pl.from_arrow(checks.check(self, threshold=threshold, rules=rules, runs=runs,
                                         since_step=since_step, default_rules=default_rules,
@@ -434,7 +435,7 @@ class Store:
         """
         import polars as pl
 
-        from . import schema
+        from .storage import schema
 
         if name not in schema.TABLES:
             raise QueryError(f"no table {name!r}; tables: {', '.join(schema.TABLES)}")
@@ -446,7 +447,7 @@ class Store:
 
     def tables(self) -> Sequence[str]:
         """The public table names (see `runstore schema`)."""
-        from . import schema
+        from .storage import schema
 
         return list(schema.TABLES)
 
@@ -465,7 +466,7 @@ class Store:
             >>> sorted({t.meta["kind"] for t in fig.data})
             ['ema', 'raw']
         """
-        from . import charts
+        from .present import charts
 
         return charts.plot_metric(self, keys, runs=runs, color_by=color_by, smooth=smooth)
 
@@ -478,7 +479,7 @@ class Store:
             >>> store.plot_kl().layout.title.text
             'KL sample→train — flagged: gsm8k_tool_rl/sweep/lr_1e-3/seed_0'
         """
-        from . import charts
+        from .present import charts
 
         return charts.plot_kl(self, runs=runs, threshold=threshold)
 
@@ -490,7 +491,7 @@ class Store:
             >>> len(store.plot_rewards(runs="gsm8k_tool_rl/*").data)
             10
         """
-        from . import charts
+        from .present import charts
 
         return charts.plot_rewards(self, runs=runs, color_by=color_by)
 
@@ -503,7 +504,7 @@ class Store:
             >>> sorted({t.meta["kind"] for t in fig.data})
             ['gantt', 'share']
         """
-        from . import charts
+        from .present import charts
 
         return charts.plot_spans(self, run, step=step)
 
@@ -514,7 +515,7 @@ class Store:
             >>> store.report("report.html", runs="gsm8k_tool_rl/*")  # doctest: +SKIP
             PosixPath('report.html')
         """
-        from . import report
+        from .present import report
 
         return report.write(self, path, runs)
 
@@ -528,7 +529,7 @@ class Store:
             >>> sorted({e["ph"] for e in events})
             ['M', 'X']
         """
-        from . import perfetto
+        from .present import trace_export as perfetto
 
         return perfetto.trace_events(self, run, step=step, segment=segment,
                                      source=source)  # type: ignore[arg-type]

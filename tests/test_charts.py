@@ -25,7 +25,8 @@ from click.testing import CliRunner
 
 import oracle
 import runstore
-from runstore import charts, demo, perfetto
+from runstore.present import charts, trace_export as perfetto
+from runstore import demo
 from runstore.charts_docs import dump_dom, find_chromium, screenshot
 from runstore.cli import main
 from runstore.demo import RunSpec

@@ -27,12 +27,13 @@ from click.testing import CliRunner, Result
 
 import oracle
 import runstore
-from runstore import checks, demo
-from runstore.checks import Rule, parse_rule
+from runstore.health import evaluate as checks
+from runstore import demo
+from runstore.health.evaluate import Rule, parse_rule
 from runstore.cli import main
 from runstore.demo import RunSpec
 from runstore.errors import RunstoreError, UsageError
-from runstore.watch import Watcher, watch
+from runstore.health.watch import Watcher, watch
 
 KL = checks.KL_METRICS
 COLUMNS = list(checks.COLUMNS)

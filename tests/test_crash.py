@@ -33,7 +33,8 @@ import pytest
 import oracle
 import runstore
 import storekit
-from runstore import demo, tables
+from runstore import demo
+from runstore.storage import writer as tables
 from runstore.errors import StoreCorrupt, StoreNotFound
 
 TABLES = ("runs", "config", "metrics_raw", "checkpoints", "trajectories", "rollout_steps",
@@ -378,7 +379,8 @@ def test_sigkill_at_every_phase_of_migrate(tmp_path: Path,
     missing) upgraded by a test migration that alters two tables."""
     from deltalake import DeltaTable
 
-    from runstore import migrate, resources
+    from runstore.storage import migrate
+    from runstore import resources
 
     fixture = Path(__file__).parent / "fixtures" / "store_v1"
     later = tmp_path / "migrations"

@@ -30,7 +30,8 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 import runstore
-from runstore import output, query
+from runstore.present import render as output
+from runstore.query import connect as query
 
 HEAVY = ("pyarrow", "polars", "numpy", "sqlglot", "pandas", "deltalake")
 
@@ -43,7 +44,7 @@ def store_dir(_demo_template: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def names() -> list[str]:
-    from runstore import schema
+    from runstore.storage import schema
 
     return [*schema.TABLES, "settings", *(v.name for v in query.views())]
 

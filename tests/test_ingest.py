@@ -19,7 +19,8 @@ import pytest
 
 import oracle
 import runstore
-from runstore import demo, tables
+from runstore import demo
+from runstore.storage import writer as tables
 
 TABLES = ("runs", "config", "metrics_raw", "checkpoints", "trajectories", "rollout_steps",
           "conversations", "messages", "spans", "trace_slices")
@@ -375,7 +376,7 @@ def test_ingest_leaves_the_cycle_collector_as_it_found_it(small_tree: Path, stor
     # The ingest pauses it (docs/benchmarks.md); a caller's setting must survive, errors too.
     import gc
 
-    from runstore import ingest as ingest_mod
+    from runstore.ingest import run as ingest_mod
 
     was = gc.isenabled()
     seen: list[bool] = []
@@ -846,7 +847,7 @@ def test_final_checkpoint_beats_fresh_files(small_tree: Path, tmp_path: Path) ->
 def test_status_derives_running_from_the_query_time(small_tree: Path, store_path: Path) -> None:
     """A run seen changing at ingest is `running` then, and `idle` once its last change is
     more than 120 s older than the query, with no ingest in between."""
-    from runstore.ingest import RUNNING_WINDOW_S, ingest
+    from runstore.ingest.run import RUNNING_WINDOW_S, ingest
 
     run = small_tree / "b/c/sl"
     drop_final_checkpoint(run)

@@ -35,7 +35,8 @@ import pytest
 
 import oracle
 import runstore
-from runstore import demo, schema, tables
+from runstore import demo
+from runstore.storage import schema, writer as tables
 from runstore.errors import StoreNotFound
 
 ENV = {**os.environ, "RUNSTORE_BATCH_ROWS": "8000"}  # many snapshots, several in the background

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import oracle
 import runstore
-from runstore import checks
+from runstore.health import evaluate as checks
 
 KL_SQL = "select r.run_name, k.* from kl_steps as k join runs as r using (run_id)"
 CASES = int(os.environ.get("KL_STEPS_CASES", 40))

@@ -23,7 +23,8 @@ from click.testing import CliRunner
 
 import oracle
 import runstore
-from runstore import migrate, resources, tables
+from runstore.storage import migrate, writer as tables
+from runstore import resources
 from runstore.cli import main
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store_v1"
@@ -164,7 +165,7 @@ def test_columns_no_file_has_yet_read_as_nulls(v1: Path, later_migrations: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """After a migration adds a column (and schema.py lists it), queries see it as nulls
     until an ingest writes it: the v1 files were all written before it existed."""
-    from runstore import schema as schema_mod
+    from runstore.storage import schema as schema_mod
 
     store = runstore.open(v1)
     store.migrate()

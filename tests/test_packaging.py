@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runstore import schema
+from runstore.storage import schema
 
 REPO = Path(__file__).resolve().parents[1]
 

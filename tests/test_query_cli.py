@@ -22,7 +22,7 @@ from click.testing import CliRunner, Result
 
 import oracle
 import runstore
-from runstore import query
+from runstore.query import connect as query
 from runstore.cli import main
 
 
@@ -200,7 +200,7 @@ def test_formats(store_dir: Path, tmp_path: Path) -> None:
 
 
 def test_table_format_fits_the_width(store_dir: Path) -> None:
-    from runstore import output
+    from runstore.present import render as output
 
     store = runstore.open(store_dir)
     table = store.arrow("select run_name, kind, status, n_steps from run_summary "
@@ -305,7 +305,7 @@ def test_runs_leaves_run_id_out_unless_asked(long_names: tuple[Path, Path]) -> N
 
 
 def test_help_names_the_columns_never_cut() -> None:
-    from runstore.output import IDENTIFYING
+    from runstore.present.render import IDENTIFYING
 
     text = " ".join(run(None, "--help").stdout.split())
     listed = text.split("identifying columns (", 1)[1].split(")", 1)[0]
@@ -327,7 +327,7 @@ def test_wide_cuts_nothing(long_names: tuple[Path, Path]) -> None:
 
 
 def test_other_text_is_cut_in_the_middle(long_names: tuple[Path, Path]) -> None:
-    from runstore.output import shorten
+    from runstore.present.render import shorten
 
     _, store = long_names
     out = at_width(80, store, "sql", "select 'math_rl_sweep/llama-3.1-8b-instruct/lr_4e-5' as "
@@ -458,7 +458,7 @@ def test_views_dialect(dialect: str) -> None:
 
 
 def test_schema_command() -> None:
-    from runstore import schema
+    from runstore.storage import schema
 
     rows = list(csv.DictReader(io.StringIO(run(None, "schema", "-F", "csv").stdout)))
     assert [(r["table"], r["column"]) for r in rows] == [
@@ -474,7 +474,7 @@ def test_schema_command() -> None:
 
 def test_schema_types_match_duckdb(store_dir: Path) -> None:
     """`runstore schema` types are the ones the tables have in queries."""
-    from runstore import catalog
+    from runstore.query import catalog
 
     con = runstore.open(store_dir).connect()
     try:

@@ -24,7 +24,7 @@ import pytest
 
 import oracle
 import runstore
-from runstore import tables
+from runstore.storage import writer as tables
 from storekit import TABLES, assert_clear_error, cli, counts, digest, flip_silently
 
 

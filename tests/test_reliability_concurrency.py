@@ -33,7 +33,9 @@ import pytest
 
 import oracle
 import runstore
-from runstore import demo, query, tables
+from runstore import demo
+from runstore.query import connect as query
+from runstore.storage import writer as tables
 from runstore.demo import RunSpec
 from runstore.errors import StoreNotFound
 

@@ -29,7 +29,8 @@ import pytest
 
 import oracle
 import runstore
-from runstore import demo, tables
+from runstore import demo
+from runstore.storage import writer as tables
 from storekit import TABLES, assert_clear_error, cli, counts, python_m
 
 

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 import oracle
 import runstore
-from runstore import tables
+from runstore.storage import writer as tables
 from runstore.errors import RunstoreError
 from runstore.cli import main
 from storekit import TABLES, counts, python_m

@@ -33,7 +33,8 @@ import pytest
 
 import oracle
 import runstore
-from runstore import query, tables
+from runstore.query import connect as query
+from runstore.storage import writer as tables
 from storekit import TABLES, assert_clear_error, cli, counts, digest, python_m
 
 MANY_FILES = {"RUNSTORE_BATCH_ROWS": "300", "RUNSTORE_COMPACT_FILES": "100000"}

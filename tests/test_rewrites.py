@@ -21,7 +21,7 @@ import pytest
 
 import oracle
 import runstore
-from runstore import ledger
+from runstore.ingest import ledger
 from test_ingest import (counts, expected, jsonl_lines, metric_rows_in_store,
                          oracle_metric_rows, run_id, write_lines)
 

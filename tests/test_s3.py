@@ -372,9 +372,9 @@ def test_s3_paths_without_runs_and_files_of_runs(bucket: str, small_tree: Path,
 def test_a_writer_whose_lease_was_taken_over_publishes_nothing(demo_tree: Path, bucket: str) -> None:
     """A writer that stalled past its lease's expiry, and lost it to another, stops at its next
     commit instead of publishing over the other's work."""
-    from runstore import tables
+    from runstore.storage import writer as tables
     from runstore.errors import StoreLocked
-    from runstore.fs import S3
+    from runstore.storage.location import S3
 
     root = S3(f"s3://{bucket}/store")
     runstore.open(root).ingest([demo_tree])
@@ -407,8 +407,8 @@ def test_ingest_check_from_s3_prints_firing_rules(demo_tree: Path, bucket: str,
 def test_runs_on_s3_are_discovered_as_on_disk(awkward_tree: Path, bucket: str) -> None:
     """The awkward tree (nested runs, hidden and decoy directories, both layouts) uploaded to
     S3 yields the same runs, layouts and classified files as the same tree on disk."""
-    from runstore.discover import discover, discover_remote
-    from runstore.fs import S3
+    from runstore.ingest.discover import discover, discover_remote
+    from runstore.storage.location import S3
 
     upload(awkward_tree, f"s3://{bucket}/runs")
 

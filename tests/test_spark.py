@@ -18,7 +18,7 @@ import pytest
 
 import oracle
 import runstore
-from runstore import query
+from runstore.query import connect as query
 
 pyspark = pytest.importorskip("pyspark", reason="pyspark is a test extra (pip install -e '.[test]')")
 
@@ -87,7 +87,7 @@ def _same(a: Any, b: Any) -> bool:
 @pytest.mark.slow
 @pytest.mark.parametrize("view", [v.name for v in query.views()])
 def test_view_on_spark_equals_duckdb(spark: Any, store: runstore.Store, view: str) -> None:
-    from runstore import spark as rs_spark
+    from runstore.query import spark as rs_spark
 
     if not getattr(spark, "_runstore_registered", False):
         names = rs_spark.register(spark, store)
@@ -106,8 +106,8 @@ def test_view_on_spark_equals_duckdb(spark: Any, store: runstore.Store, view: st
 
 
 def test_spark_ddl_covers_every_column_type() -> None:
-    from runstore import schema
-    from runstore.spark import spark_ddl
+    from runstore.storage import schema
+    from runstore.query.spark import spark_ddl
 
     for table in schema.TABLES:
         ddl = spark_ddl(table)

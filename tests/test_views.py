@@ -19,7 +19,8 @@ import pytest
 
 import oracle
 import runstore
-from runstore import catalog, demo, docs, query, sqlcheck, statements
+from runstore.query import catalog, connect as query, guard as sqlcheck, statements
+from runstore import demo, docs
 from runstore.demo import RunSpec
 from runstore.errors import QueryError, UnknownKey
 
@@ -339,7 +340,7 @@ def test_slowest_spans_without_wall_columns_skips_the_window(
         demo_store: runstore.Store) -> None:
     """The sweep sorts every span; DuckDB must drop it for a query that does not ask for
     wall_s/wall_share (the benchmarks' and the old queries' cost stays the same)."""
-    from runstore import tables
+    from runstore.storage import writer as tables
 
     con = query.connect(demo_store.path, tables.read_manifest(demo_store.path))
     plan = lambda q: "\n".join(r[1] for r in con.execute(f"explain {q}").fetchall())  # noqa: E731
@@ -364,7 +365,7 @@ def test_slowest_spans_wall_s_matches_a_merge_of_intervals() -> None:
     import pyarrow as pa
     from hypothesis import given, settings
 
-    from runstore import schema
+    from runstore.storage import schema
 
     body = next(v.body for v in query.views() if v.name == "slowest_spans")
 
@@ -602,7 +603,7 @@ def logged_by(root: Path) -> dict[str, set[str]]:
 
 def test_metrics_of_a_key_no_run_logs_is_an_error(demo_store: runstore.Store,
                                                   _demo_template: Path) -> None:
-    from runstore import keys
+    from runstore.query import keys
 
     logged = logged_by(_demo_template)
     assert "env/all/reward/total" in logged and "env/all/rewrd/total" not in logged
@@ -676,10 +677,10 @@ def test_statement_builders_quote_identifiers() -> None:
 
 
 def test_docstring_examples(demo_store: runstore.Store) -> None:
-    import runstore.statements
+    import runstore.query.statements
     import runstore.store
 
-    for module in (runstore.store, runstore.statements):
+    for module in (runstore.store, runstore.query.statements):
         result = doctest.testmod(module, extraglobs={"store": demo_store},
                                  optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         assert result.failed == 0 and result.attempted > 0, module.__name__

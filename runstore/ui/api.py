@@ -220,7 +220,7 @@ class Api:
         return out
 
     def sql_download(self, p: Params) -> Download:
-        from .. import output
+        from ..present import render as output
 
         sql = self._sql_text(p)
         fmt = (p.body.get("format") if isinstance(p.body, dict) else None) or "csv"
@@ -292,7 +292,7 @@ class Api:
         return tabular(self.store.arrow(queries.SLOWEST_SPANS, {"run": p.text("run")}))
 
     def trace(self, p: Params) -> Download:
-        from ..perfetto import dumps
+        from ..present.trace_export import dumps
 
         run = p.text("run")
         step = p.integer("step")
