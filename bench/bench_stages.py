@@ -18,7 +18,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from runstore.ingest.discover import discover
-from runstore.ingest.normalize import Context, logtree, metrics, timing
+from runstore.ingest.normalize import logtree, metrics, timing
+from runstore.ingest.normalize.base import Context
 from runstore.ingest import parse as jsonl
 
 HERE = Path(__file__).resolve().parent

@@ -27,7 +27,7 @@ import oracle
 import runstore
 from runstore.present import charts, trace_export as perfetto
 from runstore import demo
-from runstore.charts_docs import dump_dom, find_chromium, screenshot
+from browser import dump_dom, find_chromium, screenshot
 from runstore.cli import main
 from runstore.demo import RunSpec
 from runstore.errors import QueryError, UnknownKey

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 import oracle
 from runstore.cli import main
-from runstore.storage.writer import Lock
+from runstore.storage.lock import Lock
 
 SUMMARY = re.compile(r"^runs: (\d+) new, (\d+) updated, (\d+) unchanged, (\d+) missing; "
                      r"rows: (.*); (\d+) warnings?; [\d.]+ s, [\d.]+ MB read at [\d.]+ MB/s$")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from runstore.storage import schema
-from runstore.ingest.normalize import Context
+from runstore.ingest.normalize.base import Context
 from runstore.ingest.normalize import checkpoints, config, logtree, rollouts, timing, trace
 
 RUN = "run-1"

@@ -22,7 +22,7 @@ from click.testing import CliRunner, Result
 
 import oracle
 import runstore
-from runstore.query import connect as query
+from runstore.query.views import views
 from runstore.cli import main
 
 
@@ -377,7 +377,7 @@ def test_views_output_format_follows_the_extension(tmp_path: Path) -> None:
     assert run(None, "views", "-o", str(target)).exit_code == 0
     rows = json.loads(target.read_text())
     assert {(r["view"], r["column"]) for r in rows} == {
-        (v.name, c) for v in query.views() for c, _ in v.columns}
+        (v.name, c) for v in views() for c, _ in v.columns}
     text = tmp_path / "views.txt"
     assert run(None, "views", "-o", str(text)).exit_code == 0
     assert text.read_text() == run(None, "views").stdout
@@ -430,13 +430,13 @@ def test_runs_where_is_only_an_expression(store_dir: Path, where: str, found: st
 def test_views_command() -> None:
     result = run(None, "views")
     assert result.exit_code == 0
-    for v in query.views():
+    for v in views():
         assert f"\n{v.name}\n" in "\n" + result.stdout
         for col, _ in v.columns:
             assert f"    {col} " in result.stdout or result.stdout.count(f"    {col}\n")
     rows = list(csv.DictReader(io.StringIO(run(None, "views", "-F", "csv").stdout)))
     assert {(r["view"], r["column"]) for r in rows} == {
-        (v.name, c) for v in query.views() for c, _ in v.columns}
+        (v.name, c) for v in views() for c, _ in v.columns}
 
 
 @pytest.mark.parametrize("dialect", ["spark", "trino"])
@@ -446,12 +446,12 @@ def test_views_dialect(dialect: str) -> None:
     result = run(None, "views", "--dialect", dialect)
     assert result.exit_code == 0
     parsed = [s for s in sqlglot.parse(result.stdout, read=dialect) if s is not None]
-    assert len(parsed) == len(query.views()) + 1
+    assert len(parsed) == len(views()) + 1
     head = "CREATE OR REPLACE TEMP VIEW" if dialect == "spark" else "CREATE OR REPLACE VIEW"
     assert f"{head} kl_health AS" in result.stdout
     # Dependency order: each view is created after the views it reads.
-    positions = {v.name: result.stdout.index(f"{head} {v.name} AS") for v in query.views()}
-    for v in query.views():
+    positions = {v.name: result.stdout.index(f"{head} {v.name} AS") for v in views()}
+    for v in views():
         for dep in v.depends:
             if dep in positions:
                 assert positions[dep] < positions[v.name]

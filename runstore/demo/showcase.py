@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from .. import demo
+from ..ingest.report import IngestReport
 from ..present import render as output
-from ..ingest.run import IngestReport
 from ..store import Store
+from .tree import generate_tree
 
 QUESTIONS: list[tuple[str, str]] = [
     ("What kinds of runs are there, and in which layout?",
@@ -42,7 +42,7 @@ def run_demo(base: Path, *, store: str | None = None,
     base = Path(base)
     runs_dir = base / "runs"
     if not runs_dir.is_dir():
-        demo.generate_tree(runs_dir, seed=0)
+        generate_tree(runs_dir, seed=0)
         echo(f"wrote a demo run tree to {runs_dir}")
     st = Store(store if store else base / "store")
     report = st.ingest([runs_dir])

@@ -4,7 +4,7 @@ Contract: `watch(store, paths, interval=S)` runs passes until it is interrupted 
 SIGINT or SIGTERM), `stop` is set or `max_passes` passes are done, then returns the number of
 passes; an interrupt is a normal way to end, never an error. A pass ingests the paths that
 exist (incrementally: only new complete lines are read, so a half-written line waits for the
-next pass) and, with `check=True`, evaluates the health rules (`checks`) and hands each
+next pass) and, with `check=True`, evaluates the health rules (evaluate.py) and hands each
 (run, rule) that fires and was not reported before to `on_alert` — once per process, keyed
 by `(run_id, rule)`, with the step where it started. `on_report` gets the ingest report of
 the first pass and of every pass that changed something (quiet passes stay quiet). Between
@@ -29,16 +29,23 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
-from . import evaluate as checks
 from ..errors import QueryError, SourceNotFound, StoreLocked, StoreNotFound, UsageError
-from ..ingest.run import NO_RUNS_HINT, IngestReport, Progress
-from ..storage.location import S3, location
+from ..ingest.report import NO_RUNS_HINT, IngestReport, Progress
+from ..numbers import nonfinite_name
+from ..query.reader import Reader
+from ..storage.location import Location, location
+from .config import choose_rules
+from .evaluate import evaluate
+from .rules import Rule
 
-if TYPE_CHECKING:
-    from ..store import Store
+
+class Watched(Reader, Protocol):
+    """What a watch needs of a store (a `Store` is one): its queries, and its ingest."""
+
+    def ingest(self, paths: Any, *, progress: Progress | None = ..., on_warning: Any = ...,
+               lock_timeout: float = ..., require_runs: bool = ...) -> IngestReport: ...
 
 # Failures that the next pass may not meet: they are reported and the watch goes on.
 TRANSIENT: tuple[type[BaseException], ...] = (StoreLocked, SourceNotFound, StoreNotFound,
@@ -71,24 +78,20 @@ class Alert:
 def _num(v: float | None) -> str:
     if v is None:
         return "null"
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "Infinity" if v > 0 else "-Infinity"
-    return f"{v:.6g}"
+    return f"{v:.6g}" if math.isfinite(v) else nonfinite_name(v)
 
 
 class Watcher:
     """The state of one watch: which paths were missing and which alerts were reported."""
 
-    def __init__(self, store: "Store", paths: Sequence[str | os.PathLike[str]], *,
-                 check: bool = True, rules: Sequence[checks.Rule] | None = None,
+    def __init__(self, store: "Watched", paths: Sequence[str | os.PathLike[str]], *,
+                 check: bool = True, rules: Sequence[Rule] | None = None,
                  on_alert: Callable[[Alert], None] | None = None,
                  on_report: Callable[[IngestReport], None] | None = None,
                  on_warning: Callable[[str], None] | None = None,
                  progress: Progress | None = None, lock_timeout: float = 60.0):
         self.store = store
-        self.paths: list[Path | S3] = [location(p) for p in paths]
+        self.paths: list[Location] = [location(p) for p in paths]
         self.check = check
         self.rules = list(rules) if rules is not None else None
         self.on_alert = on_alert
@@ -97,7 +100,7 @@ class Watcher:
         self.progress = progress
         self.lock_timeout = lock_timeout
         self.reported: set[tuple[str, str]] = set()
-        self.missing: set[Path | S3] = set()
+        self.missing: set[Location] = set()
         self.empty: set[str] = set()  # paths that held no run at the last pass (said once)
         self.passes = 0
 
@@ -105,7 +108,7 @@ class Watcher:
         if self.on_warning is not None:
             self.on_warning(text)
 
-    def existing_paths(self) -> list[Path | S3]:
+    def existing_paths(self) -> list[Location]:
         """The paths that exist now; says once when one goes missing and when it is back."""
         present = []
         for p in self.paths:
@@ -139,8 +142,8 @@ class Watcher:
             if self.rules is None:
                 # Chosen once: runstore.toml and the store's setting do not change mid-watch
                 # often enough to re-read them every pass.
-                self.rules = checks.choose_rules(self.store)
-            table = checks.evaluate(self.store, self.rules)
+                self.rules = choose_rules(self.store)
+            table = evaluate(self.store, self.rules)
         except StoreNotFound:
             if strict:
                 raise
@@ -158,9 +161,9 @@ class Watcher:
         return new
 
 
-def watch(store: "Store", paths: Sequence[str | os.PathLike[str]], *,
+def watch(store: "Watched", paths: Sequence[str | os.PathLike[str]], *,
           interval: float | None, check: bool = True,
-          rules: Sequence[checks.Rule] | None = None,
+          rules: Sequence[Rule] | None = None,
           on_alert: Callable[[Alert], None] | None = None,
           on_report: Callable[[IngestReport], None] | None = None,
           on_warning: Callable[[str], None] | None = None, progress: Progress | None = None,
@@ -181,7 +184,7 @@ def watch(store: "Store", paths: Sequence[str | os.PathLike[str]], *,
         return watcher.passes
     if check and watcher.rules is None:
         # A bad runstore.toml is a usage error now, not a failure on every pass.
-        watcher.rules = checks.choose_rules(store)
+        watcher.rules = choose_rules(store)
     stop = stop or threading.Event()
     with _StopOnSignals() as interrupted:
         try:

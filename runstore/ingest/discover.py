@@ -1,29 +1,32 @@
 """Discovery: walk a tree, decide what is a run, classify each of its files.
 
 Contract: `discover(root)` yields one `RunDir` per run found at any depth below `root` (or
-`root` itself). A run is a directory holding a regular file `config.json` or `metrics.jsonl`,
-as upstream's registry decides; discovery never looks inside a run for more runs, and
-directories that are not runs are skipped silently. Symlinked directories are followed once
-(their resolved path identifies the run, so a run reached twice is yielded once).
-`run_holding(file)` (and `run_prefix_holding` on S3) names the run a file of a run belongs
-to. Each file of a run is classified into a `SourceFile` with its kind, and for
-per-iteration artefacts its split (`train` / `eval/<label>`) and iteration, in either layout:
-`iteration_NNNNNN/<base>_…` or flat `<base>_iteration_NNNNNN_…`. Nothing here reads file
-contents; only names and `stat` results.
+`root` itself), in sorted path order; `root` is a local directory or an S3 prefix (any
+`Location`), walked the same way through `Location.tree()` (an S3 prefix is listed once, a
+local tree with `os.scandir`). A run is a directory holding a regular file `config.json` or
+`metrics.jsonl`, as upstream's registry decides; discovery never looks inside a run for more
+runs, and directories that are not runs, or whose name starts with `.`, are skipped
+silently. Symlinked directories are followed once, after every real one (their resolved path
+identifies the run, so a run reached twice is yielded once, by its real path).
+`run_holding(file)` names the run a file of a run belongs to (its directory, or the run
+above its `iteration_NNNNNN` directory). Each file of a run is classified into a
+`SourceFile` with its kind, and for per-iteration artefacts its split (`train` /
+`eval/<label>`) and iteration, in either layout: `iteration_NNNNNN/<base>_…` or flat
+`<base>_iteration_NNNNNN_…`. `source_files(run_path, run_name)` lists a run directory's files
+as `runstore repair` needs them. Nothing here reads file contents; only names and `stat`
+results (on S3: the listing's sizes and change tokens).
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
 import stat as stat_mod
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Literal
+from typing import Any, Iterator, Literal
 
-if TYPE_CHECKING:
-    from ..storage.location import S3
+from ..numbers import int64_from_digits
+from ..storage.ledger import run_id_for
+from ..storage.location import Location, Tree, location
 
 FileKind = Literal[
     "config",
@@ -65,7 +68,7 @@ class SourceFile:
     rel_path: str  # POSIX path relative to the run directory
     kind: FileKind
     size: int
-    mtime_ns: int  # on S3, the object's change token (see `fs.Entry`)
+    mtime_ns: int  # on S3, the object's change token (see `location.Entry`)
     split: str | None = None
     iteration: int | None = None
     ctime_ns: int | None = None  # local files only: moves with every change, `utime` too
@@ -75,7 +78,7 @@ class SourceFile:
 class RunDir:
     """A run directory and the files in it that runstore reads."""
 
-    path: str  # resolved absolute path
+    path: str  # resolved absolute path (an `s3://` URI on S3)
     run_name: str  # POSIX path relative to the ingest root ("." when the root is the run)
     layout: Layout
     files: list[SourceFile] = field(default_factory=list)
@@ -85,17 +88,6 @@ class RunDir:
         return run_id_for(self.path)
 
 
-def run_id_for(resolved_path: str) -> str:
-    """Stable run id: the same directory gets the same id whatever path reached it."""
-    return hashlib.sha1(resolved_path.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-
-
-def source_id_for(run_id: str, rel_path: str) -> int:
-    """Stable 63-bit id of one source file of one run."""
-    digest = hashlib.sha1(f"{run_id}/{rel_path}".encode("utf-8", "surrogateescape")).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
-
-
 def _split(base: str, label: str | None) -> str:
     return "train" if base == "train" else f"eval/{label}"
 
@@ -103,8 +95,7 @@ def _split(base: str, label: str | None) -> str:
 def _iteration(digits: str) -> int | None:
     """The iteration a file name says, None when it does not fit the int64 column (the file
     is still read; its rows get the iteration their records say, or null)."""
-    number = int(digits) if len(digits.lstrip("0")) <= 19 else None  # int() stops at 4,300
-    return number if number is not None and number < 2 ** 63 else None
+    return int64_from_digits(digits)
 
 
 def classify(rel_path: str) -> tuple[FileKind, str | None, int | None] | None:
@@ -128,22 +119,14 @@ def classify(rel_path: str) -> tuple[FileKind, str | None, int | None] | None:
     return None
 
 
-def _entries(path: str) -> list[os.DirEntry]:
-    try:
-        with os.scandir(path) as it:
-            return sorted(it, key=lambda e: e.name)
-    except OSError:
-        return []
-
-
-def _is_file(entry: os.DirEntry) -> bool:
+def _is_file(entry: Any) -> bool:
     try:
         return entry.is_file()
     except OSError:
         return False
 
 
-def _is_dir(entry: os.DirEntry) -> bool:
+def _is_dir(entry: Any) -> bool:
     try:
         return entry.is_dir()
     except OSError:
@@ -159,11 +142,11 @@ def _layout(files: list[SourceFile]) -> Layout:
     return "flat" if per_iteration else "none"
 
 
-def scan_run(path: str, run_name: str) -> RunDir:
-    """Classify the files of one run directory."""
+def _scan(tree: Tree, path: str, run_name: str, entries: list[Any]) -> RunDir:
+    """Classify the files of one run directory (`entries`: what `tree.scandir(path)` gave)."""
     files: list[SourceFile] = []
 
-    def add(entry: os.DirEntry, rel: str) -> None:
+    def add(entry: Any, rel: str) -> None:
         found = classify(rel)
         if found is None:
             return
@@ -177,10 +160,10 @@ def scan_run(path: str, run_name: str) -> RunDir:
         files.append(SourceFile(rel, kind, st.st_size, st.st_mtime_ns, split, iteration,
                                 st.st_ctime_ns))
 
-    for entry in _entries(path):
+    for entry in entries:
         if _is_dir(entry):
             if ITERATION_DIR.match(entry.name):
-                for sub in _entries(entry.path):
+                for sub in tree.scandir(entry.path):
                     if _is_file(sub):
                         add(sub, f"{entry.name}/{sub.name}")
         elif _is_file(entry):
@@ -188,41 +171,42 @@ def scan_run(path: str, run_name: str) -> RunDir:
     return RunDir(path=path, run_name=run_name, layout=_layout(files), files=files)
 
 
-def is_run(path: str) -> bool:
-    return any(os.path.isfile(os.path.join(path, n)) for n in RUN_MARKERS)
+def _holds_marker(entries: list[Any]) -> bool:
+    return any(e.name in RUN_MARKERS and _is_file(e) for e in entries)
 
 
-def run_holding(file: str) -> str | None:
+def scan_run(path: str, run_name: str) -> RunDir:
+    """Classify the files of the run directory `path` (a local path or an `s3://` URI)."""
+    tree = location(path).tree()
+    return _scan(tree, path, run_name, tree.scandir(path))
+
+
+def source_files(run_path: str, run_name: str) -> list[tuple[str, str]]:
+    """(rel_path, kind) of each source file the run directory holds now."""
+    return [(f.rel_path, f.kind) for f in scan_run(run_path, run_name).files]
+
+
+def is_run(where: Location) -> bool:
+    """Whether the directory `where` is a run (holds `config.json` or `metrics.jsonl`)."""
+    return any((where / n).is_file() for n in RUN_MARKERS)
+
+
+def run_holding(file: Location) -> Location | None:
     """The run directory a file lies in (its directory, or the run above the
     `iteration_NNNNNN` directory holding it), None when it is not a file of a run."""
-    parent = os.path.dirname(os.path.abspath(file))
+    parent = file.resolved().parent
     if is_run(parent):
         return parent
-    if ITERATION_DIR.match(os.path.basename(parent)) and is_run(os.path.dirname(parent)):
-        return os.path.dirname(parent)
+    if ITERATION_DIR.match(parent.name) and is_run(parent.parent):
+        return parent.parent
     return None
 
 
-def run_prefix_holding(rel: str) -> str | None:
-    """As `run_holding` for an S3 object, by name alone (a listing decides whether a run is
-    there): the prefix of the run that `rel` would be a file of, None when no run reads it.
-
-    >>> run_prefix_holding("runs/a/metrics.jsonl"), run_prefix_holding("runs/a/notes.txt")
-    ('runs/a', None)
-    >>> run_prefix_holding("runs/a/iteration_000010/train_logtree.json")
-    'runs/a'
-    """
-    parts = rel.strip("/").split("/")
-    if classify(parts[-1]) is not None:
-        return "/".join(parts[:-1])
-    if len(parts) >= 2 and classify("/".join(parts[-2:])) is not None:
-        return "/".join(parts[:-2])
-    return None
-
-
-def discover(root: str | os.PathLike[str]) -> Iterator[RunDir]:
-    """Every run at any depth under `root`, in sorted path order."""
-    top = os.path.abspath(root)
+def discover(root: Any) -> Iterator[RunDir]:
+    """Every run at any depth under `root` (a path, an `s3://` URI or a `Location`), in
+    sorted path order."""
+    tree = location(root).tree()
+    top = tree.top
     seen: set[str] = set()
     stack = [top]
     # Symlinked directories are walked only after every real one, so a run reachable both
@@ -232,59 +216,16 @@ def discover(root: str | os.PathLike[str]) -> Iterator[RunDir]:
         if not stack:
             stack.append(linked.pop(0))
         current = stack.pop()
-        resolved = os.path.realpath(current)
+        resolved = tree.realpath(current)
         if resolved in seen:
             continue
         seen.add(resolved)
-        if is_run(current):
-            rel = Path(os.path.relpath(current, top)).as_posix()
-            yield scan_run(resolved, rel)
+        entries = tree.scandir(current)
+        if _holds_marker(entries):
+            yield _scan(tree, resolved, tree.relpath(current, top), entries)
             continue
         subdirs = []
-        for e in _entries(current):
+        for e in entries:
             if _is_dir(e) and not e.name.startswith("."):
                 (linked if e.is_symlink() else subdirs).append(e.path)
         stack.extend(reversed(subdirs))
-
-
-def discover_remote(top: "S3") -> Iterator[RunDir]:
-    """Every run under an S3 prefix, in sorted path order, from one listing.
-
-    The same rules as `discover`: a run is a prefix holding `config.json` or `metrics.jsonl`,
-    nothing inside a run is taken for another run, prefixes starting with `.` are skipped.
-    A file's `mtime_ns` is the object's change token (see `fs.Entry`).
-    """
-    entries = list(top.walk())
-    marked = {_parent(e.rel) for e in entries if e.rel.rsplit("/", 1)[-1] in RUN_MARKERS}
-    runs: set[str] = set()
-    for r in sorted(marked):  # sorted: a run's enclosing run, if any, comes first
-        if not any(part.startswith(".") for part in r.split("/") if part) \
-                and not any(a in runs for a in _ancestors(r)):
-            runs.add(r)
-    files: dict[str, list[SourceFile]] = {r: [] for r in runs}
-    for e in entries:
-        # A file a run reads lies in the run or one `iteration_NNNNNN/` below it.
-        parent = _parent(e.rel)
-        owner = parent if parent in runs else _parent(parent) if parent else None
-        if owner not in runs:
-            continue
-        rel = e.rel[len(owner) + 1:] if owner else e.rel
-        found = classify(rel)
-        if found is not None:
-            kind, split, iteration = found
-            files[owner].append(SourceFile(rel, kind, e.size, e.mtime_ns, split, iteration))
-    for r in sorted(runs):
-        yield RunDir(path=top.uri(r), run_name=r or ".", layout=_layout(files[r]), files=files[r])
-
-
-def _parent(rel: str) -> str:
-    return rel.rsplit("/", 1)[0] if "/" in rel else ""
-
-
-def _ancestors(rel: str) -> Iterator[str]:
-    """The enclosing prefixes of `rel`, the root ("") first."""
-    if rel:
-        yield ""
-        parts = rel.split("/")
-        for i in range(1, len(parts)):
-            yield "/".join(parts[:i])

@@ -12,8 +12,9 @@ and raises `ingest_interrupted(report)`. Any further signal stops at once: with
 which is as safe as a `kill -9` (see docs/reliability.md); otherwise it raises
 `KeyboardInterrupt` where the code is, and the store keeps its last published snapshot.
 
-`seen()` counts the signals handled in this process; the test hook `tables.pause_point` ends a
-pause when it grows, so a test can send a signal exactly at a chosen point of an ingest.
+Every signal handled is counted (`crashpoints.note_signal`): the test hook
+`crashpoints.pause_point` ends a pause when the count grows, so a test can send a signal
+exactly at a chosen point of an ingest.
 """
 
 from __future__ import annotations
@@ -23,12 +24,7 @@ import signal
 import threading
 from typing import Any
 
-_seen = 0
-
-
-def seen() -> int:
-    """How many signals the `Interrupts` of this process have handled so far."""
-    return _seen
+from ..crashpoints import note_signal
 
 
 def ingest_interrupted(report: Any) -> KeyboardInterrupt:
@@ -57,8 +53,7 @@ class Interrupts:
         self.deferring = True
 
     def _handler(self, signum: int, frame: Any) -> None:
-        global _seen
-        _seen += 1
+        note_signal()
         name = signal.Signals(signum).name
         if self.deferring and self.requested is None:
             self.requested = name

@@ -1,16 +1,19 @@
-"""Tolerant JSON-lines reading.
+"""Tolerant reading of source files: bytes in, decoded records out, bad lines reported.
 
 Contract:
 
-* `read_span(path, start, complete_lines)` returns the bytes of a file from `start` to its end,
-  or — for append-only files — only up to and including the last `\\n`, so a line still being
-  written is left for the next read. Sources are opened read-only; nothing is written to them.
+* `read_span(where, rel, start, complete_lines)` returns the bytes of the file `rel` of the
+  location `where` (a run directory, local or on S3) from `start` to its end, or — for
+  append-only files — only up to and including the last `\\n`, so a line still being
+  written is left for the next read; `read_tail(where, rel, end, n)` the `n` bytes before
+  `end`. Sources are opened read-only; nothing is written to them.
 * `records(data, first_line, ctx)` yields `(line_number, object)` for every line that decodes
   as JSON (Python's decoder: bare `NaN`, `Infinity`, `-Infinity` accepted; a UTF-8 BOM and CRLF
   endings tolerated; blank lines skipped; an integer too long for Python's int conversion limit
   (4,300 digits) becomes the float it rounds to, ±inf, like any number beyond a double). Any
   other line — invalid UTF-8, invalid JSON, a cut line, nested deeper than `MAX_NESTING` — is
-  reported once as `file:line` through `ctx.warn` and skipped. The nesting bound is ours, not
+  reported once through `ctx.warn(line, message)` (any object with that method: a
+  normalizer's `Context`) and skipped. The nesting bound is ours, not
   the interpreter's: Python's decoder and encoder recurse, and how much of the recursion limit
   a caller has left varies, so without it the same line could pass here and overflow later
   when a value is re-encoded. `loads(data)` applies the same rules to a whole JSON file.
@@ -33,12 +36,11 @@ from __future__ import annotations
 import io
 import json
 from functools import lru_cache
-from typing import Any, Iterator
+from typing import Any, Iterator, Protocol
 
 import pyarrow as pa
 
-from ..storage.location import S3, is_remote
-from .normalize import Context
+from ..storage.location import Location
 
 _decoder = json.JSONDecoder()
 BLOCK = 8 << 20  # longest line pyarrow's reader is given
@@ -62,33 +64,25 @@ def _depth_steps() -> Any:
     return steps
 
 
-def read_span(path: str, start: int, *, complete_lines: bool) -> bytes:
-    """The bytes of `path` (a local path or an `s3://` URI) from `start` to its end, cut
-    after the last newline when `complete_lines`."""
-    if is_remote(path):
-        data = _s3_range(path, start, None)
-    else:
-        with open(path, "rb") as f:
-            f.seek(start)
-            data = f.read()
+class Warns(Protocol):
+    """Where `records` reports a line it skips."""
+
+    def warn(self, line: int | None, message: str) -> None: ...
+
+
+def read_span(where: Location, rel: str, start: int, *, complete_lines: bool) -> bytes:
+    """The bytes of `where`'s file `rel` from `start` to its end, cut after the last newline
+    when `complete_lines`."""
+    data = where.read_range(rel, start, None)
     if complete_lines:
         cut = data.rfind(b"\n")
         data = data[: cut + 1] if cut >= 0 else b""
     return data
 
 
-def read_tail(path: str, end: int, n: int) -> bytes:
+def read_tail(where: Location, rel: str, end: int, n: int) -> bytes:
     """The `n` bytes just before `end` (to check an append-only file was not rewritten)."""
-    start = max(0, end - n)
-    if is_remote(path):
-        return _s3_range(path, start, end)
-    with open(path, "rb") as f:
-        f.seek(start)
-        return f.read(end - start)
-
-
-def _s3_range(uri: str, start: int, end: int | None) -> bytes:
-    return S3(uri).read_range("", start, end)
+    return where.read_range(rel, max(0, end - n), end)
 
 
 def decode_line(raw: bytes) -> Any:
@@ -133,7 +127,7 @@ def loads(text: str | bytes, raw: bytes | None = None) -> Any:
         return _lenient.decode(text)
 
 
-def records(data: bytes, first_line: int, ctx: Context) -> Iterator[tuple[int, Any]]:
+def records(data: bytes, first_line: int, ctx: Warns) -> Iterator[tuple[int, Any]]:
     lineno = first_line - 1
     for raw in data.split(b"\n"):
         lineno += 1

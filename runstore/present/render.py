@@ -40,6 +40,8 @@ from datetime import date, datetime, time
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from ..numbers import nonfinite_name
+
 if TYPE_CHECKING:
     import pyarrow as pa
 else:  # imported on first use: `Rows` render without it
@@ -139,11 +141,7 @@ def _text(v: Any) -> str:
     if isinstance(v, Decimal):
         return str(v)
     if isinstance(v, float):
-        if math.isnan(v):
-            return "NaN"
-        if math.isinf(v):
-            return "Infinity" if v > 0 else "-Infinity"
-        return repr(v)
+        return repr(v) if math.isfinite(v) else nonfinite_name(v)
     if isinstance(v, (list, dict)):
         return json.dumps(_plain(v), allow_nan=True, ensure_ascii=False, default=str)
     return str(_plain(v))

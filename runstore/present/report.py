@@ -1,10 +1,10 @@
 """The HTML report: one self-contained file that answers "how are my runs doing?" at a glance.
 
 Contract: `build(store, runs=None)` returns the report as HTML text and `write(store, path,
-runs=None)` writes it. The file opens with no network: plotly.js is inlined once in the head
+runs=None)` writes it (`store`: a `query.reader.Reader`, such as a `Store`). The file opens with no network: plotly.js is inlined once in the head
 (each chart is a `<div>` plus a `Plotly.newPlot` call, written with `include_plotlyjs=False`),
 there are no external stylesheets, fonts or images. Sections, each from the canned views
-(`runs` is a GLOB over `run_name` applied to every section):
+(`sql/statements/report.sql`; `runs` is a GLOB over `run_name` applied to every section):
 
 1. the store, the run filter, the `kl_threshold` in force and the time of the last ingest
    (the manifest's `last_ingest`);
@@ -30,13 +30,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from . import charts
 from ..errors import QueryError
+from ..numbers import nonfinite_name
+from ..query.statements import named
+from . import charts
+from .scope import no_data_error
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ..store import Store
+    from ..query.reader import Reader
 
 CHART_POINTS = 200_000  # all lines of one chart together; each line keeps at least MIN_LINE_POINTS
 MIN_LINE_POINTS = 200
@@ -50,10 +53,8 @@ def _cell(value: Any) -> tuple[str, str]:
     if isinstance(value, bool):
         return ("yes", "yes") if value else ("no", "")
     if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN", "num"
-        if math.isinf(value):
-            return ("Infinity" if value > 0 else "-Infinity"), "num"
+        if not math.isfinite(value):
+            return nonfinite_name(value), "num"
         return f"{value:.4g}", "num"
     if isinstance(value, int):
         return str(value), "num"
@@ -99,7 +100,7 @@ def _line_budget(n_lines: int) -> int:
     return max(MIN_LINE_POINTS, min(charts.MAX_POINTS, CHART_POINTS // max(1, n_lines)))
 
 
-def _last_ingest(store: "Store") -> str:
+def _last_ingest(store: "Reader") -> str:
     info = store.manifest().last_ingest or {}
     at = info.get("at")
     if not at:
@@ -157,22 +158,18 @@ FILTER_JS = """
 """
 
 
-def build(store: "Store", runs: str | None = None, *, top_spans: int = TOP_SPANS) -> str:
+def build(store: "Reader", runs: str | None = None, *, top_spans: int = TOP_SPANS) -> str:
     """The report as one HTML document (see the module docstring)."""
     from plotly.offline import get_plotlyjs
 
     e = html.escape
     params = {"runs": runs}
-    flt = charts.RUNS_FILTER
-    summary = store.arrow(f"select * from run_summary as r where {flt} order by r.run_name", params)
+    summary = store.arrow(named("report.summary"), params)
     if summary.num_rows == 0:
-        raise charts.no_data_error(store, runs, "")
-    kl = store.arrow(f"select * from kl_health as r where {flt} "
-                     "order by r.flagged desc, r.steps_over desc, r.run_name", params)
-    spans = store.arrow(f"select * from slowest_spans as r where {flt} and r.rank <= $top "
-                        "order by r.run_name, r.rank", {**params, "top": top_spans})
-    checkpoints = store.arrow(f"select * from latest_checkpoints as r where {flt} "
-                              "order by r.run_name", params)
+        raise no_data_error(store, runs, "")
+    kl = store.arrow(named("report.kl"), params)
+    spans = store.arrow(named("report.spans"), {**params, "top": top_spans})
+    checkpoints = store.arrow(named("report.checkpoints"), params)
     threshold = store.settings().get("kl_threshold")
     n_runs = summary.num_rows
     flagged = [r["run_name"] for r in kl.select(["run_name", "flagged"]).to_pylist() if r["flagged"]]
@@ -230,7 +227,7 @@ def build(store: "Store", runs: str | None = None, *, top_spans: int = TOP_SPANS
     return "\n".join(parts)
 
 
-def write(store: "Store", path: str | Path, runs: str | None = None, *,
+def write(store: "Reader", path: str | Path, runs: str | None = None, *,
           top_spans: int = TOP_SPANS) -> Path:
     """Write the report to `path` (UTF-8) and return the path."""
     out = Path(path)

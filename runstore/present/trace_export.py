@@ -36,11 +36,13 @@ import math
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Literal
 
-from .charts import one_run
 from ..errors import QueryError
+from ..numbers import nonfinite_name
+from ..query.statements import named
+from .scope import one_run
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..query.reader import Reader
 
 Source = Literal["auto", "trace", "spans"]
 SEGMENT_GAP_US = 1_000_000.0
@@ -49,7 +51,7 @@ SEGMENT_GAP_US = 1_000_000.0
 MATCH_TOLERANCE_US = 100.0
 
 
-def trace_events(store: "Store", run: str, *, step: int | None = None,
+def trace_events(store: "Reader", run: str, *, step: int | None = None,
                  segment: int | None = None, source: Source = "auto") -> list[dict[str, Any]]:
     """The run's trace as Chrome trace events (see the module docstring)."""
     if step is not None and segment is not None:
@@ -57,8 +59,7 @@ def trace_events(store: "Store", run: str, *, step: int | None = None,
     if source not in ("auto", "trace", "spans"):
         raise QueryError(f"source must be auto, trace or spans, got {source!r}")
     run_id, run_name = one_run(store, run)
-    n_slices = store.arrow("select count(*) as n from trace_slices where run_id = $run",
-                           {"run": run_id}).column("n")[0].as_py()
+    n_slices = store.arrow(named("trace.slice_count"), {"run": run_id}).column("n")[0].as_py()
     if source == "trace" and n_slices == 0:
         raise QueryError(f"run {run_name!r} has no trace slices (no trace_events.jsonl; the "
                          "trainer writes it with enable_trace=True); use --from spans")
@@ -74,45 +75,37 @@ def trace_events(store: "Store", run: str, *, step: int | None = None,
 # trace_slices
 # ---------------------------------------------------------------------------------------------
 
-_SLICE_COLUMNS = "name, start_us, dur_us, pid, track, thread, args, depth, segment"
-
-
-def _from_trace(store: "Store", run_id: str, run_name: str, step: int | None,
+def _from_trace(store: "Reader", run_id: str, run_name: str, step: int | None,
                 segment: int | None) -> list[dict[str, Any]]:
     if segment is not None:
-        rows = store.arrow(f"select {_SLICE_COLUMNS} from trace_slices where run_id = $run "
-                           "and segment = $segment", {"run": run_id, "segment": segment}).to_pylist()
+        rows = store.arrow(named("trace.segment_slices"),
+                           {"run": run_id, "segment": segment}).to_pylist()
         if not rows:
-            segs = store.arrow("select distinct segment from trace_slices where run_id = $run "
-                               "order by 1", {"run": run_id}).column("segment").to_pylist()
+            segs = store.arrow(named("trace.segments"),
+                               {"run": run_id}).column("segment").to_pylist()
             raise QueryError(f"run {run_name!r} has no trace segment {segment}; segments: "
                              f"{', '.join(map(str, segs))}")
     elif step is not None:
         rows = _step_slices(store, run_id, run_name, step)
     else:
-        rows = store.arrow(f"select {_SLICE_COLUMNS} from trace_slices where run_id = $run",
-                           {"run": run_id}).to_pylist()
+        rows = store.arrow(named("trace.slices"), {"run": run_id}).to_pylist()
     return _chrome_events(rows, run_name)
 
 
-def _step_slices(store: "Store", run_id: str, run_name: str, step: int) -> list[dict[str, Any]]:
+def _step_slices(store: "Reader", run_id: str, run_name: str, step: int) -> list[dict[str, Any]]:
     """Slices whose args say `step == N`, plus those starting in step N's matched window."""
-    # try_cast: `step` in args is whatever the trainer wrote (an int, a string, a float).
-    tagged = store.arrow(
-        f"select {_SLICE_COLUMNS} from trace_slices where run_id = $run "
-        "and try_cast(json_extract_string(args, '$.step') as double) = $step",
-        {"run": run_id, "step": step}).to_pylist()
+    tagged = store.arrow(named("trace.step_tagged_slices"),
+                         {"run": run_id, "step": step}).to_pylist()
     window = step_window(store, run_id, step)
     inside: list[dict[str, Any]] = []
     if window is not None:
         seg, lo, hi = window
         inside = store.arrow(
-            f"select {_SLICE_COLUMNS} from trace_slices where run_id = $run and segment = $seg "
-            "and start_us >= $lo and start_us <= $hi",
+            named("trace.window_slices"),
             {"run": run_id, "seg": seg, "lo": lo - MATCH_TOLERANCE_US,
              "hi": hi + MATCH_TOLERANCE_US}).to_pylist()
     if not tagged and not inside:
-        has_spans = store.arrow("select count(*) as n from spans where run_id = $run and step = $step",
+        has_spans = store.arrow(named("trace.step_span_count"),
                                 {"run": run_id, "step": step}).column("n")[0].as_py()
         why = ("its timing spans could not be matched to the trace" if has_spans
                else "the run has no timing spans for that step")
@@ -128,7 +121,7 @@ def _step_slices(store: "Store", run_id: str, run_name: str, step: int) -> list[
     return out
 
 
-def step_window(store: "Store", run_id: str, step: int) -> tuple[int, float, float] | None:
+def step_window(store: "Reader", run_id: str, step: int) -> tuple[int, float, float] | None:
     """(segment, start µs, end µs) of step N in the trace's clock, or None when undeterminable.
 
     The step's timing spans give its shape (names, starts relative to the step, durations);
@@ -136,24 +129,21 @@ def step_window(store: "Store", run_id: str, step: int) -> tuple[int, float, flo
     slices named like the step's longest span with its duration; the candidate that lines up
     most of the step's spans wins (at least half of them, else None).
     """
-    spans = store.arrow("select name, wall_start_s, wall_end_s, duration_s from spans "
-                        "where run_id = $run and step = $step", {"run": run_id, "step": step}).to_pylist()
+    spans = store.arrow(named("trace.step_spans"), {"run": run_id, "step": step}).to_pylist()
     if not spans:
         return None
     anchor = max(spans, key=lambda s: (s["duration_s"] or 0.0))
     dur = (anchor["duration_s"] or 0.0) * 1e6
     tol = max(MATCH_TOLERANCE_US, 1e-4 * dur)
     candidates = store.arrow(
-        "select segment, start_us from trace_slices where run_id = $run and name = $name "
-        "and dur_us between $lo and $hi",
+        named("trace.anchor_candidates"),
         {"run": run_id, "name": anchor["name"], "lo": dur - tol, "hi": dur + tol}).to_pylist()
     extent = max(s["wall_end_s"] for s in spans) * 1e6
     best: tuple[int, tuple[int, float, float]] | None = None
     for c in candidates:
         offset = c["start_us"] - anchor["wall_start_s"] * 1e6
         found = store.arrow(
-            "select name, start_us, dur_us from trace_slices where run_id = $run "
-            "and segment = $seg and start_us between $lo and $hi",
+            named("trace.slices_between"),
             {"run": run_id, "seg": c["segment"], "lo": offset - MATCH_TOLERANCE_US,
              "hi": offset + extent + MATCH_TOLERANCE_US}).to_pylist()
         score = _matches(spans, found, offset)
@@ -285,17 +275,12 @@ def _meta(kind: str, pid: int, tid: int, **args: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _from_spans(store: "Store", run_id: str, run_name: str,
+def _from_spans(store: "Reader", run_id: str, run_name: str,
                 step: int | None) -> list[dict[str, Any]]:
-    rows = store.arrow(
-        "select step, name, duration_s, wall_start_s, wall_end_s, depth, parent from spans "
-        "where run_id = $run and ($step is null or step = $step) "
-        "order by step, wall_start_s, wall_end_s desc, depth",
-        {"run": run_id, "step": step}).to_pylist()
+    rows = store.arrow(named("trace.run_spans"), {"run": run_id, "step": step}).to_pylist()
     if not rows:
         if step is not None:
-            steps = store.arrow("select min(step) as lo, max(step) as hi, count(distinct step) "
-                                "as n from spans where run_id = $run", {"run": run_id}).to_pylist()[0]
+            steps = store.arrow(named("trace.span_step_range"), {"run": run_id}).to_pylist()[0]
             if steps["n"]:
                 raise QueryError(f"run {run_name!r} has no timing spans at step {step}; steps "
                                  f"with spans: {steps['lo']}..{steps['hi']} ({steps['n']} steps)")
@@ -356,7 +341,7 @@ def dumps(events: list[dict[str, Any]]) -> str:
 
 def _finite(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        return nonfinite_name(value)
     if isinstance(value, dict):
         return {k: _finite(v) for k, v in value.items()}
     if isinstance(value, list):

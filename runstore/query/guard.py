@@ -1,4 +1,4 @@
-"""SQL checks: the read-only guard, conditions, identifier quoting, transpiling views.
+"""The read-only guard: what user SQL may run, and the messages for what it may not.
 
 Contract:
 
@@ -22,8 +22,10 @@ Contract:
   expression, refusing anything that is not a plain expression (statements, subqueries,
   parameters, forbidden functions) and what nests too deeply for sqlglot.
 * `identifier(name)` quotes any metric name (`env/all/reward/total`) as a SQL identifier.
-* `transpile(sql, dialect)` rewrites DuckDB SQL for another engine (Spark, Trino);
-  `view_ddl(name, body, dialect)` wraps a view body in that engine's `CREATE OR REPLACE` form.
+* `references(con, sql)` names the tables and views a statement reads, by DuckDB's parser.
+* `syntax_message(e, text)` is how every parse error shows: sqlglot's line and column, a
+  short reason, the offending line with carets; `quiet_sqlglot()` silences sqlglot's own
+  warnings while the guard parses.
 
 sqlglot is imported inside the functions: `runstore --help` and `runstore sql` on the fast
 path must not pay for it.
@@ -132,7 +134,7 @@ def _write_types() -> tuple[Any, ...]:
 
 
 @contextmanager
-def _quiet_sqlglot() -> Iterator[None]:
+def quiet_sqlglot() -> Iterator[None]:
     """sqlglot logs a warning when it falls back to an opaque `Command` (`LOAD x`, `CALL f()`);
     the guard reports those itself, so the log line would only be noise on stderr."""
     import logging
@@ -319,7 +321,7 @@ def _guard_sqlglot(query: str) -> list[str]:
     if not words:
         raise QueryError("empty query: give a SELECT statement")
     try:
-        with _quiet_sqlglot():
+        with quiet_sqlglot():
             trees = [t for t in sqlglot.parse(query, read="duckdb") if t is not None]
     except RecursionError as e:
         raise too_deep("query") from e
@@ -376,7 +378,7 @@ def condition(text: str, what: str = "--where") -> Any:
     if not text.strip():
         raise QueryError(f"{hint}; got an empty string")
     try:
-        with _quiet_sqlglot():
+        with quiet_sqlglot():
             tree = sqlglot.parse_one(text, read="duckdb", into=exp.Condition)
     except RecursionError as e:
         raise too_deep(f"{what} condition") from e
@@ -462,7 +464,7 @@ def syntax_message(e: Exception, query: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Identifiers and other dialects
+# Identifiers
 
 
 def identifier(name: str) -> str:
@@ -470,58 +472,3 @@ def identifier(name: str) -> str:
     double quotes, a double quote doubled, as sqlglot writes it (a test holds the two
     together) but without importing sqlglot, which building a connection must not pay for."""
     return '"' + name.replace('"', '""') + '"'
-
-
-def transpile(sql: str, dialect: str) -> str:
-    """DuckDB SQL (one statement) rewritten for `dialect`, pretty-printed.
-
-    Two corrections to sqlglot: DuckDB's `arg_max_null` becomes `max_by` (same meaning, see
-    `_max_by`), and sqlglot writes `percentile_cont(q) WITHIN GROUP (ORDER BY x)` as
-    Spark's `PERCENTILE_APPROX`, which returns a nearby data value instead of the
-    interpolated percentile; Spark's `PERCENTILE(x, q)` is exact and interpolates the same way
-    as DuckDB, so Spark gives the same answer.
-    """
-    import sqlglot
-
-    tree = sqlglot.parse_one(sql, read="duckdb").transform(_max_by)
-    if dialect in ("spark", "databricks"):
-        tree = tree.transform(_exact_percentile)
-    return tree.sql(dialect=dialect, pretty=True)
-
-
-def _max_by(node: Any) -> Any:
-    """DuckDB's `arg_max_null(x, y)` (x of the largest y, even when that x is null) is what
-    `max_by` means in Spark and Trino; sqlglot passes the name through unchanged."""
-    from sqlglot import exp
-
-    if isinstance(node, exp.Anonymous) and node.name.lower() == "arg_max_null":
-        return exp.ArgMax(this=node.expressions[0].copy(), expression=node.expressions[1].copy())
-    return node
-
-
-def _exact_percentile(node: Any) -> Any:
-    from sqlglot import exp
-
-    if isinstance(node, exp.WithinGroup) and isinstance(node.this, exp.PercentileCont):
-        order = node.expression
-        if (isinstance(order, exp.Order) and len(order.expressions) == 1
-                and not order.expressions[0].args.get("desc")):
-            return exp.Quantile(this=order.expressions[0].this.copy(),
-                                quantile=node.this.this.copy())
-    return node
-
-
-# Spark has session-scoped temporary views; Trino has only persistent ones.
-_CREATE_VIEW = {"spark": "CREATE OR REPLACE TEMP VIEW", "databricks": "CREATE OR REPLACE TEMP VIEW",
-                "trino": "CREATE OR REPLACE VIEW"}
-
-
-def view_ddl(name: str, body: str, dialect: str) -> str:
-    """`CREATE OR REPLACE [TEMP] VIEW name AS <body transpiled>;` for `dialect`."""
-    from sqlglot import exp
-
-    if dialect not in _CREATE_VIEW:
-        raise QueryError(f"no view DDL for dialect {dialect!r}; choose one of "
-                         f"{', '.join(sorted(_CREATE_VIEW))}")
-    ident = exp.to_identifier(name).sql(dialect=dialect)
-    return f"{_CREATE_VIEW[dialect]} {ident} AS\n{transpile(body, dialect)};"

@@ -11,8 +11,10 @@ the 100-run benchmark store, 12M rows: ~20 ms for a few keys, ~160 ms for all 95
 answer: a name that no run in the store has logged raises `UnknownKey` (a `UsageError`: exit 2
 in the CLI) naming the closest logged keys (difflib). `coverage(store, names, runs=)` says how
 many runs (of how many) log each name, from which the CLI prints a note for names that some
-runs lack. With `families=True` a name stands for its `optim/` family, as in health rules
-(`entropy` and `optim/entropy` are one metric; see `checks.family`).
+runs lack. With `families=True` a name stands for its `optim/` family, as in health rules.
+
+`family(name)` is the one home of the `optim/` family rule: `optim/X` and `X` are one metric
+(older releases log KL and entropy without the prefix), the `optim/` spelling preferred.
 """
 
 from __future__ import annotations
@@ -22,18 +24,34 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..errors import UnknownKey
+from .statements.frames import count_runs_query, logged_keys_query
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from .reader import Reader
 
 LIST_KEYS = 'runstore sql "select distinct key from metrics_raw order by 1"'
+PREFIX = "optim/"
 
 
-def logged_keys(store: "Store", keys: Sequence[str] | None = None, *,
+def family(metric: str) -> tuple[str, ...]:
+    """The stored keys that `metric` stands for, preferred spelling first.
+
+    `optim/X` and `X` are one family (older releases log KL and entropy without the prefix);
+    other names with a `/` stand for themselves.
+
+    >>> family("optim/entropy"), family("entropy"), family("env/all/reward/total")
+    (('optim/entropy', 'entropy'), ('optim/entropy', 'entropy'), ('env/all/reward/total',))
+    """
+    if metric.startswith(PREFIX) and len(metric) > len(PREFIX):
+        return metric, metric[len(PREFIX):]
+    if "/" not in metric:
+        return PREFIX + metric, metric
+    return (metric,)
+
+
+def logged_keys(store: "Reader", keys: Sequence[str] | None = None, *,
                 runs: str | None = None) -> dict[str, frozenset[str]]:
     """Each key (of `keys`, else every one logged) that some run logged, with those runs' ids."""
-    from .statements import logged_keys_query
-
     table = store.arrow(*logged_keys_query(keys, runs=runs))
     found: dict[str, set[str]] = {}
     for key, run_id in zip(table.column("key").to_pylist(), table.column("run_id").to_pylist()):
@@ -54,7 +72,7 @@ class Coverage:
                 for name, n in self.logging.items() if n < self.runs]
 
 
-def require(store: "Store", names: Sequence[str], *, families: bool = False,
+def require(store: "Reader", names: Sequence[str], *, families: bool = False,
             what: Callable[[str], str] | None = None) -> None:
     """`UnknownKey` when one of `names` is logged by no run in the store (one lookup when all
     are). `what(name)` words the error's subject (e.g. the rule the name comes from);
@@ -66,7 +84,7 @@ def require(store: "Store", names: Sequence[str], *, families: bool = False,
             raise UnknownKey(_unknown(store, name, ks, what, families))
 
 
-def coverage(store: "Store", names: Sequence[str], *, runs: str | None = None,
+def coverage(store: "Reader", names: Sequence[str], *, runs: str | None = None,
              families: bool = False) -> Coverage:
     """How many of the runs matching the GLOB `runs` (all runs when None) log each name."""
     spellings = _spellings(names, families)
@@ -77,14 +95,10 @@ def coverage(store: "Store", names: Sequence[str], *, runs: str | None = None,
 
 
 def _spellings(names: Sequence[str], families: bool) -> dict[str, tuple[str, ...]]:
-    from ..health.evaluate import family
-
     return {n: family(n) if families else (n,) for n in names}
 
 
-def _count_runs(store: "Store", runs: str | None) -> int:
-    from .statements import count_runs_query
-
+def _count_runs(store: "Reader", runs: str | None) -> int:
     return int(store.arrow(*count_runs_query(runs)).column(0)[0].as_py())
 
 
@@ -110,10 +124,8 @@ def closest(name: str, spellings: Sequence[str], known: Sequence[str], n: int = 
                   key=lambda k: (-good[k], k))[:n]
 
 
-def _unknown(store: "Store", name: str, spellings: Sequence[str],
+def _unknown(store: "Reader", name: str, spellings: Sequence[str],
              what: Callable[[str], str] | None, families: bool) -> str:
-    from ..health.evaluate import family
-
     known = sorted(logged_keys(store))
     subject = what(name) if what else f"metric {name!r}"
     if not known:

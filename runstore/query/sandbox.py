@@ -13,11 +13,11 @@ with Python replacement scans off, so a query cannot read a DataFrame that happe
 the caller's frame. `refusal(error)` turns DuckDB's permission errors into a `QueryError`
 that says what was refused, why, and how to allow a file on purpose; None for any other error.
 
-Stores on S3 are read through a registered fsspec filesystem (`fs.S3.filesystem()`); DuckDB
+Stores on S3 are read through a registered fsspec filesystem (`storage.location.S3`); DuckDB
 applies `allowed_paths` to `s3://` URIs the same way, so the confinement is the same: the
 snapshot's objects, nothing else in the bucket, no other bucket, no other scheme.
 
-The sandbox is the guarantee; `sqlcheck.guard` only adds clear messages (and refuses the
+The sandbox is the guarantee; `guard.guard` only adds clear messages (and refuses the
 few table functions that would change shared state the sandbox does not cover).
 """
 

@@ -27,16 +27,12 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreCorrupt
-from .location import S3
+from ..errors import StoreCorrupt, one_line
 
 if TYPE_CHECKING:
     import pyarrow as pa
 else:  # imported on first use: a query's connection needs none of it
     from ..lazy import pyarrow as pa
-
-CHUNK = 1 << 20
-
 
 def digest_bytes(data: bytes | memoryview) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
@@ -44,18 +40,15 @@ def digest_bytes(data: bytes | memoryview) -> str:
 
 def digest(root: Any, rel: str) -> str:
     """The content hash of a store file (hashlib releases the GIL: writer threads hash at once)."""
-    if isinstance(root, S3):
-        return digest_bytes(root.read(rel))
     h = hashlib.sha256()
-    with open(root / rel, "rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
+    for chunk in root.chunks(rel):
+        h.update(chunk)
     return "sha256:" + h.hexdigest()
 
 
 def _read(root: Any, rel: str) -> bytes | None:
     try:
-        return root.read(rel) if isinstance(root, S3) else (root / rel).read_bytes()
+        return root.read(rel)
     except (FileNotFoundError, NotADirectoryError):
         return None
 
@@ -78,8 +71,6 @@ def verify(root: Any, rel: str, expected: str | None, *, decode: bool = True) ->
     if decode:
         import pyarrow.parquet as pq
 
-        from .writer import one_line
-
         try:
             f = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True)
             for i in range(f.num_row_groups):
@@ -92,9 +83,7 @@ def verify(root: Any, rel: str, expected: str | None, *, decode: bool = True) ->
 def entry(root: Any, dt: Any, before: dict[str, Any] | None) -> dict[str, Any]:
     """The manifest entry of Delta table `dt` now: version, live files, and their checksums
     (kept from `before` for files it listed, computed for the files new since)."""
-    from .writer import rel_files
-
-    files = rel_files(root, dt)
+    files = root.relative_files(dt.file_uris())
     old = set(before["files"]) if before else set()
     known = dict(before.get("checksums") or {}) if before else {}
     sums = {f: known[f] for f in files if f in known}
@@ -124,6 +113,12 @@ def _matches(root: Any, rel: str, expected: str) -> bool | None:
 
 
 def damaged(root: Any, rel: str, table: str, why: str) -> StoreCorrupt:
-    from .writer import _damaged
+    return damaged_error(str(root / rel), table, why)
 
-    return _damaged(str(root / rel), table, why)
+
+def damaged_error(path: str, table: str, why: str) -> StoreCorrupt:
+    """The error for a live file of the store that is `why` (missing, unreadable, ...)."""
+    return StoreCorrupt(
+        f"the store file {path} (table {table}) is {why}. Run `runstore repair`: it drops the "
+        "file from the store, and the next `runstore ingest` re-reads the sources whose rows "
+        "it held.")

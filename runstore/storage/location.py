@@ -1,23 +1,39 @@
-"""S3 locations: a store, or a tree of runs, under an `s3://bucket/prefix`.
+"""Locations: a directory on local disk or a prefix in an S3 bucket, behind one interface.
 
-Contract: `S3(uri)` names a prefix; `S3 / "name"` a location below it (as `Path / name` does,
-so store code builds paths the same way for both). It offers the few operations runstore
-needs, with paths relative to the location and `/` as separator: `list(dir)` (names directly
-inside), `walk()` (every object below, with its size and a change token), `read(rel)`,
-`read_range(rel, start, end)`, `open(rel)` (a seekable file for Parquet footers),
-`write_new(rel, data)` — a conditional `If-None-Match: *` put that fails with
-`AlreadyExists` when the object exists, so two writers can never both publish the same
-snapshot or both take the lock — `put(rel, data)` (overwrite), `delete(rel)`, `rmtree(rel)`,
-`exists(rel)` and `uri(rel)`, plus the `Path` methods store code calls on either kind of
-location: `read_text()`, `unlink(missing_ok=True)`, `exists()`. `listdir(where)` and
-`rmtree(where)` take either kind. And what the engines need: `storage_options()` for
-deltalake and polars (object_store), `filesystem()` (an fsspec filesystem) for DuckDB's
-`register_filesystem` and pyarrow. Local stores use `pathlib.Path` directly (tables.py).
+Contract: `location(where)` is the one constructor: an `S3` for an `s3://bucket/prefix` URI,
+else a `Local` (a `pathlib.Path`, so local code keeps os/pathlib speed and idioms). Both are
+`Location`s and offer the operations runstore needs, with paths relative to the location and
+`/` as separator, so code above `storage/` never asks which kind it holds:
 
-Credentials and endpoint come from the standard AWS environment and config
-(`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL` for S3-compatible
-services, `AWS_PROFILE`); nothing here prints them. S3 support needs the `s3` extra
-(`pip install 'runstore[s3]'`, which brings s3fs).
+* naming: `loc / "name"` (a location below), `.name`, `.parent`, `uri(rel)`, `str(loc)`;
+  `resolved()` (a local path made absolute, `~` expanded);
+* reading: `read(rel)`, `read_range(rel, start, end)`, `chunks(rel)` (for hashing),
+  `parquet_source(rel)` (what pyarrow's Parquet reader opens), `list(rel)` (sorted names
+  directly inside, empty when there is none), `walk_files(skip_dirs)` (every file below,
+  with its size and change token), `tree()` (the directory walk discovery needs), and
+  `exists()`, `is_file()`, `is_dir()`, `read_text()`;
+* writing: `put(rel, data)` replaces an object atomically, `delete(rel)` and `rmtree(rel)`
+  remove, `unlink(missing_ok=True)`, `check_writable()` says clearly when the store cannot
+  be written;
+* engines: `storage_options()` for deltalake and polars (object_store), `duckdb_register(con)`
+  lets a DuckDB connection read it, `relative_files(uris)` turns a Delta table's file URIs
+  into paths relative to the location.
+
+They differ only where local disk and S3 really do, and each such method says so:
+`create(rel, data)` makes a file that must appear whole and only once (a manifest, the
+lease): locally written aside, fsynced and hard-linked into place, on S3 a conditional
+`If-None-Match: *` put; either fails with `AlreadyExists` when the file is there.
+`write_unpublished(rel, data)` writes a file no snapshot lists yet (a ledger): locally
+renamed into place, replacing what a writer that died left; on S3 a conditional put, since a
+writer whose lease was taken over must not overwrite the new holder's. `sweep_temporaries`
+deletes the `.NAME.UUID.tmp` files a killed local writer left (S3 has none: an object
+appears whole or not at all). The store's write lock is the other difference (a
+process-lifetime `fcntl` lock against a lease object: `lock.py`).
+
+Credentials and endpoint of S3 come from the standard AWS environment and config
+(`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL` for
+S3-compatible services, `AWS_PROFILE`); nothing here prints them. S3 support needs the `s3`
+extra (`pip install 'runstore[s3]'`, which brings s3fs).
 """
 
 from __future__ import annotations
@@ -25,64 +41,303 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import uuid
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Iterator
+from pathlib import PosixPath
+from typing import Any, Iterable, Iterator
 
-from ..errors import RunstoreError
+from ..errors import RunstoreError, one_line
+
+CHUNK = 1 << 20  # bytes read at a time when a local file is streamed (hashing)
 
 
 class AlreadyExists(RunstoreError):
-    """`write_new` found the file already there."""
+    """`create` (or `write_unpublished` on S3) found the file already there."""
 
 
 @dataclass(frozen=True)
 class Entry:
     rel: str  # path relative to the location, `/`-separated
     size: int
-    # Stands in for a local file's mtime_ns: the object's last-modified time in whole seconds
-    # (all S3 gives), with a hash of its ETag in the sub-second digits, so the ledger's
+    # A local file's mtime_ns. On S3: the object's last-modified time in whole seconds (all
+    # S3 gives), with a hash of its ETag in the sub-second digits, so the ledger's
     # (size, mtime_ns) test notices an object rewritten within the same second.
     mtime_ns: int
 
 
-def is_remote(uri: Any) -> bool:
-    return isinstance(uri, S3) or (isinstance(uri, str) and uri.startswith("s3://"))
+def is_remote(where: Any) -> bool:
+    """Whether `where` names an S3 location (an `S3`, or text starting with `s3://`)."""
+    return isinstance(where, S3) or (isinstance(where, str) and where.startswith("s3://"))
 
 
-def location(where: Any) -> "Path | S3":
-    """An `S3` for an `s3://` URI (or an `S3`), else a `Path`: what every place that accepts
-    either kind of location turns its argument into."""
-    if isinstance(where, S3):
+def location(where: Any) -> "Location":
+    """The location `where` names: an `S3` for an `s3://` URI (or an `S3`), else a `Local`."""
+    if isinstance(where, Location):
         return where
-    return S3(str(where)) if is_remote(where) else Path(where)
+    return S3(str(where)) if is_remote(where) else Local(where)
 
 
-def listdir(where: "Path | S3") -> list[str]:
-    """Sorted names directly inside a directory (an S3 prefix); empty when there is none."""
-    if isinstance(where, S3):
-        return where.list("")
-    try:
-        return sorted(os.listdir(where))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+class Location:
+    """What every location offers (see the module docstring); `Local` and `S3` implement it."""
+
+    __slots__ = ()
+    is_remote = False
+
+    def resolved(self) -> "Location":
+        raise NotImplementedError
+
+    def uri(self, rel: str = "") -> str:
+        raise NotImplementedError
+
+    def read(self, rel: str = "") -> bytes:
+        raise NotImplementedError
+
+    def read_range(self, rel: str, start: int, end: int | None = None) -> bytes:
+        raise NotImplementedError
+
+    def chunks(self, rel: str) -> Iterator[bytes]:
+        raise NotImplementedError
+
+    def parquet_source(self, rel: str = "") -> Any:
+        raise NotImplementedError
+
+    def list(self, rel: str = "") -> list[str]:
+        raise NotImplementedError
+
+    def walk_files(self, skip_dirs: tuple[str, ...] = ()) -> Iterator[Entry]:
+        raise NotImplementedError
+
+    def tree(self) -> "Tree":
+        raise NotImplementedError
+
+    def put(self, rel: str, data: bytes) -> None:
+        raise NotImplementedError
+
+    def create(self, rel: str, data: bytes) -> None:
+        raise NotImplementedError
+
+    def write_unpublished(self, rel: str, data: bytes) -> None:
+        raise NotImplementedError
+
+    def delete(self, rel: str) -> None:
+        raise NotImplementedError
+
+    def rmtree(self, rel: str = "") -> None:
+        raise NotImplementedError
+
+    def sweep_temporaries(self, dirs: Iterable[str]) -> None:
+        raise NotImplementedError
+
+    def check_writable(self) -> None:
+        raise NotImplementedError
+
+    def storage_options(self) -> dict[str, str] | None:
+        raise NotImplementedError
+
+    def duckdb_register(self, con: Any) -> None:
+        raise NotImplementedError
+
+    def relative_files(self, uris: Iterable[str]) -> list[str]:
+        raise NotImplementedError
 
 
-def rmtree(where: "Path | S3") -> None:
-    """Remove a directory (every object under an S3 prefix) and all it holds."""
-    if isinstance(where, S3):
-        where.rmtree()
-    else:
-        shutil.rmtree(where)
+class Tree:
+    """A walk over a location's directories, in the shape of `os.scandir`: `top` is the
+    location's own path (local: absolute; S3: its URI), `scandir(path)` gives the entries
+    directly inside `path` sorted by name, each with `name`, `path`, `is_dir()`,
+    `is_file()`, `is_symlink()` and `stat()` (`st_mode`, `st_size`, `st_mtime_ns`,
+    `st_ctime_ns`); `realpath`, `relpath` and `join` work on its paths."""
+
+    top: str
+
+    def scandir(self, path: str) -> list[Any]:
+        raise NotImplementedError
+
+    def realpath(self, path: str) -> str:
+        raise NotImplementedError
+
+    def relpath(self, path: str, start: str) -> str:
+        raise NotImplementedError
+
+    def join(self, path: str, name: str) -> str:
+        raise NotImplementedError
 
 
-def storage_options(where: Any) -> dict[str, str] | None:
-    """deltalake/polars options for a location: None for a local path."""
-    return where.storage_options() if isinstance(where, S3) else None
+# -- local disk ---------------------------------------------------------------------------
 
 
-class S3:
-    """A prefix in an S3 bucket (AWS or any S3-compatible service)."""
+class Local(Location, PosixPath):
+    """A local directory or file: a `pathlib.Path` with the `Location` operations."""
+
+    __slots__ = ()
+
+    def resolved(self) -> "Local":
+        return self.expanduser().absolute()
+
+    def uri(self, rel: str = "") -> str:
+        return str(self / rel) if rel else str(self)
+
+    def read(self, rel: str = "") -> bytes:
+        return (self / rel).read_bytes() if rel else self.read_bytes()
+
+    def read_range(self, rel: str, start: int, end: int | None = None) -> bytes:
+        with open(os.path.join(self, rel) if rel else self, "rb") as f:
+            f.seek(start)
+            return f.read() if end is None else f.read(end - start)
+
+    def chunks(self, rel: str) -> Iterator[bytes]:
+        # Streamed: a large file is never held whole (hashlib releases the GIL on each chunk).
+        with open(self / rel, "rb") as f:
+            while chunk := f.read(CHUNK):
+                yield chunk
+
+    def parquet_source(self, rel: str = "") -> str:
+        return str(self / rel) if rel else str(self)
+
+    def list(self, rel: str = "") -> list[str]:
+        try:
+            return sorted(os.listdir(self / rel if rel else self))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def walk_files(self, skip_dirs: tuple[str, ...] = ()) -> Iterator[Entry]:
+        base = os.fspath(self)
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = sorted(d for d in dirnames if d not in skip_dirs)
+            for n in sorted(filenames):
+                full = os.path.join(dirpath, n)
+                try:
+                    st = os.stat(full)
+                except OSError:
+                    continue
+                yield Entry(os.path.relpath(full, base).replace(os.sep, "/"), st.st_size,
+                            st.st_mtime_ns)
+
+    def tree(self) -> "Tree":
+        return _LocalTree(os.path.abspath(self))
+
+    def put(self, rel: str, data: bytes) -> None:
+        """Replace `rel` atomically (written aside, then renamed over it)."""
+        final = self / rel
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, final)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def create(self, rel: str, data: bytes) -> None:
+        """Create `rel` whole, once: written aside and fsynced, then hard-linked into place
+        (a link fails when the name exists: nothing is ever overwritten)."""
+        final = self / rel
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.stem}.{uuid.uuid4().hex}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, final)
+            except FileExistsError as e:
+                raise AlreadyExists(f"{final} exists already") from e
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def write_unpublished(self, rel: str, data: bytes) -> None:
+        """Write a file no snapshot lists yet (aside, then renamed into place). Only the
+        holder of the store's lock writes, so a file already there was left by a writer that
+        died before publishing, and is replaced."""
+        final = self / rel
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, final)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def delete(self, rel: str) -> None:
+        (self / rel).unlink(missing_ok=True)
+
+    def rmtree(self, rel: str = "") -> None:
+        shutil.rmtree(self / rel if rel else self)
+
+    def sweep_temporaries(self, dirs: Iterable[str]) -> None:
+        """Delete the half-written temporaries (`.NAME.UUID.tmp`) a killed writer left in
+        `dirs`: no reader ever opens them, and only the lock holder (the caller) makes them."""
+        for sub in dirs:
+            d = self / sub
+            try:
+                names = os.listdir(d)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for n in names:
+                if n.startswith(".") and n.endswith(".tmp"):
+                    try:
+                        (d / n).unlink()
+                    except OSError:
+                        pass
+
+    def check_writable(self) -> None:
+        try:
+            self.mkdir(parents=True, exist_ok=True)
+            probe = self / f".write-probe-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as e:
+            raise RunstoreError(
+                f"cannot write the store at {self}: {e.strerror or e}. Choose another --store "
+                "or fix the directory's permissions."
+            ) from e
+
+    def storage_options(self) -> None:
+        return None
+
+    def duckdb_register(self, con: Any) -> None:
+        return None  # DuckDB reads local files itself
+
+    def relative_files(self, uris: Iterable[str]) -> list[str]:
+        base = str(self.resolve())
+        out = []
+        for uri in uris:
+            p = uri[len("file://"):] if uri.startswith("file://") else uri
+            out.append(os.path.relpath(os.path.realpath(p), base))
+        return sorted(out)
+
+
+class _LocalTree(Tree):
+    """`os.scandir` and `os.path` themselves."""
+
+    def __init__(self, top: str):
+        self.top = top
+
+    def scandir(self, path: str) -> list[Any]:
+        try:
+            with os.scandir(path) as it:
+                return sorted(it, key=lambda e: e.name)
+        except OSError:
+            return []
+
+    def realpath(self, path: str) -> str:
+        return os.path.realpath(path)
+
+    def relpath(self, path: str, start: str) -> str:
+        return PosixPath(os.path.relpath(path, start)).as_posix()
+
+    def join(self, path: str, name: str) -> str:
+        return os.path.join(path, name)
+
+
+# -- S3 -----------------------------------------------------------------------------------
+
+
+class S3(Location):
+    """A prefix in an S3 bucket (AWS or any S3-compatible service), read through s3fs."""
+
+    __slots__ = ("base", "_fs")
+    is_remote = True
 
     def __init__(self, uri: str):
         if not uri.startswith("s3://") or len(uri) <= 5:
@@ -112,6 +367,16 @@ class S3:
     def name(self) -> str:
         return self.base.rsplit("/", 1)[-1]
 
+    @property
+    def parent(self) -> "S3":
+        head = self.base.rsplit("/", 1)[0]
+        sub = S3(head if len(head) > len("s3:/") else self.base)
+        sub._fs = self._fs
+        return sub
+
+    def resolved(self) -> "S3":
+        return self
+
     def uri(self, rel: str = "") -> str:
         return f"{self.base}/{rel}" if rel else self.base
 
@@ -119,6 +384,7 @@ class S3:
         return self.uri(rel)[len("s3://"):]
 
     def filesystem(self) -> Any:
+        """The fsspec filesystem (s3fs) the location is read and written through."""
         if self._fs is None:
             try:
                 import s3fs
@@ -148,7 +414,11 @@ class S3:
         opts["AWS_CONDITIONAL_PUT"] = "etag"
         return opts
 
-    def list(self, rel: str) -> list[str]:
+    def duckdb_register(self, con: Any) -> None:
+        # The DuckDB wheel has no httpfs offline: s3:// files are read through fsspec.
+        con.register_filesystem(self.filesystem())
+
+    def list(self, rel: str = "") -> list[str]:
         fs = self.filesystem()
         try:
             entries = fs.ls(self._key(rel), detail=False, refresh=True)
@@ -156,13 +426,25 @@ class S3:
             return []
         return sorted(e.rstrip("/").rsplit("/", 1)[-1] for e in entries)
 
-    def read(self, rel: str) -> bytes:
+    def read(self, rel: str = "") -> bytes:
         return self.filesystem().cat_file(self._key(rel))
 
     def read_text(self) -> str:
         return self.read("").decode()
 
-    def write_new(self, rel: str, data: bytes) -> None:
+    def read_range(self, rel: str, start: int, end: int | None = None) -> bytes:
+        return self.filesystem().cat_file(self._key(rel), start=start, end=end)
+
+    def chunks(self, rel: str) -> Iterator[bytes]:
+        yield self.read(rel)  # one request: a range request per chunk would cost more
+
+    def parquet_source(self, rel: str = "") -> Any:
+        """A readable, seekable file object (pyarrow reads the footer first)."""
+        return self.filesystem().open(self._key(rel), "rb")
+
+    def _create(self, rel: str, data: bytes) -> None:
+        """A conditional put: fails with `AlreadyExists` when the object exists, so two
+        writers can never both publish the same snapshot or both take the lock."""
         fs = self.filesystem()
         try:
             fs.pipe_file(self._key(rel), data, mode="create")
@@ -170,6 +452,12 @@ class S3:
             if "PreconditionFailed" in str(e) or "412" in str(e) or isinstance(e, FileExistsError):
                 raise AlreadyExists(f"{self.uri(rel)} exists already") from e
             raise
+
+    def create(self, rel: str, data: bytes) -> None:
+        self._create(rel, data)
+
+    def write_unpublished(self, rel: str, data: bytes) -> None:
+        self._create(rel, data)
 
     def put(self, rel: str, data: bytes) -> None:
         self.filesystem().pipe_file(self._key(rel), data)
@@ -188,12 +476,11 @@ class S3:
     def exists(self, rel: str = "") -> bool:
         return bool(self.filesystem().exists(self._key(rel)))
 
-    def open(self, rel: str = "") -> Any:
-        """A readable, seekable file object (for pyarrow's Parquet reader)."""
-        return self.filesystem().open(self._key(rel), "rb")
+    def is_file(self) -> bool:
+        return bool(self.filesystem().isfile(self._key("")))
 
-    def read_range(self, rel: str, start: int, end: int | None = None) -> bytes:
-        return self.filesystem().cat_file(self._key(rel), start=start, end=end)
+    def is_dir(self) -> bool:
+        return self.exists()  # a prefix exists when an object lies below it
 
     def rmtree(self, rel: str = "") -> None:
         try:
@@ -201,7 +488,25 @@ class S3:
         except FileNotFoundError:
             pass
 
-    def walk(self) -> Iterator[Entry]:
+    def sweep_temporaries(self, dirs: Iterable[str]) -> None:
+        return None  # an object appears whole or not at all: no temporaries
+
+    def check_writable(self) -> None:
+        probe = f"_runstore/.write-probe-{uuid.uuid4().hex}"
+        try:
+            self.put(probe, b"")
+            self.delete(probe)
+        except Exception as e:  # botocore/s3fs errors: bad credentials, no bucket, no network
+            raise RunstoreError(
+                f"cannot write the store at {self}: {one_line(e, 200)}. Check the bucket "
+                "exists and the AWS credentials and endpoint (AWS_ENDPOINT_URL) in the "
+                "environment.") from e
+
+    def relative_files(self, uris: Iterable[str]) -> list[str]:
+        base = self.uri() + "/"
+        return sorted(u[len(base):] if u.startswith(base) else u for u in uris)
+
+    def walk_files(self, skip_dirs: tuple[str, ...] = ()) -> Iterator[Entry]:
         fs = self.filesystem()
         base = self._key("")
         try:
@@ -210,8 +515,85 @@ class S3:
             return
         for path, info in sorted(found.items()):
             rel = path[len(base):].lstrip("/")
+            if skip_dirs and any(part in skip_dirs for part in rel.split("/")[:-1]):
+                continue
             etag = str(info.get("ETag") or "")
             modified = info.get("LastModified")
             seconds = int(modified.timestamp()) if hasattr(modified, "timestamp") else 0
             tag = int.from_bytes(hashlib.sha1(etag.encode()).digest()[:4], "big") % 1_000_000_000
             yield Entry(rel, int(info.get("size") or 0), seconds * 1_000_000_000 + tag)
+
+    def tree(self) -> "Tree":
+        return _S3Tree(self)
+
+
+class _S3Stat:
+    """What `stat()` gives of an object: a regular file, its size and change token."""
+
+    __slots__ = ("st_size", "st_mtime_ns")
+    st_mode = 0o100644  # a regular file
+    st_ctime_ns = None  # objects have no ctime
+
+    def __init__(self, size: int, mtime_ns: int):
+        self.st_size, self.st_mtime_ns = size, mtime_ns
+
+
+class _S3Entry:
+    """One child of a prefix, as an `os.DirEntry` would describe it."""
+
+    __slots__ = ("name", "path", "_stat", "_dir")
+
+    def __init__(self, name: str, path: str, stat: _S3Stat | None, is_dir: bool):
+        self.name, self.path, self._stat, self._dir = name, path, stat, is_dir
+
+    def is_dir(self) -> bool:
+        return self._dir
+
+    def is_file(self) -> bool:
+        return self._stat is not None
+
+    def is_symlink(self) -> bool:
+        return False
+
+    def stat(self) -> _S3Stat:
+        if self._stat is None:
+            raise IsADirectoryError(self.path)
+        return self._stat
+
+
+class _S3Tree(Tree):
+    """Directories of a prefix from one listing of everything below it (`walk_files`): a
+    walk costs one request however deep the tree, and `scandir` is a dictionary lookup."""
+
+    def __init__(self, top: S3):
+        self.top = top.uri()
+        self.children: dict[str, dict[str, _S3Entry]] = {}
+        for e in top.walk_files():
+            parts = e.rel.split("/")
+            if not all(parts):  # a "directory marker" object (`a/`): not a file
+                continue
+            for i in range(len(parts)):
+                parent = "/".join([self.top, *parts[:i]])
+                path = f"{parent}/{parts[i]}"
+                last = i == len(parts) - 1
+                kids = self.children.setdefault(parent, {})
+                known = kids.get(parts[i])
+                if last:
+                    kids[parts[i]] = _S3Entry(parts[i], path, _S3Stat(e.size, e.mtime_ns),
+                                              known is not None and known.is_dir())
+                elif known is None or not known.is_dir():
+                    kids[parts[i]] = _S3Entry(parts[i], path, known._stat if known else None,
+                                              True)
+
+    def scandir(self, path: str) -> list[Any]:
+        return sorted(self.children.get(path.rstrip("/"), {}).values(), key=lambda e: e.name)
+
+    def realpath(self, path: str) -> str:
+        return path.rstrip("/")
+
+    def relpath(self, path: str, start: str) -> str:
+        rel = path.rstrip("/")[len(start.rstrip("/")):].strip("/")
+        return rel or "."
+
+    def join(self, path: str, name: str) -> str:
+        return f"{path.rstrip('/')}/{name}"

@@ -1,4 +1,4 @@
-"""Snapshots: the numbered manifests that make the store's tables one state, read and checked.
+"""Manifests: the numbered files that make the store's tables one snapshot, read and checked.
 
 Contract:
 
@@ -25,20 +25,24 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
+from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import StoreCorrupt, StoreNotFound
-from .location import S3, listdir
+from .location import Location
+from .versions import check_version, latest_version
 
 MANIFESTS = "_runstore/manifests"
 LEDGERS = "_runstore/ledger"
 
-Root = Path | S3  # a store on local disk, or under an S3 prefix (see fs.py)
+Root = Location  # a store on local disk, or under an S3 prefix (see location.py)
+
+
+def utcnow() -> datetime:
+    """Now, in UTC: the time manifests, migrations and records are stamped with."""
+    return datetime.now(timezone.utc)
 
 
 class InvalidManifest(ValueError):
@@ -116,8 +120,6 @@ def safe_rel(value: Any, prefix: str, suffix: str) -> bool:
 
 def check(data: Any, *, seq: int | None = None) -> None:
     """Raise `InvalidManifest` unless `data` (parsed JSON) is a manifest runstore can use."""
-    from .migrate import latest_version
-
     version = data.get("schema_version") if isinstance(data, dict) else None
     if type(version) is int and version > latest_version():
         raise NewerManifest(version)
@@ -244,16 +246,10 @@ def mend(data: dict[str, Any]) -> tuple[Manifest, dict[str, str]]:
     return Manifest(**known), problems
 
 
-def bad_settings(settings: dict[str, Any], defaults: dict[str, Any]) -> list[tuple[str, Any]]:
-    """(name, value) of each setting whose default is a number but whose value is not."""
-    return [(k, v) for k, v in settings.items()
-            if isinstance(defaults.get(k), float) and not type(v) in (int, float)]
-
-
 def manifest_paths(root: Root) -> list[tuple[int, Any]]:
     d = root / MANIFESTS
     out = []
-    for n in listdir(d):
+    for n in d.list():
         if n.endswith(".json") and n[:-5].isdigit():
             out.append((int(n[:-5]), d / n))
     return sorted(out)
@@ -278,9 +274,7 @@ def read_manifest(root: Root) -> Manifest | None:
     try:
         return load(path, seq)
     except NewerManifest as e:
-        from .migrate import check_version
-
-        check_version(Manifest(seq=seq, tables={}, ledger=None, schema_version=e.version))
+        check_version(e.version)
         raise  # not reached: check_version refuses it
     except InvalidManifest as e:
         raise StoreCorrupt(
@@ -311,15 +305,14 @@ def require_store(root: Root) -> Manifest:
 def _has_data_files(root: Root) -> bool:
     """Whether any table directory holds a Parquet file (the empty tables a first ingest
     creates before its first snapshot hold none)."""
-    if isinstance(root, S3):
-        return any(e.rel.endswith(".parquet") for e in (root / "tables").walk())
+    tables = root / "tables"
     try:
-        names = os.listdir(root / "tables")
+        names = tables.list()
     except OSError:
         return False
     for name in names:
         try:
-            if any(n.endswith(".parquet") for n in os.listdir(root / "tables" / name)):
+            if any(n.endswith(".parquet") for n in tables.list(name)):
                 return True
         except OSError:
             continue
@@ -327,19 +320,6 @@ def _has_data_files(root: Root) -> bool:
 
 
 def publish_manifest(root: Root, m: Manifest) -> None:
-    if isinstance(root, S3):
-        # Conditional put: when another writer published this number first, it fails.
-        root.write_new(f"{MANIFESTS}/{m.seq:08d}.json", m.to_json().encode())
-        return
-    d = root / MANIFESTS
-    d.mkdir(parents=True, exist_ok=True)
-    final = d / f"{m.seq:08d}.json"
-    tmp = d / f".{m.seq:08d}.{uuid.uuid4().hex}.tmp"
-    try:
-        with open(tmp, "w") as f:
-            f.write(m.to_json())
-            f.flush()
-            os.fsync(f.fileno())
-        os.link(tmp, final)  # fails if a snapshot with this number exists: never overwrite
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Publish snapshot `m`: its file appears whole, once (`Location.create`); when another
+    writer published this number first, it fails."""
+    root.create(f"{MANIFESTS}/{m.seq:08d}.json", m.to_json().encode())

@@ -1,18 +1,22 @@
-"""The store's table schemas, in one place.
+"""The store's table schemas and column types, in one place.
 
 Every public table (see docs/schema.md) is declared here: its columns, each with a type name
-(`string`, `int64`, `float64`, `bool`, `list<string>`, `timestamp[us, tz=UTC]`, the names
-migrations use) and a comment. `schema(table)` is the pyarrow schema; `duckdb_columns(table)`
-the columns with the type each has in runstore's DuckDB queries. Normalizers produce rows
-whose keys are these column names; `to_arrow` turns such rows into a table of exactly this
-schema (missing keys become null, unknown keys are an error). pyarrow is imported only to
-build schemas and tables: a query connection needs the names and DuckDB types alone. Two internal
-columns ride along on every data table: `source_id` (which source file produced the row, so a
-re-read file can replace its own rows) and, for `runs`, nothing else. `_ledger` is internal.
+(`string`, `int64`, `int32`, `float64`, `bool`, `list<string>`, `timestamp[us, tz=UTC]`, the
+names migrations use) and a comment. `TYPES` is the one map from a type name to what each
+engine calls it: `arrow_type(name)` (pyarrow), `duckdb_type(name)` (what queries and
+`runstore schema` show), `spark_type(name)` (Spark DDL), `delta_type(name)` (deltalake's
+schema types, for migrations that add columns). `schema(table)` is the pyarrow schema;
+`duckdb_columns(table)` the columns with their DuckDB types. Normalizers produce rows whose
+keys are these column names; `to_arrow` turns such rows into a table of exactly this schema
+(missing keys become null, unknown keys are an error). pyarrow is imported only to build
+schemas and tables: a query connection needs the names and DuckDB types alone. One internal
+column rides along on every data table but `runs`: `source_id` (which source file produced
+the row, so a re-read file can replace its own rows). `_ledger` is internal.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
 if TYPE_CHECKING:
@@ -26,9 +30,50 @@ BOOL = "bool"
 TS = "timestamp[us, tz=UTC]"
 LIST_STR = "list<string>"
 
-# Each type name as DuckDB calls it (what `runstore schema` shows and queries see).
-DUCKDB_TYPES = {STR: "VARCHAR", I64: "BIGINT", I32: "INTEGER", F64: "DOUBLE", BOOL: "BOOLEAN",
-                TS: "TIMESTAMP WITH TIME ZONE", LIST_STR: "VARCHAR[]"}
+
+
+@dataclass(frozen=True)
+class Type:
+    """One column type as each engine names it."""
+
+    duckdb: str  # what `runstore schema` shows and queries see
+    spark: str  # Spark DDL
+    delta: str  # deltalake's primitive type (`array<T>` for a list)
+
+
+TYPES: dict[str, Type] = {
+    STR: Type("VARCHAR", "STRING", "string"),
+    I64: Type("BIGINT", "BIGINT", "long"),
+    I32: Type("INTEGER", "INT", "integer"),
+    F64: Type("DOUBLE", "DOUBLE", "double"),
+    BOOL: Type("BOOLEAN", "BOOLEAN", "boolean"),
+    TS: Type("TIMESTAMP WITH TIME ZONE", "TIMESTAMP", "timestamp"),
+    LIST_STR: Type("VARCHAR[]", "ARRAY<STRING>", "array<string>"),
+}
+
+
+def _type(name: str) -> Type:
+    if name not in TYPES:
+        raise ValueError(f"unknown column type {name!r}; types: {', '.join(TYPES)}")
+    return TYPES[name]
+
+
+def duckdb_type(name: str) -> str:
+    return _type(name).duckdb
+
+
+def spark_type(name: str) -> str:
+    return _type(name).spark
+
+
+def delta_type(name: str) -> Any:
+    """deltalake's type for a type name (`PrimitiveType`, or `ArrayType` for a list)."""
+    from deltalake.schema import ArrayType, PrimitiveType
+
+    delta = _type(name).delta
+    if delta.startswith("array<"):
+        return ArrayType(PrimitiveType(delta[len("array<"):-1]), contains_null=True)
+    return PrimitiveType(delta)
 
 # Column comments double as the schema documentation (docs/schema.md is checked against them).
 TABLES: dict[str, list[tuple[str, str, str]]] = {
@@ -168,7 +213,7 @@ LEDGER: list[tuple[str, str, str]] = [
     ("source_id", I64, "hash of run_id and the file's path in the run"),
     ("run_id", STR, "run"),
     ("rel_path", STR, "file path relative to the run directory"),
-    ("kind", STR, "file kind (see discover.FileKind)"),
+    ("kind", STR, "file kind (see ingest.discover.FileKind)"),
     ("size", I64, "size when last read"),
     ("mtime_ns", I64, "mtime when last read"),
     ("offset", I64, "bytes consumed (append-only files: up to the last complete line)"),
@@ -184,11 +229,10 @@ def arrow_type(name: str) -> "pa.DataType":
     """The pyarrow type of a type name (`string`, `list<string>`, ...)."""
     import pyarrow as pa
 
-    simple = {STR: pa.string(), I64: pa.int64(), I32: pa.int32(), F64: pa.float64(),
-              BOOL: pa.bool_(), TS: pa.timestamp("us", tz="UTC"), LIST_STR: pa.list_(pa.string())}
-    if name not in simple:
-        raise ValueError(f"unknown column type {name!r}; types: {', '.join(simple)}")
-    return simple[name]
+    _type(name)
+    return {STR: pa.string, I64: pa.int64, I32: pa.int32, F64: pa.float64, BOOL: pa.bool_,
+            TS: lambda: pa.timestamp("us", tz="UTC"),
+            LIST_STR: lambda: pa.list_(pa.string())}[name]()
 
 
 def schema(table: str) -> "pa.Schema":
@@ -201,7 +245,7 @@ def schema(table: str) -> "pa.Schema":
 
 def duckdb_columns(table: str) -> list[tuple[str, str]]:
     """(column, DuckDB type) of a public table, in order (no pyarrow needed)."""
-    return [(name, DUCKDB_TYPES[typ]) for name, typ, _ in TABLES[table]]
+    return [(name, TYPES[typ].duckdb) for name, typ, _ in TABLES[table]]
 
 
 def to_arrow(table: str, rows: Iterable[dict[str, Any]]) -> "pa.Table":
@@ -241,8 +285,9 @@ def markdown() -> str:
     out = ["# Schema", "",
            "Every table carries `run_id`. The names below are the public contract; columns may be "
            "added, never renamed. `source_id` is internal (which source file produced the row, so "
-           "a re-read file replaces exactly its own rows). Generated from `runstore/schema.py` by "
-           "`schema.markdown()` (see tests/test_packaging.py); a test keeps this file in step.", ""]
+           "a re-read file replaces exactly its own rows). Generated from "
+           "`runstore/storage/schema.py` by `schema.markdown()` (see tests/test_packaging.py); a "
+           "test keeps this file in step.", ""]
     for name, cols in TABLES.items():
         out += [f"## `{name}`", "", TABLE_DOCS[name], "", "| column | type | meaning / source |",
                 "|---|---|---|"]

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from ..crashpoints import pause_point
 from ..errors import StoreCorrupt
-from .location import S3, listdir
 from .manifest import LEDGERS, Manifest, Root, load, manifest_paths
 
 KEEP_MANIFESTS = 20
@@ -64,30 +64,10 @@ def _files(m: Manifest) -> set[str]:
     return {f for e in m.tables.values() for f in e["files"]}
 
 
-def _pause(phase: str) -> None:
-    from .writer import pause_point
-
-    pause_point(phase)
-
-
 def _record(root: Root, name: str, at: float, files: set[str]) -> None:
     body = json.dumps({"superseded_at": datetime.fromtimestamp(at, timezone.utc).isoformat(),
                        "files": sorted(files)}, indent=0).encode()
-    if isinstance(root, S3):
-        root.put(f"{RETIRED}/{name}", body)
-        return
-    d = root / RETIRED
-    d.mkdir(parents=True, exist_ok=True)
-    tmp = d / f".{name}.{uuid.uuid4().hex}.tmp"
-    tmp.write_bytes(body)
-    os.replace(tmp, d / name)
-
-
-def _remove(root: Root, rel: str) -> None:
-    if isinstance(root, S3):
-        root.delete(rel)
-    else:
-        (root / rel).unlink(missing_ok=True)
+    root.put(f"{RETIRED}/{name}", body)
 
 
 def _retire(root: Root, chain: list[tuple[int, Any, Manifest]], n: int, now: float) -> None:
@@ -102,8 +82,8 @@ def _retire(root: Root, chain: list[tuple[int, Any, Manifest]], n: int, now: flo
             _record(root, f"{seq:08d}.json", _when(rest[0][2].created_at, now), gone)
         path.unlink(missing_ok=True)
         if m.ledger and all(r.ledger != m.ledger for _, _, r in rest):
-            _remove(root, m.ledger)
-        _pause("prune")
+            root.delete(m.ledger)
+        pause_point("prune")
 
 
 def _chain(root: Root) -> tuple[list[tuple[int, Any, Manifest]], list[tuple[Any, str]]]:
@@ -160,25 +140,13 @@ class VacuumReport:
 
 
 def _data_files(root: Root) -> dict[str, int]:
-    """Every Parquet file under a table directory (outside its Delta log): rel path -> size."""
+    """Every Parquet file inside a table directory (outside its Delta log, temporaries left
+    out): rel path -> size."""
     out: dict[str, int] = {}
-    tables = root / "tables"
-    if isinstance(root, S3):
-        for e in tables.walk():
-            if e.rel.endswith(".parquet") and "/_delta_log/" not in f"/{e.rel}":
-                out[f"tables/{e.rel}"] = e.size
-        return out
-    for name in listdir(tables):
-        base = tables / name
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames[:] = [d for d in dirnames if d != "_delta_log"]
-            for n in filenames:
-                if n.endswith(".parquet") and not n.startswith("."):
-                    full = os.path.join(dirpath, n)
-                    try:
-                        out[os.path.relpath(full, root)] = os.stat(full).st_size
-                    except OSError:
-                        continue
+    for e in (root / "tables").walk_files(skip_dirs=("_delta_log",)):
+        name = e.rel.rsplit("/", 1)[-1]
+        if "/" in e.rel and name.endswith(".parquet") and not name.startswith("."):
+            out[f"tables/{e.rel}"] = e.size
     return out
 
 
@@ -187,7 +155,7 @@ def _records(root: Root) -> dict[str, tuple[float, list[str]]]:
     new, later time, which only delays their deletion)."""
     out = {}
     d = root / RETIRED
-    for name in listdir(d):
+    for name in d.list():
         if not name.endswith(".json") or name.startswith("."):
             continue
         try:
@@ -236,25 +204,25 @@ def vacuum(root: Root, hours: float, *, now: float | None = None) -> VacuumRepor
         if since[f] > cutoff:
             report.files_kept += 1
             continue
-        _pause("vacuum")
-        _remove(root, f)
+        pause_point("vacuum")
+        root.delete(f)
         report.files_deleted += 1
         report.bytes_deleted += unlisted[f]
         report.deleted.append(f)
     ledgers = {m.ledger for _, _, m in chain}
-    for name in listdir(root / LEDGERS):
+    for name in (root / LEDGERS).list():
         rel = f"{LEDGERS}/{name}"
         if name.endswith(".parquet") and rel not in ledgers:
-            _remove(root, rel)
+            root.delete(rel)
             report.ledgers_deleted += 1
     left = set(_data_files(root)) - listed
     for name, (_, files) in _records(root).items():
         if not left.intersection(files):
-            _remove(root, f"{RETIRED}/{name}")
+            root.delete(f"{RETIRED}/{name}")
     return report
 
 
 def forget(root: Root) -> None:
     """Drop every record (`repair` does, when it may have listed old files again)."""
-    for name in listdir(root / RETIRED):
-        _remove(root, f"{RETIRED}/{name}")
+    for name in (root / RETIRED).list():
+        root.delete(f"{RETIRED}/{name}")

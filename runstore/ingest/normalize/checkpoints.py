@@ -18,15 +18,12 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from . import Context, fits_int64, clean_str as _clean_str
+from ...numbers import fits_int64, int64_from_digits
+from .base import Batch, Context, Output, clean_str as _clean_str, json_text as _json_text
 
-__all__ = ["normalize", "KNOWN_KEYS"]
+__all__ = ["Checkpoints", "normalize", "KNOWN_KEYS"]
 
 KNOWN_KEYS = ("name", "batch", "epoch", "final", "state_path", "sampler_path", "rolling")
-
-
-def _json_text(value: Any) -> str:
-    return _clean_str(json.dumps(value, ensure_ascii=False, allow_nan=True))
 
 
 _BAD = object()  # sentinel: present but unusable
@@ -39,12 +36,11 @@ def _as_int(value: Any) -> Any:
         value = int(value) if value.is_integer() else _BAD
     elif isinstance(value, str):
         text = value.strip()
-        ascii_digits = text[1:] if text[:1] in ("+", "-") else text
-        # At most 19 significant digits fit 64 bits; the bound also keeps `int()` under
-        # Python's conversion limit (4,300 digits), past which it raises.
-        fits = ascii_digits.isascii() and ascii_digits.isdigit() \
-            and len(ascii_digits.lstrip("0")) <= 19
-        value = int(text) if fits else _BAD
+        digits = text[1:] if text[:1] in ("+", "-") else text
+        if not (digits.isascii() and digits.isdigit()):
+            return _BAD
+        value = int64_from_digits(text)
+        return _BAD if value is None else value
     return value if isinstance(value, int) and fits_int64(value) else _BAD
 
 
@@ -107,3 +103,20 @@ def normalize(records: Iterable[tuple[int, Any]], ctx: Context) -> dict[str, lis
             ctx.warn(line, "checkpoint fields of the wrong type stored as null: " + ", ".join(bad))
         rows.append(row)
     return {"checkpoints": rows}
+
+
+class Checkpoints:
+    """checkpoints.jsonl → `checkpoints`; the ledger state remembers a final checkpoint
+    (`final`: the run's status is `completed`)."""
+
+    kinds = ("checkpoints",)
+    tables = ("checkpoints",)
+
+    def normalize(self, batch: Batch) -> Output:
+        out = Output()
+        recs = list(batch.records())
+        out.rows(normalize(recs, batch.ctx))
+        if any(isinstance(o, dict) and (o.get("name") == "final" or o.get("final") is True)
+               for _, o in recs):
+            batch.state["final"] = True
+        return out

@@ -19,23 +19,13 @@ Contract:
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from . import Context, clean_str as _clean_str, to_float
 from .. import parse as jsonl
+from .base import Batch, Context, Output, clean_str as _clean_str, json_text as _json_text, to_float
 
-__all__ = ["normalize", "summarize", "infer_kind", "flatten", "load"]
-
-
-def _json_text(value: Any) -> str:
-    """JSON text of a value as stored in the tables: readable (non-ASCII kept), NaN tokens kept.
-
-    Lone UTF-16 surrogates (legal in `\\ud800` escapes, illegal in UTF-8) are replaced so Arrow
-    can encode the text."""
-    text = json.dumps(value, ensure_ascii=False, allow_nan=True)
-    return _clean_str(text)
+__all__ = ["Config", "normalize", "summarize", "infer_kind", "flatten", "load"]
 
 
 def load(data: bytes, ctx: Context) -> dict | None:
@@ -181,3 +171,14 @@ def summarize(data: bytes, ctx: Context) -> dict[str, Any]:
         "learning_rate": learning_rate,
     }
 
+
+class Config:
+    """config.json → `config` (its `runs` fields come from `summarize`, read with the run)."""
+
+    kinds = ("config",)
+    tables = ("config",)
+
+    def normalize(self, batch: Batch) -> Output:
+        out = Output()
+        out.rows(normalize(batch.data, batch.ctx))
+        return out

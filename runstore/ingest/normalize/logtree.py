@@ -40,25 +40,20 @@ bytes of one logtree file (`Trace.to_dict()`, FORMATS.md "*_logtree.json").
 from __future__ import annotations
 
 import html
-import json
 import re
 from collections import Counter
 from typing import Any, Iterator
 
-from . import Context, clean_str as _clean_str
 from .. import parse as jsonl
+from .base import Batch, Context, Output, clean_str as _clean_str, json_text as _json_text
 
-__all__ = ["normalize", "MAX_DEPTH", "GROUP_HEADER"]
+__all__ = ["Logtree", "normalize", "MAX_DEPTH", "GROUP_HEADER"]
 
 MAX_DEPTH = 500
 GROUP_HEADER = "Group Rollout"
 _HEADER_TAGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _EPISODE_RE = re.compile(r"^Trajectory (\d+) Episode$")
 _TURN_RE = re.compile(r"^Turn \d+$")
-
-
-def _json_text(value: Any) -> str:
-    return _clean_str(json.dumps(value, ensure_ascii=False, allow_nan=True))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -373,3 +368,15 @@ def normalize(data: bytes, ctx: Context) -> dict[str, list[dict]]:
         for row_index, traj_idx in group.resolve().items():
             conversations[row_index]["traj_idx"] = traj_idx
     return {"conversations": conversations, "messages": messages}
+
+
+class Logtree:
+    """`*_logtree.json` → `conversations` and `messages`."""
+
+    kinds = ("logtree",)
+    tables = ("conversations", "messages")
+
+    def normalize(self, batch: Batch) -> Output:
+        out = Output()
+        out.rows(normalize(batch.data, batch.ctx))
+        return out

@@ -26,11 +26,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import parse as jsonl
+from ...numbers import INT64_MAX, INT64_MIN
 from ...storage.schema import empty, schema
-from . import Context, clean_str as _clean_str, to_float
+from .. import parse as jsonl
+from .base import Batch, Context, Output, clean_str as _clean_str, to_float
 
-_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 SMALL = 128 << 10  # bytes below which the line decoder is the faster path
 
 
@@ -141,7 +141,7 @@ def _slow(data: bytes, first_line: int, ctx: Context, pre_resume: bool) -> pa.Ta
             else:
                 ctx.warn(lineno, f"skipped: `step` must be an integer, got {step!r:.40}")
                 continue
-        if step is not None and not _INT64_MIN <= step <= _INT64_MAX:
+        if step is not None and not INT64_MIN <= step <= INT64_MAX:
             ctx.warn(lineno, f"skipped: `step` {str(step)[:24]}... does not fit 64 bits")
             continue
         for key, v in obj.items():
@@ -183,3 +183,18 @@ def _split_value(v: Any) -> tuple[float | None, str | None]:
     return None, json.dumps(v, allow_nan=True)
 
 
+class Metrics:
+    """metrics.jsonl and its `pre_resume` copies → `metrics_raw`; the ledger state keeps the
+    largest step (the `runs` row's `last_step`)."""
+
+    kinds = ("metrics", "metrics_pre_resume")
+    tables = ("metrics_raw",)
+
+    def normalize(self, batch: Batch) -> Output:
+        out = Output()
+        table, last = normalize(batch.data, batch.first_line, batch.ctx,
+                                pre_resume=batch.kind == "metrics_pre_resume")
+        out.add("metrics_raw", table)
+        if last is not None:
+            batch.state["max_step"] = max(last, batch.state.get("max_step", last))
+        return out

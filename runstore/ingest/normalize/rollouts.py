@@ -22,15 +22,14 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from . import Context, fits_int64, clean_str as _clean_str, to_float
+from ...numbers import fits_int64
+from .base import Batch, Context, Output, clean_str as _clean_str, json_text, to_float
 
-__all__ = ["normalize"]
+__all__ = ["Rollouts", "normalize"]
 
 
 def _json_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return _clean_str(json.dumps(value, ensure_ascii=False, allow_nan=True))
+    return None if value is None else json_text(value)
 
 
 class _Fields:
@@ -171,3 +170,14 @@ def normalize(records: Iterable[tuple[int, Any]], ctx: Context) -> dict[str, lis
             ctx.warn(line, "rollout fields of the wrong type stored as null: " + ", ".join(f.problems))
     return {"trajectories": trajectories, "rollout_steps": steps_out}
 
+
+class Rollouts:
+    """`*_rollout_summaries.jsonl` → `trajectories` and `rollout_steps`."""
+
+    kinds = ("rollouts",)
+    tables = ("trajectories", "rollout_steps")
+
+    def normalize(self, batch: Batch) -> Output:
+        out = Output()
+        out.rows(normalize(batch.records(), batch.ctx))
+        return out

@@ -23,9 +23,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import parse as jsonl
+from ...numbers import fits_int64
 from ...storage.schema import schema
-from . import Context, clean_str as _clean_str, fits_int64, to_float
+from ...storage.writer import rows_where
+from .. import parse as jsonl
+from .base import Batch, Context, Output, clean_str as _clean_str, to_float
 
 RECORD = pa.schema([
     ("step", pa.int64()),
@@ -233,3 +235,26 @@ def _span(sp: Any) -> dict[str, Any] | None:
     if row["duration"] is None and sp.get("duration") is not None:
         return None
     return row
+
+
+class Timing:
+    """timing_spans.jsonl → `spans`; the ledger state keeps the largest step read, so a step a
+    resumed run logs again replaces the stored one."""
+
+    kinds = ("timing_spans",)
+    tables = ("spans",)
+
+    def normalize(self, batch: Batch) -> Output:
+        out = Output()
+        table, steps = normalize(batch.data, batch.first_line, batch.ctx)
+        prev_max = batch.state.get("max_step")
+        if prev_max is not None and steps and steps[0] <= prev_max:
+            # A resumed run logs steps again (the file is never truncated): the later record
+            # of a step replaces the stored one.
+            out.delete("spans", rows_where(source_id=batch.ctx.source_id,
+                                           step=[int(s) for s in steps if s <= prev_max]))
+        out.add("spans", table)
+        if steps:
+            batch.state["max_step"] = max(steps[-1], prev_max if prev_max is not None
+                                          else steps[-1])
+        return out

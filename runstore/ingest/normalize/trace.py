@@ -44,9 +44,11 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from . import Context, finite, fits_int64, clean_str as _clean_str
+from ...numbers import is_int64
+from ...storage.writer import rows_where
+from .base import Batch, Context, Output, clean_str as _clean_str, finite, json_text
 
-__all__ = ["normalize", "open_rows", "TS_BACKSTEP_US"]
+__all__ = ["Trace", "normalize", "open_rows", "TS_BACKSTEP_US"]
 
 TS_BACKSTEP_US = 1_000_000.0
 _STATE_VERSION = 1
@@ -55,9 +57,7 @@ _DROP_ARGS = ("track", "thread")
 
 
 def _args_text(args: dict) -> str | None:
-    if not args:
-        return None
-    return _clean_str(json.dumps(args, ensure_ascii=False, allow_nan=True))
+    return json_text(args) if args else None
 
 
 def _label(value: Any) -> str | None:
@@ -69,10 +69,7 @@ def _label(value: Any) -> str | None:
     return _clean_str(json.dumps(value, allow_nan=True, default=str))
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and fits_int64(value)
-
-
+_is_int = is_int64
 _is_finite_number = finite  # huge integers are not: they have no float value
 
 
@@ -300,3 +297,25 @@ def open_rows(state: dict, ctx: Context) -> list[dict]:
     p = _Pairer(state)
     base = ctx.base()
     return [p.row(entry, None, None, base) for entry in p.open]
+
+
+class Trace:
+    """trace_events.jsonl → `trace_slices`, incrementally: the ledger state carries the open B
+    events (`trace`), stored meanwhile as null-duration rows that the next read replaces."""
+
+    kinds = ("trace_events",)
+    tables = ("trace_slices",)
+
+    def normalize(self, batch: Batch) -> Output:
+        out = Output()
+        state = batch.state.get("trace")
+        if state and state.get("open"):
+            # Open B events were stored as null-duration rows of the current segment; this
+            # read may close them, so they are replaced by what it returns.
+            out.delete("trace_slices", rows_where(source_id=batch.ctx.source_id, dur_us=None,
+                                                  segment=int(state.get("segment", 0))))
+        rows, state = normalize(batch.records(), state, batch.ctx)
+        out.rows(rows)
+        out.rows({"trace_slices": open_rows(state, batch.ctx)})
+        batch.state["trace"] = state
+        return out

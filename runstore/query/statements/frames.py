@@ -1,11 +1,11 @@
-"""Queries the library builds for its own commands, as sqlglot expression trees.
+"""The statements behind `Store.runs`, `Store.metrics` and the key lookups, as sqlglot trees.
 
 Contract: each function returns `(sql, params)` — DuckDB SQL text and the values its `$name`
 placeholders take — ready for `Store.arrow(sql, params)` / `Store.sql(sql, params)`, which
 guard and bind them. User-supplied values (run-name globs, metric keys, kinds) only ever
 travel as bound parameters; user-supplied names (metric keys as column names) only as
 identifiers quoted by sqlglot; a user-supplied `--where` condition only after
-`sqlcheck.condition` has checked it is a plain expression. Nothing is pasted into SQL text.
+`guard.condition` has checked it is a plain expression. Nothing is pasted into SQL text.
 
 * `runs_query(kind=, name=, where=, columns=)`: `run_summary` (all its columns or the
   chosen ones), filtered, ordered by `run_name`.
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from . import guard as sqlcheck
-from ..errors import QueryError, UsageError
-
-Statement = tuple[str, dict[str, Any]]
+from ...errors import QueryError, UsageError
+from .. import guard
+from ..views import views
+from . import Statement
 
 # Wide metric frames are keyed by these; a metric with one of these names would collide.
 WIDE_KEY_COLUMNS = ("run_id", "run_name", "step")
@@ -30,8 +30,6 @@ WIDE_KEY_COLUMNS = ("run_id", "run_name", "step")
 
 def summary_columns() -> list[str]:
     """The columns of `run_summary`, in order (from the view's documentation)."""
-    from .connect import views
-
     return [c for c, _ in next(v for v in views() if v.name == "run_summary").columns]
 
 
@@ -64,12 +62,12 @@ def runs_query(*, kind: str | None = None, name: str | None = None,
                                      expression=exp.Placeholder(this="name")))
         params["name"] = name
     if where is not None:
-        query = query.where(exp.paren(sqlcheck.condition(where, "--where"), copy=False))
+        query = query.where(exp.paren(guard.condition(where, "--where"), copy=False))
     query = query.order_by(exp.column("run_name"))
     try:
         return query.sql(dialect="duckdb"), params
     except RecursionError as e:  # a --where condition just within what sqlglot parses
-        raise sqlcheck.too_deep("--where condition") from e
+        raise guard.too_deep("--where condition") from e
 
 
 def _summary_columns(columns: Sequence[str]) -> list[str]:
