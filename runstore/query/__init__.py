@@ -1,0 +1,1 @@
+"""runstore.query."""
