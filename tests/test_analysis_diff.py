@@ -172,7 +172,7 @@ def test_runs_are_resolved_like_trace_and_plot_spans(
 
 def test_the_resolution_rule_is_charts_one_run_plus_prefix(
         demo_store: tuple[Path, runstore.Store]) -> None:
-    from runstore import charts
+    from runstore.present import scope as charts
 
     store = demo_store[1]
     names = store.sql("select run_name from runs order by 1")["run_name"].to_list()

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import runstore
-from runstore import watch
+from runstore.health import watch
 from runstore.errors import UsageError
 from runstore.health import notify
 from runstore.health.notify import Notifier, redact

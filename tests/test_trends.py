@@ -21,7 +21,8 @@ from hypothesis import given, settings, strategies as st
 import analysis_oracle as ao
 import oracle
 import runstore
-from runstore import checks, demo
+from runstore import demo
+from runstore.health import evaluate as checks
 from runstore.demo import RunSpec
 from runstore.errors import UsageError
 from runstore.health import trends

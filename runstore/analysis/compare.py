@@ -203,6 +203,6 @@ def _on_time_axis(points: "pl.DataFrame", durations: "pl.DataFrame",
 def _require(store: "Queryable", metric: str) -> None:
     """`UnknownKey` when no run in the store has logged `metric` (else nothing: the runs in
     scope simply do not log it)."""
-    from ..keys import require
+    from ..query.keys import require
 
     require(store, [metric])  # type: ignore[arg-type]

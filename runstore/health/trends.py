@@ -56,7 +56,9 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence, cast
 
 from ..analysis.runs import Scope, scope_condition
 from ..analysis.smooth import check_weight, ema
-from ..checks import COLUMNS, _metric, _number, _parse_number, family
+from .evaluate import COLUMNS
+from .rules import _metric, _number, _parse_number
+from ..query.keys import family
 from ..errors import UsageError
 
 if TYPE_CHECKING:
