@@ -154,10 +154,19 @@ class _Evaluated:
 def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | None,
               since_step: int | None) -> _Evaluated:
     """Threshold rules in one statement, trend rules (trends.py) beside them, merged in
-    rule order: one table with both kinds' rows and per-rule counts."""
+    rule order: one table with both kinds' rows and per-rule counts. Only trend rules load
+    polars and pyarrow.compute: a check of threshold rules stays as light as it was."""
+    from .trends import TrendRule
+
+    if not any(isinstance(r, TrendRule) for r in rules):
+        table, counts = _answer(store, rules, runs, since_step)  # type: ignore[arg-type]
+        by_rule = sorted(counts, key=lambda c: c["rule_idx"])
+        return _Evaluated(table, tuple(int(c["checked"]) for c in by_rule),
+                          tuple(int(c["fired_runs"]) for c in by_rule),
+                          int(by_rule[0]["scope_runs"]))
     import pyarrow as pa
 
-    from .trends import TrendRule, evaluate as evaluate_trends
+    from .trends import evaluate as evaluate_trends
 
     plain = [(i, r) for i, r in enumerate(rules) if not isinstance(r, TrendRule)]
     trend = [(i, r) for i, r in enumerate(rules) if isinstance(r, TrendRule)]
