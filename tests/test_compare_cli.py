@@ -125,6 +125,10 @@ def test_diff_errors_name_the_runs(demo_store: tuple[Path, Path]) -> None:
     assert r.stderr.startswith("Error: 'gsm8k*' matches 5 runs (")
     r = cli(store, "diff", "nope", "sl/*")
     assert r.stderr.startswith("Error: no run is named or matches 'nope'")
+    r = cli(store, "diff", "sl/*")
+    assert r.exit_code == 2 and "two or more runs" in r.stderr
+    r = cli(store, "diff", "sl/*", "--all", "-F", "json")
+    assert r.exit_code == 0 and {x["key"] for x in json.loads(r.stdout)} >= {"learning_rate"}
 
 
 @pytest.mark.parametrize("ext", ["csv", "json", "jsonl", "parquet", "md"])
