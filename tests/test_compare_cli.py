@@ -227,27 +227,20 @@ def test_check_runs_trend_and_threshold_rules_together(demo_store: tuple[Path, P
     assert f"{rise} fired for {len(by_rule.get(rise, {}))} (" in summary
 
 
-def test_trend_rules_from_runstore_toml(demo_store: tuple[Path, Path], tmp_path: Path) -> None:
+def test_trend_rules_from_runstore_toml(demo_store: tuple[Path, Path], tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
     root, store = demo_store
     toml = tmp_path / "runstore.toml"
     toml.write_text('[check]\ndefault_rules = false\n\n[[check.rule]]\ntrend = "drop"\n'
                     f'metric = "{REWARD}"\nop = ">"\nvalue = 0.08\nname = "reward collapse"\n')
-    cwd = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        r = cli(store, "check", "-F", "json")
-    finally:
-        os.chdir(cwd)
+    monkeypatch.chdir(tmp_path)
+    r = cli(store, "check", "-F", "json")
     want = trend_expected(root, parse_trend(f"drop({REWARD}) > 0.08"))
     rows = rows_json(r.stdout)
     assert {x["run_name"] for x in rows} == set(want) and want
     assert {x["rule"] for x in rows} == {"reward collapse"}
     toml.write_text('[[check.rule]]\ntrend = "fall"\nmetric = "x"\nop = ">"\nvalue = 1\n')
-    os.chdir(tmp_path)
-    try:
-        r = cli(store, "check")
-    finally:
-        os.chdir(cwd)
+    r = cli(store, "check")
     assert r.exit_code == 2 and "runstore.toml: rule 1" in r.stderr
 
 
@@ -332,7 +325,8 @@ def test_check_notify_posts_each_fired_row_once(demo_store: tuple[Path, Path],
 
 
 def test_notify_from_the_environment_and_toml(demo_store: tuple[Path, Path],
-                                              hook: tuple[str, list], tmp_path: Path) -> None:
+                                              hook: tuple[str, list], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     store = demo_store[1]
     base, bodies = hook
     r = cli(store, "check", "-F", "json", env={"RUNSTORE_NOTIFY": f"{base}/env1 {base}/env2"})
@@ -341,12 +335,8 @@ def test_notify_from_the_environment_and_toml(demo_store: tuple[Path, Path],
     assert sorted(p for p, _ in bodies) == sorted(["/env1", "/env2"] * len(fired))
     bodies.clear()
     (tmp_path / "runstore.toml").write_text(f'[check]\nnotify = ["{base}/toml"]\n')
-    cwd = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        r = cli(store, "check", "-F", "json")
-    finally:
-        os.chdir(cwd)
+    monkeypatch.chdir(tmp_path)
+    r = cli(store, "check", "-F", "json")
     assert [p for p, _ in bodies] == ["/toml"] * len(fired)
     r = cli(store, "check", "--notify", "ftp://example.com/x")
     assert r.exit_code == 2 and "not an http(s) URL" in r.stderr
