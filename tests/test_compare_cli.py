@@ -374,3 +374,28 @@ def test_watch_notifies_each_firing_once_over_passes(demo_tree: Path, tmp_path: 
     assert len(keys) == len(set(keys)) == len(fired) >= first >= 2
     assert {b["rule"] for _, b in bodies} >= {"kl_sample_train_v1|v2 > 0.01",
                                               "drop(env/all/reward/total) > 0.08"}
+
+
+def test_a_trend_rule_over_an_unlogged_metric_is_refused(demo_store: tuple[Path, Path]) -> None:
+    r = cli(demo_store[1], "check", "--rule", "drop(env/all/rewrd/total) > 0.1")
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "did you mean env/all/reward/total?" in r.stderr
+
+
+def test_a_dead_webhook_warns_without_its_secret_and_the_check_still_answers(
+        demo_store: tuple[Path, Path]) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.monotonic()
+    r = cli(demo_store[1], "check", "--notify",
+            f"http://alice:hunter2@127.0.0.1:{port}/services/T0/B0/SECRETTOKEN?k=SECRETQ",
+            "-F", "json")
+    assert r.exit_code == 1 and rows_json(r.stdout)  # the answer is printed regardless
+    assert "not sent after 4 attempts" in r.stderr
+    assert f"http://127.0.0.1:{port}/…" in r.stderr
+    for secret in ("alice", "hunter2", "SECRETTOKEN", "SECRETQ", "services"):
+        assert secret not in r.stderr, secret
+    assert time.monotonic() - started < 15  # three backoffs (3.5 s), never the socket default
