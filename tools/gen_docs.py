@@ -21,6 +21,7 @@ between builds), and rewards are multiples of 1/8, so their means sit on roundin
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import tempfile
 import textwrap
@@ -310,7 +311,8 @@ order by status, run_name"""),
 
 
 def _cli_params(params: dict[str, Any]) -> str:
-    return " ".join(f"--param {k}={v}" for k, v in params.items())
+    # Quoted as a shell needs it: the line is meant to be pasted after `runstore sql "..."`.
+    return " ".join(f"--param {k}={shlex.quote(str(v))}" for k, v in params.items())
 
 
 def cookbook_markdown(store: Any) -> str:

@@ -217,6 +217,10 @@ def hover(run: str, key: str | None, what: str = "value") -> str:
     return head + "step %{x}<br>" + what + " %{y:.6g}<extra></extra>"
 
 
+# `Lines.add` takes a `hover` argument, which hides the function's name inside it.
+_hover_text = hover
+
+
 class Lines:
     """Collects line traces, downsampling each one and remembering whether any was reduced."""
 
@@ -251,7 +255,7 @@ class Lines:
             x=xs, y=ys, mode="lines", name=label(legend_name), legendgroup=group,
             showlegend=show, legendrank=rank, opacity=opacity,
             line={"color": color, "dash": dash, "width": width},
-            hovertemplate=hover or hover(run, key),
+            hovertemplate=hover or _hover_text(run, key),
             meta={"run_name": run, "key": key, "kind": kind}))
 
 
