@@ -174,7 +174,7 @@ def downsample_note(reduced: bool, max_points: int) -> str:
 
 def layout(fig: "go.Figure", title: str, subtitle: str, *, xaxis: str, yaxis: str,
             legend_title: str | None = None, height: int = 560) -> None:
-    fig.updatelayout(
+    fig.update_layout(
         template=TEMPLATE, height=height, hovermode="closest",
         title={"text": title, "subtitle": {"text": subtitle}, "x": 0.01, "xanchor": "left"},
         margin={"t": 90, "l": 70, "r": 20, "b": 50},

@@ -154,7 +154,7 @@ def plot_spans(store: "Reader", run: str, *, step: int | None = None) -> "go.Fig
             hovertemplate=(f"<b>{label(n)}</b><br>step %{{x}}<br>share %{{y:.1%}}<br>"
                            "%{customdata:.3f} s<extra></extra>"),
             meta={"run_name": run_name, "key": n, "kind": "share"}), row=2, col=1)
-    fig.updatelayout(barmode="stack")
+    fig.update_layout(barmode="stack")
     fig.update_yaxes(row=2, col=1, title_text="share of step time", tickformat=".0%")
     fig.update_xaxes(row=2, col=1, title_text="step")
     sub = subtitle([
@@ -164,7 +164,7 @@ def plot_spans(store: "Reader", run: str, *, step: int | None = None) -> "go.Fig
         if reduced else ""])
     layout(fig, label(f"Spans of {run_name}"), sub, xaxis="", yaxis="",
             legend_title="top-level span", height=gantt_px + bars_px + 220)
-    fig.updatelayout(xaxis_title=f"seconds since step {step} began", yaxis_title="",
+    fig.update_layout(xaxis_title=f"seconds since step {step} began", yaxis_title="",
                       margin={"t": 120})
     return fig
 
