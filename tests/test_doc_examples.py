@@ -85,10 +85,12 @@ SKIP: tuple[tuple[str, str, str], ...] = (
     ("block", r"runstore\.open\(\"s3://", "needs an S3 service (tests/test_s3.py)"),
 )
 
-# The reader's own files that examples read.
-FILES = {
+# The reader's own files that examples read (None: an empty directory).
+FILES: dict[str, str | None] = {
     "teams.csv": "run_name,team\nsl/tulu3_qwen3-8b_lr2e-4,post-training\n",
     "question.sql": "select run_name, max_kl_v1 from kl_health where flagged order by run_name\n",
+    "notes.txt": "lr 1e-3 diverged; retry with 3e-4\n",
+    "empty": None,
 }
 
 
@@ -253,8 +255,9 @@ def sql_cases() -> list[Any]:
             while after and after[0].startswith("|"):
                 table.append(after.pop(0))
             if table:
-                cases.append(pytest.param("\n".join(block.lines), params, table,
-                                          id=f"{block.page}:{block.line}"))
+                where = f"{block.page}:{block.line}"
+                cases.append(pytest.param(where, "\n".join(block.lines), params, table,
+                                          id=where))
     return cases
 
 
@@ -306,7 +309,10 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Demo:
     pristine = home / "pristine-store"
     shutil.copytree(directory / "store", pristine)
     for name, text in FILES.items():
-        (directory / name).write_text(text)
+        if text is None:
+            (directory / name).mkdir()
+        else:
+            (directory / name).write_text(text)
     return Demo(home, directory, store, pristine)
 
 
@@ -323,17 +329,28 @@ def in_demo(demo_store: Demo, monkeypatch: pytest.MonkeyPatch) -> Demo:
 class Shell:
     """Just enough of sh to run the docs' command lines, with `runstore` run in-process."""
 
-    def __init__(self, where: str, cwd: Path):
+    def __init__(self, where: str, cwd: Path, monkeypatch: pytest.MonkeyPatch):
         self.where, self.cwd = where, cwd
         self.screen: list[str] = []  # what the terminal shows
         self.status = 0
+        self.empty: list[str] = []  # commands whose rows were none at all
+        self._rows: list[int] = []
+        from runstore.cli import query
+
+        def counting_emit(table: Any, *args: Any, **kwargs: Any) -> None:
+            self._rows.append(table.num_rows)
+            emit(table, *args, **kwargs)
+
+        emit = query.emit
+        monkeypatch.setattr(query, "emit", counting_emit)
 
     def fail(self, text: str) -> None:
         pytest.fail(f"{self.where}: {text}", pytrace=False)
 
     def run(self, line: str) -> int:
+        # Words split at blanks only, as sh does (`--columns a,b`); `( ) ; < > | &` apart.
         lex = shlex.shlex(line, posix=True, punctuation_chars=True)
-        lex.wordchars += "$?"
+        lex.whitespace_split = True
         tokens = list(lex)
         pos, status = self._list(tokens, 0)
         if pos != len(tokens):
@@ -394,7 +411,13 @@ class Shell:
             self.fail(f"{' '.join(words)!r}: only runstore and echo run here")
         runner = Terminal()
         runner.tty = redirect is None
+        self._rows.clear()
         result = runner.invoke(cli_main, words[1:], prog_name="runstore")
+        # An example that answers nothing on the demo shows nothing (`check` is green on 0 rows,
+        # but must have checked some run).
+        if (self._rows and not any(self._rows) and words[1:2] != ["check"]) or any(
+                "(0 checked" in line for line in result.output.splitlines()):
+            self.empty.append(" ".join(words))
         if result.exception is not None and not isinstance(result.exception, SystemExit):
             self.fail(f"`{' '.join(words)}` raised (a user would see a traceback):\n"
                       + "".join(traceback.format_exception(*result.exc_info)))
@@ -433,13 +456,17 @@ def expected_status(ex: ShellExample) -> int | None:
 
 
 @pytest.mark.parametrize("examples", shell_cases())
-def test_shell_example(examples: list[ShellExample], in_demo: Demo) -> None:
+def test_shell_example(examples: list[ShellExample], in_demo: Demo,
+                       monkeypatch: pytest.MonkeyPatch) -> None:
     for ex in examples:
         reason = skip_reason("command", ex.command)
         if reason:
             continue  # listed in SKIP; the block's other lines still run
-        shell = Shell(ex.where, in_demo.directory)
+        shell = Shell(ex.where, in_demo.directory, monkeypatch)
         status = shell.run(ex.command)
+        if ex.shown is None:  # a shown output decides for itself
+            assert not shell.empty, (f"{ex.where}: `{ex.command}` answers no rows (or checks no "
+                                     f"run) on the demo store: {shell.empty}")
         want = expected_status(ex)
         shown = "\n".join(shell.screen)
         if want is None:
@@ -473,6 +500,7 @@ def test_python_examples(found: list[Block], in_demo: Demo) -> None:
             runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
             result = runner.run(test, out=report.append, clear_globs=False)
             assert result.failed == 0, "\n".join(report)
+            namespace.update(test.globs)  # the DocTest ran on a copy
         else:
             try:
                 exec(compile(text, where, "exec"), namespace)
@@ -481,14 +509,16 @@ def test_python_examples(found: list[Block], in_demo: Demo) -> None:
                             pytrace=False)
 
 
-@pytest.mark.parametrize("sql,params,table", sql_cases())
-def test_sql_answer(sql: str, params: list[str], table: list[str], in_demo: Demo) -> None:
-    result = CliRunner().invoke(cli_main, ["sql", sql, "-F", "markdown", *params])
-    assert result.exit_code == 0, result.output
+@pytest.mark.parametrize("where,sql,params,table", sql_cases())
+def test_sql_answer(where: str, sql: str, params: list[str], table: list[str],
+                    in_demo: Demo) -> None:
+    result = CliRunner().invoke(cli_main, ["sql", sql, "-F", "markdown", *params],
+                                prog_name="runstore")
+    assert result.exit_code == 0, f"{where}: the query failed:\n{result.output}"
     got = [line.rstrip() for line in result.stdout.rstrip("\n").split("\n")]
-    assert len(table) > 2, "the doc shows a table with no rows: a question should answer some"
+    assert len(table) > 2, f"{where}: the doc shows a table with no rows; ask what has an answer"
     assert got == [line.rstrip() for line in table], (
-        "the doc's table is not what `runstore sql -F markdown` prints:\n--- doc\n"
+        f"{where}: the doc's table is not what `runstore sql -F markdown` prints:\n--- doc\n"
         + "\n".join(table) + "\n--- printed\n" + "\n".join(got))
 
 
