@@ -383,7 +383,7 @@ class Shell:
                 end += 1
             if skip:
                 return end + 1, self.status
-            inner_end, status = self._list(toks[pos + 1:end], 0)
+            _, status = self._list(toks[pos + 1:end], 0)
             return end + 1, status
         words: list[str] = []
         redirect: tuple[str, str] | None = None
