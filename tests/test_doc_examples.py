@@ -307,7 +307,7 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Demo:
     store = home / store
     assert store.is_dir() and store.parent == directory, result.output
     pristine = home / "pristine-store"
-    shutil.copytree(directory / "store", pristine)
+    shutil.copytree(store, pristine)
     for name, text in FILES.items():
         if text is None:
             (directory / name).mkdir()
@@ -534,3 +534,44 @@ def test_the_collector_finds_the_examples_it_should() -> None:
     assert any(ex.where.startswith("README.md") for ex in shell)
     assert len(sql_cases()) >= 15  # the cookbook's questions
     assert any(case.id == "docs/python.md" for case in python_cases())
+
+
+def references(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, name) of every `runstore.x.y` name and repository source file the page names."""
+    for number, line in enumerate(path.read_text().split("\n"), 1):
+        for m in re.finditer(r"\b(runstore(?:\.[A-Za-z_]\w*)+)", line):
+            if m.group(1) != "runstore.toml":
+                yield number, m.group(1)
+        # Source files only (bench/out/... are what commands write; NNNN_name.py a pattern).
+        for m in re.finditer(r"(?<![\w/.])((?:runstore|tests|tools|bench|sql|migrations)/"
+                             r"[\w./-]*\.(?:py|sql|sh))\b", line):
+            if not re.search(r"[A-Z]{3}", m.group(1)):
+                yield number, m.group(1)
+
+
+def resolves(name: str) -> bool:
+    if "/" in name:
+        return (REPO / name).exists()
+    import importlib
+
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[i:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+def test_the_code_the_docs_name_exists() -> None:
+    """Module paths and dotted names in the docs and --help exist (moves leave none stale)."""
+    stale = [f"{path.relative_to(REPO)}:{number}: {name}"
+             for path in [*pages(), REPO / "docs" / "cli.md"]
+             for number, name in references(path) if not resolves(name)]
+    assert not stale, "the docs name code that does not exist:\n" + "\n".join(stale)
