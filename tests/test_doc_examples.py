@@ -33,7 +33,12 @@ with the example's place, so an unsupported example is never silently passed ove
 
 Exit status: 0 unless the doc says otherwise, by a shown `$ echo $?`, by `exit N` in the
 line's comment, or by an `Error:` in the shown output (then any status but 0; the output is
-still compared).
+still compared). An example whose output the doc does not show must still answer something:
+a command that prints rows and prints none (a glob that matches no run), or a `check` that
+checks no run, fails. A traceback always fails.
+
+Also here: every `runstore.x.y` name and source path the docs name exists (modules move), every
+command's `--help` has an Example, and the demo's own printed KL answer is the cookbook's.
 
 Compared output is normalised only where it truly varies between two runs of the same
 example: durations (`0.08 s`) and rates (`5.1 MB/s`), which become `… s` and `… MB/s` in
@@ -284,6 +289,7 @@ class Demo:
     directory: Path  # the demo's directory (runs/, store/): examples run in it
     store: Path
     pristine: Path  # a copy of the store as the demo left it
+    printed: str  # what `runstore demo` printed
 
     def reset(self) -> None:
         shutil.rmtree(self.store)
@@ -313,7 +319,7 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Demo:
             (directory / name).mkdir()
         else:
             (directory / name).write_text(text)
-    return Demo(home, directory, store, pristine)
+    return Demo(home, directory, store, pristine, result.output)
 
 
 @pytest.fixture
@@ -575,3 +581,18 @@ def test_the_code_the_docs_name_exists() -> None:
              for path in [*pages(), REPO / "docs" / "cli.md"]
              for number, name in references(path) if not resolves(name)]
     assert not stale, "the docs name code that does not exist:\n" + "\n".join(stale)
+
+
+def test_the_demo_prints_what_the_cookbook_shows(demo_store: Demo) -> None:
+    """The issue's case: the demo and the docs once used different seeds, so the demo's KL
+    answer and the cookbook's first question named different values."""
+    section = demo_store.printed.split("## Which runs had KL above 0.01")[1].split("\n## ")[0]
+    rows = [line.split() for line in section.splitlines()
+            if re.match(r"^\S+/\S+\s+\d", line)]  # run_name then numbers
+    assert rows, section
+    page = (REPO / "docs" / "cookbook.md").read_text()
+    q1 = page.split('<a id="q1"></a>')[1].split('<a id="q2"></a>')[0]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in q1.splitlines()
+             if line.startswith("| ") and "run_name" not in line]
+    assert [(c[0], float(c[1])) for c in cells] == [
+        (r[0], round(float(r[1]), 4)) for r in rows]
