@@ -575,12 +575,20 @@ def resolves(name: str) -> bool:
     return False
 
 
+# Names the docs give for code that another branch brings; each must go once it resolves.
+NOT_YET = {"runstore.analysis": "issue 15's package (docs/architecture.md), on the compare branch"}
+
+
 def test_the_code_the_docs_name_exists() -> None:
     """Module paths and dotted names in the docs and --help exist (moves leave none stale)."""
-    stale = [f"{path.relative_to(REPO)}:{number}: {name}"
+    named = [(f"{path.relative_to(REPO)}:{number}", name)
              for path in [*pages(), REPO / "docs" / "cli.md"]
-             for number, name in references(path) if not resolves(name)]
+             for number, name in references(path)]
+    stale = [f"{where}: {name}" for where, name in named
+             if name not in NOT_YET and not resolves(name)]
     assert not stale, "the docs name code that does not exist:\n" + "\n".join(stale)
+    landed = [name for name in NOT_YET if resolves(name)]
+    assert not landed, f"{landed} exist now: remove them from NOT_YET"
 
 
 def test_the_demo_prints_what_the_cookbook_shows(demo_store: Demo) -> None:
