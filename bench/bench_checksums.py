@@ -43,7 +43,10 @@ def main() -> None:
     import pyarrow.parquet as pq
     from deltalake import write_deltalake
 
-    from runstore import integrity, tables
+    from runstore.storage import integrity
+    from runstore.storage.layout import writer_properties
+    from runstore.storage.manifest import read_manifest
+    from runstore.storage.writer import delta_table
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", required=True, help="an existing store (read only)")
@@ -53,7 +56,7 @@ def main() -> None:
                         help="copy at most this many files per table (0: all)")
     args = parser.parse_args()
     source = Path(args.store)
-    manifest = tables.read_manifest(source)
+    manifest = read_manifest(source)
     assert manifest is not None, f"no store at {source}"
     work = Path(tempfile.mkdtemp(prefix="bench-checksums-"))
     rows = []
@@ -77,8 +80,8 @@ def main() -> None:
                 out = work / f"out{r}" / "tables" / name
                 samples["write"].append(timed(lambda: write_deltalake(
                     str(out), data, mode="append",
-                    writer_properties=tables.writer_properties(name))))
-                dt = tables.delta_table(out)
+                    writer_properties=writer_properties(name))))
+                dt = delta_table(out)
                 samples["hash_written"].append(timed(
                     lambda: integrity.entry(work / f"out{r}", dt, None)))
                 con = duckdb.connect()

@@ -109,7 +109,7 @@ def main() -> None:
 def kl_side_by_side(store, pd_kl: float, flagged_pd: list[str], repeat: int) -> None:
     """The KL question, `runstore check` and the KL chart's query against the scan of the KL
     keys, measured in the same rounds."""
-    from runstore import charts
+    from runstore.present import charts
 
     items = {
         "scan of the 4 KL keys (`max(value) ... group by run_id`)": lambda: store.sql(KL_SCAN_SQL),

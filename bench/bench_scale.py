@@ -205,7 +205,8 @@ def plot(results: list[dict], out: Path) -> None:
     html = out / "scale.html"
     fig.write_html(html, include_plotlyjs=True)
     try:
-        from runstore.charts_docs import find_chromium, screenshot
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from browser import find_chromium, screenshot
 
         if find_chromium():
             screenshot(html, out / "scale.png", width=1100, height=500)

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from runstore.discover import discover
-from runstore.normalize import Context, logtree, metrics, timing
-from runstore.parse import jsonl
+from runstore.ingest.discover import discover
+from runstore.ingest.normalize import logtree, metrics, timing
+from runstore.ingest.normalize.base import Context
+from runstore.ingest import parse as jsonl
 
 HERE = Path(__file__).resolve().parent
 

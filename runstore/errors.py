@@ -1,10 +1,13 @@
-"""The error types runstore raises on purpose.
+"""The error types runstore raises on purpose, and how a foreign error is quoted in one.
 
 Every message says what went wrong and what to do next; the CLI prints it as `Error: …` and
-exits 1 (2 for usage errors), with the traceback only under `--debug`.
+exits 1 (2 for usage errors), with the traceback only under `--debug`. `one_line(e)` is how
+an engine's error (DuckDB, deltalake, pyarrow) is quoted inside such a message.
 """
 
 from __future__ import annotations
+
+import re
 
 
 class RunstoreError(Exception):
@@ -49,3 +52,14 @@ class UsageError(RunstoreError):
 
 class UnknownKey(UsageError):
     """A metric key (or a health rule's metric) that no run in the store has logged."""
+
+
+_RUST_BACKTRACE = re.compile(r"\n\s*(?:Stack backtrace:\s*)?0: ")
+
+
+def one_line(e: BaseException, limit: int = 300) -> str:
+    """An error's text on one line, without the Rust backtrace deltalake appends when
+    $RUST_BACKTRACE is set, cut to `limit` characters."""
+    text = _RUST_BACKTRACE.split(str(e), maxsplit=1)[0]
+    text = " ".join(text.split()) or type(e).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,53 +1,59 @@
 """`Store`: the one entry object of the library (`runstore.open(path)`).
 
 Contract: a `Store` names a store location (`--store`, else `$RUNSTORE_STORE`, else
-`./.runstore`). Writing methods (`ingest`, `compact`, `migrate`, `repair`, `set_setting`) take
-the store's write lock for their duration (`repair(check=True)` only reads and takes none).
-Reading methods query an in-memory DuckDB over the newest snapshot (one per snapshot, kept
+`./.runstore`; local or `s3://`). Each method is one call into the package that owns the
+work: writing methods (`ingest` → `ingest`, `compact`/`migrate`/`set_setting` →
+`storage.writer`, `repair` → `storage.repair`) take the store's write lock for their
+duration (`repair(check=True)` only reads and takes none); reading methods go through
+`query.session.Session`: an in-memory DuckDB over the newest snapshot (one per snapshot, kept
 while no newer one is published; each query on its own cursor), so a long-lived `Store` always
 sees the latest committed state and never blocks anyone. Every query connection is confined by
-DuckDB's sandbox to the snapshot's files (`query.Database`, `sandbox.py`);
+DuckDB's sandbox to the snapshot's files (`query.connect`, `query.sandbox`);
 `allow_read=[path, ...]` lets one query also read the files given, on a connection of its own.
-Queries are read-only (`sqlcheck.guard`) and take values only as bound parameters; a parameter
+Queries are read-only (`query.guard`) and take values only as bound parameters; a parameter
 that the query does not use and that names no setting is an error (a typo in `kl_threshold`
-must not pass silently). Results are polars DataFrames (`sql`, `metrics`, `runs`), a LazyFrame
-(`table`, `sql(lazy=True)`), Arrow (`arrow`) or whatever `fetch`'s `convert` makes of DuckDB's
-result; polars and pyarrow are imported only when a method needs them, so importing runstore
-stays cheap.
+must not pass silently). Results are polars DataFrames (`sql`, `metrics`, `runs`, `check`), a
+LazyFrame (`table`, `sql(lazy=True)`), Arrow (`arrow`), plotly figures (`plot_*`, from
+`present.charts`) or whatever `fetch`'s `convert` makes of DuckDB's result; polars and pyarrow
+are imported only when a method needs them, so importing runstore stays cheap. Used as a
+context manager, a `Store` closes its cached DuckDB database on exit.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
 
-from . import migrate as migrate_mod
-from . import query, sandbox, schema, sqlcheck, statements, tables
-from .errors import QueryError, RunstoreError, StoreCorrupt, UsageError
-from .fs import S3, location, storage_options
-from .query import View
+from .errors import QueryError, UsageError
+from .query import connect
+from .query.session import Session
+from .query.statements import frames
+from .query.views import View, views
+from .storage import migrate as migrate_mod
+from .storage import schema, settings as settings_mod, snapshot
+from .storage.location import location
+from .storage.manifest import Manifest, Root
+from .storage.writer import CompactReport, writer
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
     import polars as pl
     import pyarrow as pa
 
-    from .ingest import IngestReport, Progress
-    from .repair import RepairReport
+    from .ingest.report import IngestReport, Progress
+    from .storage.repair import RepairReport
 
 T = TypeVar("T")
 
 DEFAULT_STORE = ".runstore"
 
 
-def resolve(store: str | os.PathLike[str] | None = None) -> "tables.Root":
+def resolve(store: str | os.PathLike[str] | None = None) -> Root:
     """The store location: the argument, else $RUNSTORE_STORE, else ./.runstore. An
     `s3://bucket/prefix` names a store on S3-compatible object storage (see docs/scale.md)."""
     chosen = store if store not in (None, "") else os.environ.get("RUNSTORE_STORE") or DEFAULT_STORE
-    where = location(chosen)
-    return where if isinstance(where, S3) else where.expanduser().absolute()
+    return location(chosen).resolved()
 
 
 class Store:
@@ -65,22 +71,15 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str] | None = None):
         self.path = resolve(path)
-        # One DuckDB database per snapshot, reused while no newer snapshot is published
-        # (its views are created as queries first need them; a query on it is a cursor,
-        # cheap and independent).
-        self._db: query.Database | None = None
-        self._db_seq: int | None = None
-        # Threads may share a Store (the web UI's request threads do): the swap to a newer
-        # snapshot's database happens under this lock, and the old database is dropped, not
-        # closed, so that a query still running on one of its cursors finishes (DuckDB frees
-        # it with its last cursor).
-        self._db_lock = threading.Lock()
+        # One DuckDB database per snapshot, shared by this Store's queries (and threads: the
+        # web UI's request threads share one Store); see query/session.py.
+        self._session = Session(self.path, self.manifest)
 
     def __enter__(self) -> "Store":
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        return None
+        self._session.close()
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
@@ -98,8 +97,8 @@ class Store:
 
         Ctrl-C (SIGINT, in the main thread) publishes what was read whole, then raises
         KeyboardInterrupt whose `report` attribute is the IngestReport of what was kept; a
-        second Ctrl-C stops at once. `interrupts` replaces that handling (interrupts.py)."""
-        from .ingest import ingest
+        second Ctrl-C stops at once. `interrupts` replaces that handling (`ingest.interrupts`)."""
+        from .ingest.run import ingest
 
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
@@ -108,7 +107,7 @@ class Store:
                       interrupts=interrupts)
 
     def compact(self, *, vacuum_hours: float | None = None,
-                lock_timeout: float = 60.0) -> "tables.CompactReport":
+                lock_timeout: float = 60.0) -> CompactReport:
         """Rewrite every table into few files and publish the snapshot; with `vacuum_hours`,
         then delete the files no kept snapshot lists and none has listed for that many hours
         (at least `vacuum.READER_GRACE_S`, for queries still reading an older snapshot).
@@ -119,8 +118,8 @@ class Store:
             raise UsageError(f"vacuum_hours must be a number of hours of at least 0, got "
                              f"{vacuum_hours!r}")
         self.manifest()
-        with tables.writer(self.path, lock_timeout=lock_timeout) as w:
-            report = tables.CompactReport(w.compact())
+        with writer(self.path, lock_timeout=lock_timeout) as w:
+            report = CompactReport(w.compact())
             if vacuum_hours is not None:
                 report.vacuum = w.vacuum(float(vacuum_hours))
         return report
@@ -135,17 +134,22 @@ class Store:
             >>> store.repair(check=True).problems
             []
         """
-        from .repair import check as check_store
-        from .repair import repair
+        from .ingest.discover import source_files
+        from .ingest.normalize.registry import kinds_writing
+        from .storage.repair import Sources
+        from .storage.repair import check as check_store
+        from .storage.repair import repair
 
+        sources = Sources(writers=kinds_writing, files=source_files)
+        defaults = settings_mod.DEFAULT_SETTINGS
         if check:
-            return check_store(self.path, settings=query.DEFAULT_SETTINGS)
-        return repair(self.path, lock_timeout=lock_timeout, settings=query.DEFAULT_SETTINGS)
+            return check_store(self.path, sources, settings=defaults)
+        return repair(self.path, sources, lock_timeout=lock_timeout, settings=defaults)
 
     def migrate(self, *, lock_timeout: float = 60.0) -> list[str]:
         """Apply pending schema migrations; returns their names."""
         self.manifest()
-        with tables.writer(self.path, lock_timeout=lock_timeout) as w:
+        with writer(self.path, lock_timeout=lock_timeout) as w:
             return [m.name for m in migrate_mod.apply(w)]
 
     def set_setting(self, name: str, value: float | str, *, lock_timeout: float = 60.0) -> None:
@@ -154,43 +158,21 @@ class Store:
         A query can still override it with a param of the same name. Known settings:
         `kl_threshold` (a number; 0.01 unless set).
         """
-        if name not in query.DEFAULT_SETTINGS:
-            raise QueryError(f"unknown setting {name!r}; settings: "
-                             f"{', '.join(query.DEFAULT_SETTINGS)}")
-        if isinstance(query.DEFAULT_SETTINGS[name], float):
-            try:
-                value = float(value)
-            except (TypeError, ValueError):
-                raise QueryError(f"setting {name} must be a number, got {value!r}") from None
+        value = settings_mod.coerce(name, value)
         self.manifest()
-        with tables.writer(self.path, lock_timeout=lock_timeout) as w:
+        with writer(self.path, lock_timeout=lock_timeout) as w:
             assert w.manifest is not None
             w.commit(ledger=None, settings={**w.manifest.settings, name: value})
 
     def settings(self) -> dict[str, Any]:
         """The settings queries see by default: the built-in defaults, then the store's own."""
-        return {**query.DEFAULT_SETTINGS, **(self.manifest().settings or {})}
+        return settings_mod.merged(self.manifest().settings)
 
     # -- reading -------------------------------------------------------------------------
-    def manifest(self) -> tables.Manifest:
+    def manifest(self) -> Manifest:
         """The newest snapshot, checked: a store this runstore can read, with settings of the
-        right types."""
-        m = tables.require_store(self.path)
-        migrate_mod.check_version(m)
-        for name in schema.TABLES:
-            if name not in m.tables and (self.path / "tables" / name / "_delta_log").exists():
-                raise StoreCorrupt(
-                    f"the store's snapshot {m.seq} does not list table {name}, but "
-                    f"{self.path / 'tables' / name} holds it. Run `runstore repair` (it takes "
-                    "the table from its Delta log).")
-        bad = tables.bad_settings(m.settings, query.DEFAULT_SETTINGS)
-        if bad:
-            name, value = bad[0]
-            raise StoreCorrupt(
-                f"the store's setting {name} is {value!r}, not a number (in snapshot {m.seq}). "
-                f"Run `runstore repair` (it resets it to the default, "
-                f"{query.DEFAULT_SETTINGS[name]}), or set it again with store.set_setting.")
-        return m
+        right types (`storage.snapshot.current`)."""
+        return snapshot.current(self.path)
 
     def snapshot(self) -> int | None:
         """The number of the newest published snapshot (None before the first ingest).
@@ -202,89 +184,24 @@ class Store:
             >>> store.snapshot() > 0
             True
         """
-        paths = tables.manifest_paths(self.path)
-        return paths[-1][0] if paths else None
+        return self._session.snapshot()
 
     def connect(self, params: dict[str, Any] | None = None, *,
                 allow_read: Iterable[str | os.PathLike[str]] | None = None) -> Any:
         """A fresh in-memory DuckDB connection over the newest snapshot, every table and view
         created, confined by DuckDB's sandbox to the snapshot's files (and `allow_read`)."""
-        return query.connect(self.path, self.manifest(), params, allow_read=_paths(allow_read))
-
-    def _database(self, params: dict[str, Any],
-                  allow_read: list[str] | None) -> tuple[query.Database, bool]:
-        """The database for one query and whether the caller must close it: the cached one of
-        the newest snapshot, or a fresh one when the query overrides a setting (settings are
-        per database) or may read files outside the store (the allowed paths are too)."""
-        if allow_read or any(k in query.DEFAULT_SETTINGS for k in params):
-            return query.Database(self.path, self.manifest(), params, allow_read=allow_read), True
-        seq = self.snapshot()
-        with self._db_lock:  # queries may come from several threads (runstore ui)
-            if self._db is None or seq != self._db_seq:
-                # The older database is dropped, not closed: a query still running on one of
-                # its cursors (another thread) finishes on it.
-                self._db, self._db_seq = query.Database(self.path, self.manifest()), seq
-            return self._db, False
+        return connect.connect(self.path, self.manifest(), params, allow_read=_paths(allow_read))
 
     def fetch(self, sql: str, params: dict[str, Any] | None = None, *,
               allow_read: Iterable[str | os.PathLike[str]] | None = None,
               convert: "Callable[[Any], T]") -> T:
         """Run one read-only query; `convert(relation)` of DuckDB's result relation.
 
-        The guard (`sqlcheck.guard`) checks the query and the params first; `convert` runs
+        The guard (`query.guard`) checks the query and the params first; `convert` runs
         while the query's cursor is open (e.g. `lambda r: r.fetchall()`). `arrow` and `sql`
         are this with their conversions.
         """
-        import duckdb
-
-        params = dict(params or {})
-        allowed = _paths(allow_read)
-        db, owned = self._database(params, allowed)
-        con = db.cursor()
-        try:
-            names = sqlcheck.guard(sql, con)
-            missing = [n for n in names.params if n not in params]
-            if missing:
-                raise QueryError(f"the query uses ${missing[0]} but no value was given: pass "
-                                 f"--param {missing[0]}=VALUE (params={{'{missing[0]}': ...}})")
-            unused = [k for k in params
-                      if k not in names.params and k not in query.DEFAULT_SETTINGS]
-            if unused:
-                raise QueryError(
-                    f"param {unused[0]!r} is neither used by the query (as ${unused[0]}) nor a "
-                    f"setting ({', '.join(query.DEFAULT_SETTINGS)})")
-            db.ensure(names.tables)
-            bound = {k: v for k, v in params.items() if k in names.params}
-            return convert(con.sql(sql, params=bound or None))
-        except duckdb.Error as e:
-            raise self._failure(e) from e
-        finally:
-            con.close()
-            if owned:
-                db.close()
-
-    def _failure(self, e: Exception) -> Exception:
-        """DuckDB's error as the one to show: the sandbox refusing a file or a setting; a
-        store file that vanished or broke since the snapshot was opened (an I/O error, or any
-        error when a live file is indeed damaged); else DuckDB's own message. (A query that
-        merely mentions a store path, as a string given to a JSON function say, is not a
-        damaged store.)"""
-        import duckdb
-
-        refused = sandbox.refusal(e) or sqlcheck.depth_error(e)
-        if refused is not None:
-            return refused
-        if isinstance(e, duckdb.IOException):
-            return tables.read_error(self.path, e) or QueryError(str(e).strip())
-        if str(self.path) in str(e):
-            try:
-                manifest = tables.read_manifest(self.path)
-            except RunstoreError as bad:
-                return bad
-            damaged = tables.damaged_file(self.path, manifest) if manifest else None
-            if damaged is not None:
-                return damaged
-        return QueryError(str(e).strip())
+        return self._session.fetch(sql, params, allow_read=_paths(allow_read), convert=convert)
 
     def arrow(self, sql: str, params: dict[str, Any] | None = None, *,
               allow_read: Iterable[str | os.PathLike[str]] | None = None) -> "pa.Table":
@@ -351,10 +268,10 @@ class Store:
             Traceback (most recent call last):
             runstore.errors.UnknownKey: no run in the store logs metric 'env/all/rewrd/total'; did you mean env/all/reward/total? (runstore sql "select distinct key from metrics_raw order by 1" lists every key)
         """
-        from . import keys as keys_mod
+        from .query import keys as keys_mod
 
-        statement = statements.metrics_query(keys, runs=runs, wide=wide)
-        keys_mod.require(self, statements.metric_keys(keys))
+        statement = frames.metrics_query(keys, runs=runs, wide=wide)
+        keys_mod.require(self, frames.metric_keys(keys))
         return self._frame(*statement)
 
     def runs(self, *, kind: str | None = None, name: str | None = None,
@@ -374,8 +291,8 @@ class Store:
             >>> store.runs(columns=["run_name", "status"]).columns
             ['run_name', 'status']
         """
-        return self._frame(*statements.runs_query(kind=kind, name=name, where=where,
-                                                  columns=columns))
+        return self._frame(*frames.runs_query(kind=kind, name=name, where=where,
+                                              columns=columns))
 
     def check(self, *, threshold: float | None = None, rules: Iterable[Any] | None = None,
               runs: str | None = None, since_step: int | None = None,
@@ -391,7 +308,7 @@ class Store:
         over `run_name`; `since_step` ignores earlier steps. `config=True` also reads the
         `[[check.rule]]`s of the runstore.toml beside the store or in the working directory
         (`False`: none; a path: that file). A rule naming a metric that no run has logged
-        raises `UnknownKey` (a misspelt rule would never fire); `runstore.checks.check`
+        raises `UnknownKey` (a misspelt rule would never fire); `runstore.health.evaluate.check`
         returns the same rows with per-rule counts and the CLI's one-line summary. See
         docs/checks.md.
 
@@ -406,9 +323,9 @@ class Store:
         """
         import polars as pl
 
-        from . import checks
+        from .health.evaluate import check
 
-        df = pl.from_arrow(checks.check(self, threshold=threshold, rules=rules, runs=runs,
+        df = pl.from_arrow(check(self, threshold=threshold, rules=rules, runs=runs,
                                         since_step=since_step, default_rules=default_rules,
                                         config=config).table)
         assert isinstance(df, pl.DataFrame)
@@ -423,7 +340,7 @@ class Store:
             >>> dict(next(v for v in store.views() if v.name == "kl_health").columns)["flagged"]
             'true when any step is over the threshold'
         """
-        return query.views()
+        return views()
 
     def table(self, name: str) -> "pl.LazyFrame":
         """One table of the newest snapshot as a polars LazyFrame (scanning its live files).
@@ -434,23 +351,19 @@ class Store:
         """
         import polars as pl
 
-        from . import schema
-
         if name not in schema.TABLES:
             raise QueryError(f"no table {name!r}; tables: {', '.join(schema.TABLES)}")
-        files = tables.table_files(self.path, self.manifest(), name)
+        files = snapshot.table_files(self.path, self.manifest(), name)
         if not files:
             return pl.from_arrow(schema.empty(name)).lazy()  # type: ignore[union-attr]
         return pl.scan_parquet(files, missing_columns="insert", extra_columns="ignore",
-                               storage_options=storage_options(self.path))
+                               storage_options=self.path.storage_options())
 
     def tables(self) -> Sequence[str]:
         """The public table names (see `runstore schema`)."""
-        from . import schema
-
         return list(schema.TABLES)
 
-    # -- pictures (runstore.charts, runstore.report, runstore.perfetto) --------------------
+    # -- pictures (runstore.present: charts, report, trace_export) -------------------------
     def plot_metric(self, keys: str | Sequence[str], *, runs: str | None = None,
                     color_by: str | None = None, smooth: int | None = None) -> "go.Figure":
         """One line per run and key over steps (live values of the `metrics` view).
@@ -465,7 +378,7 @@ class Store:
             >>> sorted({t.meta["kind"] for t in fig.data})
             ['ema', 'raw']
         """
-        from . import charts
+        from .present import charts
 
         return charts.plot_metric(self, keys, runs=runs, color_by=color_by, smooth=smooth)
 
@@ -478,7 +391,7 @@ class Store:
             >>> store.plot_kl().layout.title.text
             'KL sample→train — flagged: gsm8k_tool_rl/sweep/lr_1e-3/seed_0'
         """
-        from . import charts
+        from .present import charts
 
         return charts.plot_kl(self, runs=runs, threshold=threshold)
 
@@ -490,7 +403,7 @@ class Store:
             >>> len(store.plot_rewards(runs="gsm8k_tool_rl/*").data)
             10
         """
-        from . import charts
+        from .present import charts
 
         return charts.plot_rewards(self, runs=runs, color_by=color_by)
 
@@ -503,7 +416,7 @@ class Store:
             >>> sorted({t.meta["kind"] for t in fig.data})
             ['gantt', 'share']
         """
-        from . import charts
+        from .present import charts
 
         return charts.plot_spans(self, run, step=step)
 
@@ -514,7 +427,7 @@ class Store:
             >>> store.report("report.html", runs="gsm8k_tool_rl/*")  # doctest: +SKIP
             PosixPath('report.html')
         """
-        from . import report
+        from .present import report
 
         return report.write(self, path, runs)
 
@@ -528,7 +441,7 @@ class Store:
             >>> sorted({e["ph"] for e in events})
             ['M', 'X']
         """
-        from . import perfetto
+        from .present import trace_export as perfetto
 
         return perfetto.trace_events(self, run, step=step, segment=segment,
                                      source=source)  # type: ignore[arg-type]

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
+
+# The doc generators live in tools/ (outside the wheel); the tests that keep the generated
+# docs current import them from there.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
 from runstore import demo
 from runstore.demo import RunSpec

@@ -1,5 +1,5 @@
 """Helpers shared by the store-level reliability tests: row digests, CLI calls, clean-error
-checks, and running a command that pauses at a test hook (`tables.pause_point`) to kill it.
+checks, and running a command that pauses at a test hook (`crashpoints.pause_point`) to kill it.
 
 What a store holds is read back through `runstore.open(...).arrow(...)`; every expectation
 built from it is compared with an independent source (the oracle, or the store before).
@@ -63,7 +63,7 @@ def assert_clear_error(stderr: str, *needles: str) -> None:
 
 
 def kill_at(cmd: list[str], env: dict[str, str], point: str, timeout: float = 120) -> bool:
-    """Run `cmd` pausing at `point` ("phase:N", see tables.pause_point), SIGKILL it there; True
+    """Run `cmd` pausing at `point` ("phase:N", see crashpoints.pause_point), SIGKILL it there; True
     if it got there, False if it finished first (it must then have succeeded)."""
     env = {**env, "RUNSTORE_TEST_PAUSE": point}
     with subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -25,8 +25,9 @@ from click.testing import CliRunner
 
 import oracle
 import runstore
-from runstore import charts, demo, perfetto
-from runstore.charts_docs import dump_dom, find_chromium, screenshot
+from runstore.present import charts, trace_export as perfetto
+from runstore import demo
+from browser import dump_dom, find_chromium, screenshot
 from runstore.cli import main
 from runstore.demo import RunSpec
 from runstore.errors import QueryError, UnknownKey

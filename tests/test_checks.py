@@ -27,15 +27,18 @@ from click.testing import CliRunner, Result
 
 import oracle
 import runstore
-from runstore import checks, demo
-from runstore.checks import Rule, parse_rule
+from runstore.health import config, evaluate
+from runstore import demo
+from runstore.health import rules as rules_mod
+from runstore.query import keys
+from runstore.health.rules import KL_METRICS, Rule, parse_rule
 from runstore.cli import main
 from runstore.demo import RunSpec
 from runstore.errors import RunstoreError, UsageError
-from runstore.watch import Watcher, watch
+from runstore.health.watch import Watcher, watch
 
-KL = checks.KL_METRICS
-COLUMNS = list(checks.COLUMNS)
+KL = KL_METRICS
+COLUMNS = list(evaluate.COLUMNS)
 NUMBERS = ("first_step", "last_step", "steps_over", "longest_streak", "peak", "latest")
 
 
@@ -359,7 +362,7 @@ def test_parse_rule_errors(text: str, message: str) -> None:
 
 
 def test_rule_values_never_reach_sql_text() -> None:
-    sql, params = checks.check_query([parse_rule('"we\'ird/na""me" > 0.123456789')],
+    sql, params = evaluate.check_query([parse_rule('"we\'ird/na""me" > 0.123456789')],
                                      runs="x'y*", since_step=7)
     assert "we'ird" not in sql and "0.123456789" not in sql and "x'y" not in sql
     assert "$since_step" in sql and "$runs" in sql
@@ -372,13 +375,13 @@ def test_rule_validation() -> None:
     with pytest.raises(UsageError, match="finite"):
         Rule("x", ">", math.nan)
     with pytest.raises(UsageError, match="no rules to check"):
-        checks.resolve_rules(default_rules=False)
+        config.resolve_rules(default_rules=False)
     with pytest.raises(UsageError, match="two different rules are named"):
-        checks.resolve_rules(rules=[Rule("a", ">", 1, name="n"), Rule("b", ">", 1, name="n")])
+        config.resolve_rules(rules=[Rule("a", ">", 1, name="n"), Rule("b", ">", 1, name="n")])
     with pytest.raises(UsageError, match="--threshold"):
-        checks.resolve_rules(threshold=0.1, default_rules=False, rules=["x > 1"])
+        config.resolve_rules(threshold=0.1, default_rules=False, rules=["x > 1"])
     # The same rule twice is one rule.
-    assert len(checks.resolve_rules(rules=["x > 1", "x > 1"], default_rules=False)) == 1
+    assert len(config.resolve_rules(rules=["x > 1", "x > 1"], default_rules=False)) == 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -898,8 +901,10 @@ def test_docstring_and_docs_examples(demo_store: runstore.Store) -> None:
     import doctest
     import re
 
-    result = doctest.testmod(checks, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.failed == 0 and result.attempted > 0
+    for module in (rules_mod, keys):
+        result = doctest.testmod(module,
+                                 optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+        assert result.failed == 0 and result.attempted > 0, module.__name__
     docs = Path(__file__).resolve().parents[1] / "docs" / "checks.md"
     text = re.sub(r"(?m)^```.*$", "", docs.read_text())
     test = doctest.DocTestParser().get_doctest(text, {"store": demo_store}, "checks.md",

@@ -4,7 +4,7 @@ Two ways of choosing the moment, both seeded:
 
 * `test_sigkill_at_every_phase`: 20 points drawn over the four phases of an ingest
   (discovery, parsing, writing Delta versions, committing: compaction, ledger, manifest). The
-  library's test-only hook (`tables.pause_point`, docs/reliability.md) makes the process stop
+  library's test-only hook (`pause_point`, docs/reliability.md) makes the process stop
   at the N-th time it reaches a phase and say so; the test SIGKILLs it there. Some recovering
   ingests are killed again in the middle of their rollback.
 * `test_sigkill_at_random_moments`: SIGKILL after a random delay (between 0.05 s and the
@@ -33,7 +33,10 @@ import pytest
 import oracle
 import runstore
 import storekit
-from runstore import demo, tables
+from runstore import demo
+from runstore.crashpoints import pause_point
+from runstore.storage.manifest import read_manifest
+from runstore.storage.vacuum import KEEP_MANIFESTS
 from runstore.errors import StoreCorrupt, StoreNotFound
 
 TABLES = ("runs", "config", "metrics_raw", "checkpoints", "trajectories", "rollout_steps",
@@ -125,7 +128,7 @@ def test_sigkill_at_random_moments(big_tree: Path, tmp_path: Path) -> None:
 # Kills at chosen phases
 
 POINTS = 20
-# The four phases of an ingest and the hook names inside each (see tables.pause_point).
+# The four phases of an ingest and the hook names inside each (see pause_point).
 PHASES = {
     "discovery": ("migrate", "discover"),
     "parsing": ("parse",),
@@ -168,7 +171,7 @@ def delta_matches_manifest(store_path: Path) -> None:
     """After a completed ingest every Delta table is at the state its manifest lists."""
     from deltalake import DeltaTable
 
-    m = tables.read_manifest(store_path)
+    m = read_manifest(store_path)
     assert m is not None
     for name, entry in m.tables.items():
         dt = DeltaTable(str(store_path / "tables" / name))
@@ -274,7 +277,7 @@ def history(_small_template: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         for step in range(100, 130):
             f.write(f'{{"step": {step}, "env/all/reward/total": {step / 1000}}}\n')
     s.ingest([tree])
-    for i in range(tables.KEEP_MANIFESTS):
+    for i in range(KEEP_MANIFESTS):
         s.set_setting("kl_threshold", 0.02 + i / 1000)
     return store, tree
 
@@ -357,9 +360,9 @@ def test_sigkill_at_every_phase_of_a_settings_commit(history: tuple[Path, Path],
 MIGRATE = '''
 import sys
 from pathlib import Path
-from runstore import migrate
+from runstore.storage import versions
 from runstore.cli import main
-migrate.migrations_dir = lambda: Path(sys.argv[2])
+versions.migrations_dir = lambda: Path(sys.argv[2])
 main(["--store", sys.argv[1], "migrate"])
 '''
 LATER_MIGRATION = '''"""Add `runs.note` and `spans.note` (test-only migration)."""
@@ -378,13 +381,14 @@ def test_sigkill_at_every_phase_of_migrate(tmp_path: Path,
     missing) upgraded by a test migration that alters two tables."""
     from deltalake import DeltaTable
 
-    from runstore import migrate, resources
+    from runstore import resources
+    from runstore.storage import versions
 
     fixture = Path(__file__).parent / "fixtures" / "store_v1"
     later = tmp_path / "migrations"
     shutil.copytree(resources.migrations_dir(), later)
     (later / "0002_notes.py").write_text(LATER_MIGRATION)
-    monkeypatch.setattr(migrate, "migrations_dir", lambda: later)  # this process reads v2 too
+    monkeypatch.setattr(versions, "migrations_dir", lambda: later)  # this process reads v2 too
     want = storekit.digest(fixture)
 
     def cmd(store: Path) -> list[str]:
@@ -415,7 +419,7 @@ def test_sigkill_at_every_phase_of_repair(_small_template: Path, tmp_path: Path)
     template = tmp_path / "template"
     runstore.open(template).ingest([_small_template])
     whole = storekit.digest(template)
-    m = tables.read_manifest(template)
+    m = read_manifest(template)
     storekit.flip_silently(template / m.tables["spans"]["files"][0])
     sorted((template / "tables" / "trajectories" / "_delta_log").glob("*.json"))[-1].unlink()
     (template / m.ledger).write_bytes(b"PAR1 not a parquet file")

@@ -30,7 +30,8 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 import runstore
-from runstore import output, query
+from runstore.present import render as output
+from runstore.query.views import views
 
 HEAVY = ("pyarrow", "polars", "numpy", "sqlglot", "pandas", "deltalake")
 
@@ -43,9 +44,9 @@ def store_dir(_demo_template: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def names() -> list[str]:
-    from runstore import schema
+    from runstore.storage import schema
 
-    return [*schema.TABLES, "settings", *(v.name for v in query.views())]
+    return [*schema.TABLES, "settings", *(v.name for v in views())]
 
 
 def test_lazy_connection_answers_like_the_full_one(store_dir: Path) -> None:
@@ -63,7 +64,7 @@ def test_lazy_connection_answers_like_the_full_one(store_dir: Path) -> None:
             # Floating sums may differ in the last digit: DuckDB adds in parallel, in any order.
             assert_frame_equal(pl.from_arrow(got), pl.from_arrow(want),  # type: ignore[arg-type]
                                check_exact=False, rel_tol=1e-12)
-            assert store._db is not None and name in store._db._made
+            assert store._session._db is not None and name in store._session._db._made
     finally:
         full.close()
 
@@ -81,27 +82,27 @@ def sqlglot_direct(body: str) -> set[str]:
 
 def sqlglot_reads(name: str) -> set[str]:
     """`name` and everything it reads, transitively."""
-    bodies = {v.name: v.body for v in query.views()}
+    bodies = {v.name: v.body for v in views()}
     if name not in bodies:
         return {name}
     return {name}.union(*(sqlglot_reads(d) for d in sqlglot_direct(bodies[name])))
 
 
 def test_view_dependencies_agree_with_sqlglot() -> None:
-    for v in query.views():
+    for v in views():
         assert set(v.depends) == sqlglot_direct(v.body), v.name
 
 
 def test_lazy_connection_creates_only_what_is_needed(store_dir: Path) -> None:
     store = runstore.open(store_dir)
     store.sql("select 1")
-    assert store._db is not None and store._db._made == set()
+    assert store._session._db is not None and store._session._db._made == set()
     store.sql("with runs as (select 1 as x) select * from runs")  # a CTE, not the table
-    assert store._db._made == set()
+    assert store._session._db._made == set()
     store.sql("select count(*) from kl_health")
-    assert store._db._made == sqlglot_reads("kl_health")
+    assert store._session._db._made == sqlglot_reads("kl_health")
     store.sql("select count(*) from run_summary")
-    assert store._db._made == sqlglot_reads("kl_health") | sqlglot_reads("run_summary")
+    assert store._session._db._made == sqlglot_reads("kl_health") | sqlglot_reads("run_summary")
     # Catalog introspection sees everything, whatever was created before.
     shown = set(store.sql("show tables")["name"].to_list())
     assert shown == set(names())

@@ -34,9 +34,10 @@ from hypothesis import strategies as st
 
 import oracle
 from conftest import REPORT
-from runstore.normalize import Context, metrics, timing
-from runstore.parse import jsonl
-from runstore.schema import schema
+from runstore.ingest.normalize import metrics, timing
+from runstore.ingest.normalize.base import Context
+from runstore.ingest import parse as jsonl
+from runstore.storage.schema import schema
 
 with warnings.catch_warnings():
     # Hypothesis imports this to report a failing case; under filterwarnings=error its own
@@ -318,7 +319,8 @@ def test_a_string_of_closing_brackets_cannot_hide_deep_nesting() -> None:
     script = f"""
 import sys
 sys.path.insert(0, {str(Path(runstore.__file__).resolve().parents[1])!r})
-from runstore.normalize import Context, metrics
+from runstore.ingest.normalize import metrics
+from runstore.ingest.normalize.base import Context
 n = 20000
 line = b'{{"step": 1, "s": "' + b"]" * n + b'", "deep": ' + b"[" * (n + 10) + b"]" * (n + 10) + b"}}\\n"
 pad = b'{{"step": 2, "pad": "' + b"x" * 140_000 + b'"}}\\n'

@@ -45,9 +45,10 @@ from hypothesis import strategies as st
 import oracle
 import runstore
 from conftest import REPORT, SMALL_SPECS
-from runstore import demo, schema
-from runstore.discover import APPEND_ONLY, run_id_for, scan_run
-from runstore.work import FileTask, process_file
+from runstore import demo
+from runstore.storage import schema
+from runstore.ingest.discover import APPEND_ONLY, run_id_for, scan_run
+from runstore.ingest.process import FileTask, process_file
 
 with warnings.catch_warnings():
     # Hypothesis imports this module to report a failing case; under filterwarnings=error

@@ -19,7 +19,9 @@ import pytest
 
 import oracle
 import runstore
-from runstore import demo, tables
+from runstore import demo
+from runstore.storage.layout import GROUP_ROWS_BY, group_rows
+from runstore.storage.snapshot import table_files
 
 TABLES = ("runs", "config", "metrics_raw", "checkpoints", "trajectories", "rollout_steps",
           "conversations", "messages", "spans", "trace_slices")
@@ -261,11 +263,11 @@ def test_metrics_view_equals_live_metrics(ingested) -> None:
 
 
 def test_metrics_raw_files_hold_rows_grouped_by_key(ingested) -> None:
-    # The layout that lets a `key IN (...)` scan skip pages (tables.GROUP_ROWS_BY).
+    # The layout that lets a `key IN (...)` scan skip pages (GROUP_ROWS_BY).
     import pyarrow.parquet as pq
 
     _, store, _, _ = ingested
-    files = tables.table_files(store.path, store.manifest(), "metrics_raw")
+    files = table_files(store.path, store.manifest(), "metrics_raw")
     assert files
     for f in files:
         keys = pq.read_table(f, columns=["key"]).column("key").to_pylist()
@@ -281,7 +283,7 @@ def test_group_rows_is_a_stable_sort_by_the_column(keys: list[str]) -> None:
     parts = [pa.table({"key": pa.array(keys[i:i + 250], pa.string()),
                        "n": list(range(i, i + len(keys[i:i + 250])))})
              for i in range(0, len(keys), 250)]
-    got = tables.group_rows(pa.concat_tables(parts), "key")
+    got = group_rows(pa.concat_tables(parts), "key")
     assert got.column("key").num_chunks == 1
     assert list(zip(got["key"].to_pylist(), got["n"].to_pylist())) == \
         sorted(zip(keys, range(len(keys))), key=lambda kn: (kn[0] is None, kn[0] or ""))
@@ -375,12 +377,12 @@ def test_ingest_leaves_the_cycle_collector_as_it_found_it(small_tree: Path, stor
     # The ingest pauses it (docs/benchmarks.md); a caller's setting must survive, errors too.
     import gc
 
-    from runstore import ingest as ingest_mod
+    from runstore.ingest import job as job_mod
 
     was = gc.isenabled()
     seen: list[bool] = []
     fail = []
-    real = ingest_mod._Job.run
+    real = job_mod.Job.run
 
     def run(self, *args):
         seen.append(gc.isenabled())
@@ -388,7 +390,7 @@ def test_ingest_leaves_the_cycle_collector_as_it_found_it(small_tree: Path, stor
             raise RuntimeError("stop")
         return real(self, *args)
 
-    monkeypatch.setattr(ingest_mod._Job, "run", run)
+    monkeypatch.setattr(job_mod.Job, "run", run)
     try:
         for enabled in (True, False):
             (gc.enable if enabled else gc.disable)()
@@ -846,7 +848,8 @@ def test_final_checkpoint_beats_fresh_files(small_tree: Path, tmp_path: Path) ->
 def test_status_derives_running_from_the_query_time(small_tree: Path, store_path: Path) -> None:
     """A run seen changing at ingest is `running` then, and `idle` once its last change is
     more than 120 s older than the query, with no ingest in between."""
-    from runstore.ingest import RUNNING_WINDOW_S, ingest
+    from runstore.ingest.job import RUNNING_WINDOW_S
+    from runstore.ingest.run import ingest
 
     run = small_tree / "b/c/sl"
     drop_final_checkpoint(run)

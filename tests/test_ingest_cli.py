@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 import oracle
 from runstore.cli import main
-from runstore.tables import Lock
+from runstore.storage.lock import Lock
 
 SUMMARY = re.compile(r"^runs: (\d+) new, (\d+) updated, (\d+) unchanged, (\d+) missing; "
                      r"rows: (.*); (\d+) warnings?; [\d.]+ s, [\d.]+ MB read at [\d.]+ MB/s$")
@@ -142,7 +142,7 @@ def test_watch_keeps_watching_a_path_without_runs(small_tree: Path, tmp_path: Pa
     import shutil
 
     from runstore import open as open_store
-    from runstore.watch import Watcher
+    from runstore.health.watch import Watcher
 
     later = tmp_path / "later"
     later.mkdir()

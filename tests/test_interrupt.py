@@ -1,7 +1,7 @@
 """Ctrl-C and SIGTERM during an ingest keep what was read whole; a second signal stops at once.
 
 Real `runstore ingest` processes get real signals at chosen moments: the test-only hook
-`tables.pause_point` (`$RUNSTORE_TEST_PAUSE=PHASE:N[,PHASE:N]`) makes the process say
+`pause_point` (`$RUNSTORE_TEST_PAUSE=PHASE:N[,PHASE:N]`) makes the process say
 `paused at PHASE:N` and wait there until it receives a signal it handles, so a signal lands
 exactly during discovery, in the middle of parsing, while a batch is committed in the
 background, during the last commit, or right after the last publish. After each one:
@@ -35,7 +35,11 @@ import pytest
 
 import oracle
 import runstore
-from runstore import demo, schema, tables
+from runstore import demo
+from runstore.storage import schema
+from runstore.crashpoints import pause_point
+from runstore.storage.manifest import read_manifest
+from runstore.storage.snapshot import open_parquet
 from runstore.errors import StoreNotFound
 
 ENV = {**os.environ, "RUNSTORE_BATCH_ROWS": "8000"}  # many snapshots, several in the background
@@ -75,10 +79,10 @@ def per_source(store: runstore.Store) -> dict[tuple[str, int], int]:
 
 def ledger(store_path: Path) -> dict[int, dict[str, Any]]:
     """source_id -> the published ledger entry (internal: the newest manifest's ledger)."""
-    m = tables.read_manifest(store_path)
+    m = read_manifest(store_path)
     if m is None or not m.ledger:
         return {}
-    rows = tables.open_parquet(str(store_path / m.ledger)).read().to_pylist()
+    rows = open_parquet(str(store_path / m.ledger)).read().to_pylist()
     return {r["source_id"]: r for r in rows}
 
 

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 import oracle
 import runstore
-from runstore import checks
+from runstore.health import evaluate
+from runstore.health.rules import KL_METRICS, Rule, kl_rule, parse_rule
 
 KL_SQL = "select r.run_name, k.* from kl_steps as k join runs as r using (run_id)"
 CASES = int(os.environ.get("KL_STEPS_CASES", 40))
@@ -65,13 +66,13 @@ def health(store: runstore.Store, sql: str, threshold: float) -> dict[str, dict]
     return out
 
 
-def check_paths(store: runstore.Store, rules: list[checks.Rule],
+def check_paths(store: runstore.Store, rules: list[Rule],
                 setting: float) -> tuple[list[dict], list[dict]]:
     """`check`'s fired rows read for the runs with a KL write over `setting` alone, and for all
     runs (their per-rule counts must be equal)."""
-    fast_sql, fast_params = checks.check_query(rules, kl_threshold=setting)
-    slow_sql, slow_params = checks.check_query(rules, kl_threshold=None)
-    assert fast_sql != slow_sql or not checks._over_runs_only(rules, setting)
+    fast_sql, fast_params = evaluate.check_query(rules, kl_threshold=setting)
+    slow_sql, slow_params = evaluate.check_query(rules, kl_threshold=None)
+    assert fast_sql != slow_sql or not evaluate._over_runs_only(rules, setting)
     # Both parts of the answer: the fired rows and the per-rule counts (the fast path counts
     # the runs it checked from `kl_logged`, the slow one from the merged steps).
     fast = store.arrow(fast_sql, fast_params).to_pylist()
@@ -150,13 +151,13 @@ def test_kl_health_where_flagged_is_the_whole_view_filtered(stores: dict, tree: 
 
 
 @pytest.mark.parametrize("tree", ["demo", "awkward", "edge"])
-@pytest.mark.parametrize("rule", [checks.kl_rule(0.01), checks.kl_rule(0.05),
-                                  checks.Rule("kl_sample_train_v2", ">=", 0.02),
-                                  checks.Rule("optim/kl_sample_train_v1", ">", 1e9)])
+@pytest.mark.parametrize("rule", [kl_rule(0.01), kl_rule(0.05),
+                                  Rule("kl_sample_train_v2", ">=", 0.02),
+                                  Rule("optim/kl_sample_train_v1", ">", 1e9)])
 def test_check_reads_only_runs_over_and_answers_the_same(stores: dict, tree: str,
-                                                         rule: checks.Rule) -> None:
+                                                         rule: Rule) -> None:
     root, store = stores[tree]
-    assert checks._over_runs_only([rule], 0.01)
+    assert evaluate._over_runs_only([rule], 0.01)
     fast, slow = check_paths(store, [rule], 0.01)
     assert_same_lists(fast, slow)
     want = oracle.check_rule(root, rule.metrics, rule.op, rule.value)
@@ -165,14 +166,14 @@ def test_check_reads_only_runs_over_and_answers_the_same(stores: dict, tree: str
 
 def test_over_runs_only_is_refused_when_a_run_could_fire_without_a_write_over() -> None:
     t = 0.01
-    assert not checks._over_runs_only([checks.kl_rule(0.005)], t)  # below the setting
-    assert not checks._over_runs_only([checks.Rule(checks.KL_METRICS, ">=", t)], t)  # == t
-    assert not checks._over_runs_only([checks.Rule(checks.KL_METRICS, "<", 1.0)], t)
-    assert not checks._over_runs_only(  # KL or entropy: entropy alone can fire it
-        [checks.Rule(("optim/kl_sample_train_v1", "optim/entropy"), ">", 0.5)], t)
-    assert not checks._over_runs_only([checks.kl_rule(0.05)], None)  # setting unknown
+    assert not evaluate._over_runs_only([kl_rule(0.005)], t)  # below the setting
+    assert not evaluate._over_runs_only([Rule(KL_METRICS, ">=", t)], t)  # == t
+    assert not evaluate._over_runs_only([Rule(KL_METRICS, "<", 1.0)], t)
+    assert not evaluate._over_runs_only(  # KL or entropy: entropy alone can fire it
+        [Rule(("optim/kl_sample_train_v1", "optim/entropy"), ">", 0.5)], t)
+    assert not evaluate._over_runs_only([kl_rule(0.05)], None)  # setting unknown
     # A rule without KL does not matter; the KL rule alone decides.
-    assert checks._over_runs_only([checks.kl_rule(t), checks.parse_rule("optim/entropy < 1")], t)
+    assert evaluate._over_runs_only([kl_rule(t), parse_rule("optim/entropy < 1")], t)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,7 +222,7 @@ def test_random_histories_fast_paths_match_the_oracle(tmp_path_factory: pytest.T
     assert_same_rows(fast, {k: v for k, v in oracle.kl_health(root, threshold).items()
                             if v["flagged"]})
     store.set_setting("kl_threshold", threshold)
-    for rule in (checks.kl_rule(threshold), checks.kl_rule(threshold * 2)):
+    for rule in (kl_rule(threshold), kl_rule(threshold * 2)):
         got, slow = check_paths(store, [rule], threshold)
         assert_same_lists(got, slow)
         want = oracle.check_rule(root, rule.metrics, rule.op, rule.value)

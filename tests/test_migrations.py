@@ -23,7 +23,10 @@ from click.testing import CliRunner
 
 import oracle
 import runstore
-from runstore import migrate, resources, tables
+from runstore.storage import versions
+from runstore.storage.manifest import manifest_paths, read_manifest
+from runstore.storage.snapshot import read_table
+from runstore import resources
 from runstore.cli import main
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store_v1"
@@ -58,7 +61,7 @@ def v1(tmp_path: Path) -> Path:
 
 
 def test_fixture_is_schema_version_1() -> None:
-    m = tables.read_manifest(FIXTURE)
+    m = read_manifest(FIXTURE)
     assert m is not None and m.schema_version == 1
     assert [x["name"] for x in m.migrations] == ["0001_initial"]
 
@@ -74,7 +77,7 @@ def test_v1_store_opens_and_keeps_every_row(v1: Path, small_tree: Path) -> None:
     # Whatever migrations this runstore ships are applied by `migrate` (and by ingest).
     applied = store.migrate()
     m = store.manifest()
-    assert m.schema_version == migrate.latest_version()
+    assert m.schema_version == versions.latest_version()
     assert [x["name"] for x in m.migrations] == ["0001_initial", *applied]
     assert table_digest(store) == before
 
@@ -119,7 +122,7 @@ def later_migrations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     d = tmp_path / "migrations"
     shutil.copytree(resources.migrations_dir(), d)
     (d / "0002_runs_note.py").write_text(LATER_MIGRATION)
-    monkeypatch.setattr(migrate, "migrations_dir", lambda: d)
+    monkeypatch.setattr(versions, "migrations_dir", lambda: d)
     return d
 
 
@@ -129,22 +132,22 @@ def test_v1_store_upgrades_through_a_later_migration(v1: Path, later_migrations:
     store = runstore.open(v1)
     before = table_digest(store)
     m = store.manifest()
-    assert [x.name for x in migrate.pending(m)] == ["0002_runs_note"]
-    assert migrate.pending(m)[0].doc.startswith("Add `runs.note`")
+    assert [x.name for x in versions.pending(m.schema_version)] == ["0002_runs_note"]
+    assert versions.pending(m.schema_version)[0].doc.startswith("Add `runs.note`")
 
     assert store.migrate() == ["0002_runs_note"]
     m = store.manifest()
     assert m.schema_version == 2
     assert [x["name"] for x in m.migrations] == ["0001_initial", "0002_runs_note"]
     assert m.migrations[-1]["applied_at"] > m.migrations[0]["applied_at"]
-    assert migrate.pending(m) == []
+    assert versions.pending(m.schema_version) == []
     assert "note" in DeltaTable(str(v1 / "tables" / "runs")).schema().to_arrow().names
     assert table_digest(store) == before
     assert store.migrate() == []  # applied once
 
 
 def test_newer_store_is_refused_untouched(v1: Path, small_tree: Path) -> None:
-    paths = tables.manifest_paths(v1)
+    paths = manifest_paths(v1)
     newest = paths[-1][1]
     data = json.loads(newest.read_text())
     data["schema_version"] = 999
@@ -164,13 +167,13 @@ def test_columns_no_file_has_yet_read_as_nulls(v1: Path, later_migrations: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """After a migration adds a column (and schema.py lists it), queries see it as nulls
     until an ingest writes it: the v1 files were all written before it existed."""
-    from runstore import schema as schema_mod
+    from runstore.storage import schema as schema_mod
 
     store = runstore.open(v1)
     store.migrate()
     monkeypatch.setitem(schema_mod.TABLES, "runs",
                         [*schema_mod.TABLES["runs"], ("note", schema_mod.STR, "a note")])
     rows = store.sql("select note, count(*) as n from runs group by note").rows()
-    n_runs = len(tables.read_table(v1, store.manifest(), "runs"))
+    n_runs = len(read_table(v1, store.manifest(), "runs"))
     assert rows == [(None, n_runs)] and n_runs > 0
     assert store.arrow("select note from runs limit 1").schema.field("note").type == pa.string()

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from runstore import schema
-from runstore.normalize import Context
-from runstore.normalize import checkpoints, config, logtree, rollouts, timing, trace
+from runstore.storage import schema
+from runstore.ingest.normalize.base import Context
+from runstore.ingest.normalize import checkpoints, config, logtree, rollouts, timing, trace
 
 RUN = "run-1"
 SRC = 42

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 import oracle
 import runstore
 from runstore.cli import main
-from runstore.normalize import metrics
+from runstore.ingest.normalize import metrics
 from test_ingest import RL_CONFIG, counts, expected, make_run, run_id
 
 GOOD = b"".join(json.dumps({"step": i, "loss": 1.0 / (i + 1)}).encode() + b"\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runstore import schema
+from runstore.storage import schema
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[1]
 def test_schema_doc_is_current() -> None:
     assert (REPO / "docs" / "schema.md").read_text() == schema.markdown(), (
         "docs/schema.md is stale: regenerate it with "
-        "python -c \"from runstore import schema; print(schema.markdown(), end='')\" > docs/schema.md"
+        "python -c \"from runstore.storage import schema; print(schema.markdown(), end='')\" > "
+        "docs/schema.md"
     )
 
 
@@ -92,10 +93,10 @@ def test_cli_reference_is_current_and_every_command_has_an_example() -> None:
     import click
 
     from runstore.cli import main
-    from runstore.docs import cli_markdown
+    from gen_docs import cli_markdown
 
     assert (REPO / "docs" / "cli.md").read_text() == cli_markdown(), (
-        "docs/cli.md is stale: regenerate it with python -m runstore.docs cli -o docs/cli.md")
+        "docs/cli.md is stale: regenerate it with python tools/gen_docs.py cli -o docs/cli.md")
 
     def commands(cmd: click.Command, path: str) -> list[tuple[str, click.Command]]:
         found = [(path, cmd)]

@@ -22,7 +22,7 @@ from click.testing import CliRunner, Result
 
 import oracle
 import runstore
-from runstore import query
+from runstore.query.views import views
 from runstore.cli import main
 
 
@@ -200,7 +200,7 @@ def test_formats(store_dir: Path, tmp_path: Path) -> None:
 
 
 def test_table_format_fits_the_width(store_dir: Path) -> None:
-    from runstore import output
+    from runstore.present import render as output
 
     store = runstore.open(store_dir)
     table = store.arrow("select run_name, kind, status, n_steps from run_summary "
@@ -305,7 +305,7 @@ def test_runs_leaves_run_id_out_unless_asked(long_names: tuple[Path, Path]) -> N
 
 
 def test_help_names_the_columns_never_cut() -> None:
-    from runstore.output import IDENTIFYING
+    from runstore.present.render import IDENTIFYING
 
     text = " ".join(run(None, "--help").stdout.split())
     listed = text.split("identifying columns (", 1)[1].split(")", 1)[0]
@@ -327,7 +327,7 @@ def test_wide_cuts_nothing(long_names: tuple[Path, Path]) -> None:
 
 
 def test_other_text_is_cut_in_the_middle(long_names: tuple[Path, Path]) -> None:
-    from runstore.output import shorten
+    from runstore.present.render import shorten
 
     _, store = long_names
     out = at_width(80, store, "sql", "select 'math_rl_sweep/llama-3.1-8b-instruct/lr_4e-5' as "
@@ -377,7 +377,7 @@ def test_views_output_format_follows_the_extension(tmp_path: Path) -> None:
     assert run(None, "views", "-o", str(target)).exit_code == 0
     rows = json.loads(target.read_text())
     assert {(r["view"], r["column"]) for r in rows} == {
-        (v.name, c) for v in query.views() for c, _ in v.columns}
+        (v.name, c) for v in views() for c, _ in v.columns}
     text = tmp_path / "views.txt"
     assert run(None, "views", "-o", str(text)).exit_code == 0
     assert text.read_text() == run(None, "views").stdout
@@ -430,13 +430,13 @@ def test_runs_where_is_only_an_expression(store_dir: Path, where: str, found: st
 def test_views_command() -> None:
     result = run(None, "views")
     assert result.exit_code == 0
-    for v in query.views():
+    for v in views():
         assert f"\n{v.name}\n" in "\n" + result.stdout
         for col, _ in v.columns:
             assert f"    {col} " in result.stdout or result.stdout.count(f"    {col}\n")
     rows = list(csv.DictReader(io.StringIO(run(None, "views", "-F", "csv").stdout)))
     assert {(r["view"], r["column"]) for r in rows} == {
-        (v.name, c) for v in query.views() for c, _ in v.columns}
+        (v.name, c) for v in views() for c, _ in v.columns}
 
 
 @pytest.mark.parametrize("dialect", ["spark", "trino"])
@@ -446,19 +446,19 @@ def test_views_dialect(dialect: str) -> None:
     result = run(None, "views", "--dialect", dialect)
     assert result.exit_code == 0
     parsed = [s for s in sqlglot.parse(result.stdout, read=dialect) if s is not None]
-    assert len(parsed) == len(query.views()) + 1
+    assert len(parsed) == len(views()) + 1
     head = "CREATE OR REPLACE TEMP VIEW" if dialect == "spark" else "CREATE OR REPLACE VIEW"
     assert f"{head} kl_health AS" in result.stdout
     # Dependency order: each view is created after the views it reads.
-    positions = {v.name: result.stdout.index(f"{head} {v.name} AS") for v in query.views()}
-    for v in query.views():
+    positions = {v.name: result.stdout.index(f"{head} {v.name} AS") for v in views()}
+    for v in views():
         for dep in v.depends:
             if dep in positions:
                 assert positions[dep] < positions[v.name]
 
 
 def test_schema_command() -> None:
-    from runstore import schema
+    from runstore.storage import schema
 
     rows = list(csv.DictReader(io.StringIO(run(None, "schema", "-F", "csv").stdout)))
     assert [(r["table"], r["column"]) for r in rows] == [
@@ -474,7 +474,7 @@ def test_schema_command() -> None:
 
 def test_schema_types_match_duckdb(store_dir: Path) -> None:
     """`runstore schema` types are the ones the tables have in queries."""
-    from runstore import catalog
+    from runstore.query import catalog
 
     con = runstore.open(store_dir).connect()
     try:
@@ -508,3 +508,14 @@ def test_help_does_not_import_polars() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONWARNINGS": "error"}, check=True)
     assert out.stdout.strip() == "none"
+
+
+@pytest.mark.parametrize("dialect", ["spark", "trino"])
+def test_views_dialect_prints_every_view_for_that_engine(store_dir: Path, dialect: str) -> None:
+    import sqlglot
+
+    result = run(store_dir, "views", "--dialect", dialect)
+    assert result.exit_code == 0, result.output
+    created = {s.this.name for s in sqlglot.parse(result.output, read=dialect)
+               if s is not None and s.key == "create"}
+    assert {v.name for v in views()} <= created, created

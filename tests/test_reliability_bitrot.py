@@ -24,7 +24,7 @@ import pytest
 
 import oracle
 import runstore
-from runstore import tables
+from runstore.storage.manifest import read_manifest
 from storekit import TABLES, assert_clear_error, cli, counts, digest, flip_silently
 
 
@@ -35,7 +35,7 @@ def rotten(small_tree: Path, tmp_path: Path) -> tuple[Path, str, dict]:
     store = tmp_path / "store"
     runstore.open(store).ingest([small_tree])
     whole = digest(store)
-    m = tables.read_manifest(store)
+    m = read_manifest(store)
     (rel,) = m.tables["metrics_raw"]["files"]
     flip_silently(store / rel, "value")
     assert digest(store, ("metrics_raw",)) != {"metrics_raw": whole["metrics_raw"]}
@@ -74,7 +74,7 @@ def test_compaction_refuses_damaged_input(rotten: tuple[Path, str, dict]) -> Non
     assert result.exit_code == 1
     assert_clear_error(result.stderr, rel, "is damaged", "runstore repair")
     assert digest(store) == before
-    assert tables.read_manifest(store).tables["metrics_raw"]["files"] == [rel]
+    assert read_manifest(store).tables["metrics_raw"]["files"] == [rel]
 
 
 def test_a_rewrite_that_reads_damaged_bytes_publishes_nothing(
@@ -85,12 +85,12 @@ def test_a_rewrite_that_reads_damaged_bytes_publishes_nothing(
     metrics = small_tree / "a" / "rl_flat" / "metrics.jsonl"
     lines = metrics.read_text().splitlines(keepends=True)
     metrics.write_text("".join(lines[:-3]))  # shorter: read again whole, old rows deleted
-    seq = tables.read_manifest(store).seq
+    seq = read_manifest(store).seq
     before = digest(store)
     result = cli(store, "ingest", "-q", str(small_tree))
     assert result.exit_code == 1
     assert_clear_error(result.stderr, rel, "is damaged", "runstore repair")
-    assert tables.read_manifest(store).seq == seq and digest(store) == before
+    assert read_manifest(store).seq == seq and digest(store) == before
     assert cli(store, "repair").exit_code == 0
     assert cli(store, "ingest", "-q", str(small_tree)).exit_code == 0
     assert counts(store) == {t: oracle.expected_counts(small_tree).get(t, 0) for t in TABLES}
@@ -99,7 +99,7 @@ def test_a_rewrite_that_reads_damaged_bytes_publishes_nothing(
 def test_the_ledger_has_page_checksums(_small_template: Path, tmp_path: Path) -> None:
     store = tmp_path / "store"
     runstore.open(store).ingest([_small_template])
-    ledger = store / tables.read_manifest(store).ledger
+    ledger = store / read_manifest(store).ledger
     flip_silently(ledger)  # decodes (without verification) to other values
     with pytest.raises(OSError, match="CRC"):
         pq.ParquetFile(ledger, page_checksum_verification=True).read()

@@ -33,7 +33,9 @@ import pytest
 
 import oracle
 import runstore
-from runstore import demo, query, tables
+from runstore import demo
+from runstore.query.connect import connect
+from runstore.storage.manifest import read_manifest
 from runstore.demo import RunSpec
 from runstore.errors import StoreNotFound
 
@@ -203,10 +205,10 @@ def large_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def ledger_check(store_path: Path) -> dict[str, int] | None:
     """LEDGER_QUERY over one snapshot and its own ledger (None before the first data commit)."""
-    m = tables.read_manifest(store_path)
+    m = read_manifest(store_path)
     if m is None or m.ledger is None:
         return None
-    con = query.connect(store_path, m, allow_read=[str(store_path / m.ledger)])
+    con = connect(store_path, m, allow_read=[str(store_path / m.ledger)])
     try:
         row = con.execute(LEDGER_QUERY, {"ledger": str(store_path / m.ledger)}).fetchone()
     finally:

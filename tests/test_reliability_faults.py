@@ -29,7 +29,10 @@ import pytest
 
 import oracle
 import runstore
-from runstore import demo, tables
+from runstore import demo
+from runstore.storage.manifest import MANIFESTS, Manifest, manifest_paths, publish_manifest, read_manifest
+from runstore.storage import writer as writer_mod
+from runstore.storage.location import location
 from storekit import TABLES, assert_clear_error, cli, counts, python_m
 
 
@@ -40,11 +43,11 @@ def want_counts(tree: Path) -> dict[str, int]:
 def delta_matches_manifest(store_path: Path) -> None:
     from deltalake import DeltaTable
 
-    m = tables.read_manifest(store_path)
+    m = read_manifest(store_path)
     assert m is not None
     for name, entry in m.tables.items():
         dt = DeltaTable(str(store_path / "tables" / name))
-        assert tables.rel_files(store_path, dt) == sorted(entry["files"]), name
+        assert location(store_path).relative_files(dt.file_uris()) == sorted(entry["files"]), name
 
 
 def assert_holds_both(store_path: Path, committed: dict[str, int], tree: Path) -> None:
@@ -145,17 +148,17 @@ def test_full_disk_while_publishing(small_tree: Path, big_tree: Path, tmp_path: 
     store = tmp_path / "store"
     runstore.open(store).ingest([small_tree])
     committed = counts(store)
-    real = tables.publish_manifest
+    real = publish_manifest
 
-    def full(root: Path, m: tables.Manifest) -> None:
+    def full(root: Path, m: Manifest) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(tables, "publish_manifest", full)
+    monkeypatch.setattr(writer_mod, "publish_manifest", full)
     result = cli(store, "ingest", "-q", str(big_tree))
     assert result.exit_code == 1
     assert_clear_error(result.stderr, "the disk holding the store is full", "manifests")
     assert counts(store) == committed
-    monkeypatch.setattr(tables, "publish_manifest", real)
+    monkeypatch.setattr(writer_mod, "publish_manifest", real)
     assert cli(store, "ingest", "-q", str(big_tree)).exit_code == 0
     assert_holds_both(store, committed, big_tree)
 
@@ -185,51 +188,51 @@ def test_read_only_store(small_tree: Path, tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 # Damaged files
 
-Damage = Callable[[Path, tables.Manifest], str]
+Damage = Callable[[Path, Manifest], str]
 
 
-def delete_parquet(store: Path, m: tables.Manifest) -> str:
+def delete_parquet(store: Path, m: Manifest) -> str:
     rel = m.tables["metrics_raw"]["files"][0]
     (store / rel).unlink()
     return rel
 
 
-def corrupt_parquet(store: Path, m: tables.Manifest) -> str:
+def corrupt_parquet(store: Path, m: Manifest) -> str:
     rel = m.tables["spans"]["files"][0]
     data = (store / rel).read_bytes()
     (store / rel).write_bytes(data[: len(data) // 2])  # cut: the footer is gone
     return rel
 
 
-def corrupt_delta_log(store: Path, m: tables.Manifest) -> str:
+def corrupt_delta_log(store: Path, m: Manifest) -> str:
     log = sorted((store / "tables" / "checkpoints" / "_delta_log").glob("*.json"))[-1]
     log.write_text('{"add": {"path": "no')
     return "tables/checkpoints"
 
 
-def delete_delta_log_entry(store: Path, m: tables.Manifest) -> str:
+def delete_delta_log_entry(store: Path, m: Manifest) -> str:
     sorted((store / "tables" / "trajectories" / "_delta_log").glob("*.json"))[-1].unlink()
     return "tables/trajectories"
 
 
-def corrupt_manifest(store: Path, m: tables.Manifest) -> str:
-    path = tables.manifest_paths(store)[-1][1]
+def corrupt_manifest(store: Path, m: Manifest) -> str:
+    path = manifest_paths(store)[-1][1]
     path.write_text('{"seq": ')
     return path.name
 
 
-def delete_manifests(store: Path, m: tables.Manifest) -> str:
-    shutil.rmtree(store / tables.MANIFESTS)
-    return tables.MANIFESTS
+def delete_manifests(store: Path, m: Manifest) -> str:
+    shutil.rmtree(store / MANIFESTS)
+    return MANIFESTS
 
 
-def delete_ledger(store: Path, m: tables.Manifest) -> str:
+def delete_ledger(store: Path, m: Manifest) -> str:
     assert m.ledger
     (store / m.ledger).unlink()
     return m.ledger
 
 
-def corrupt_ledger(store: Path, m: tables.Manifest) -> str:
+def corrupt_ledger(store: Path, m: Manifest) -> str:
     assert m.ledger
     (store / m.ledger).write_bytes(b"PAR1 not a parquet file")
     return m.ledger
@@ -262,7 +265,7 @@ def test_damaged_store(case: str, _small_template: Path, tmp_path: Path) -> None
     runstore.open(store).set_setting("kl_threshold", 0.02)  # a second snapshot to fall back to
     before = counts(store)
     assert before == want_counts(tree)
-    m = tables.read_manifest(store)
+    m = read_manifest(store)
     assert m is not None
     named = damage(store, m)
 
@@ -323,7 +326,7 @@ def test_damage_reported_by_a_real_process(_small_template: Path, tmp_path: Path
     $RUST_BACKTRACE says (deltalake appends a Rust backtrace to its errors when it is set)."""
     store = tmp_path / "store"
     runstore.open(store).ingest([_small_template])
-    m = tables.read_manifest(store)
+    m = read_manifest(store)
     assert m is not None
     named = delete_parquet(store, m)
     corrupt_delta_log(store, m)

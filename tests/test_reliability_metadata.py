@@ -33,7 +33,8 @@ from hypothesis import strategies as st
 
 import oracle
 import runstore
-from runstore import tables
+from runstore.storage.lock import LOCK
+from runstore.storage.manifest import LEDGERS, MANIFESTS, manifest_paths
 from runstore.errors import RunstoreError
 from runstore.cli import main
 from storekit import TABLES, counts, python_m
@@ -52,7 +53,7 @@ def template(_small_template: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def newest(store: Path) -> Path:
-    return tables.manifest_paths(store)[-1][1]
+    return manifest_paths(store)[-1][1]
 
 
 def node_paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
@@ -137,8 +138,8 @@ def clear(path: Path) -> None:
 
 
 def place(store: Path, what: str) -> None:
-    lock = store / tables.LOCK
-    ledger = store / tables.LEDGERS / "00000002.parquet"  # the template's (seq 2 shares it)
+    lock = store / LOCK
+    ledger = store / LEDGERS / "00000002.parquet"  # the template's (seq 2 shares it)
     if what == "lock-dir":
         clear(lock)
         lock.mkdir()
@@ -146,16 +147,16 @@ def place(store: Path, what: str) -> None:
         clear(lock)
         lock.symlink_to("/dev/null")
     elif what == "manifest-dir":
-        paths = tables.manifest_paths(store)
+        paths = manifest_paths(store)
         if paths:
             clear(paths[-1][1])
             paths[-1][1].mkdir()
     elif what == "manifests-file":
-        clear(store / tables.MANIFESTS)
-        (store / tables.MANIFESTS).write_text("not a directory")
+        clear(store / MANIFESTS)
+        (store / MANIFESTS).write_text("not a directory")
     elif what == "ledgers-file":
-        clear(store / tables.LEDGERS)
-        (store / tables.LEDGERS).write_text("not a directory")
+        clear(store / LEDGERS)
+        (store / LEDGERS).write_text("not a directory")
     elif not ledger.is_file():
         return  # the ledger was already replaced by something else
     elif what == "ledger-dir":

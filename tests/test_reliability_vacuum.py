@@ -33,7 +33,9 @@ import pytest
 
 import oracle
 import runstore
-from runstore import query, tables
+from runstore.query.connect import connect
+from runstore.storage.manifest import MANIFESTS, Manifest, manifest_paths, read_manifest
+from runstore.storage.vacuum import KEEP_MANIFESTS
 from storekit import TABLES, assert_clear_error, cli, counts, digest, python_m
 
 MANY_FILES = {"RUNSTORE_BATCH_ROWS": "300", "RUNSTORE_COMPACT_FILES": "100000"}
@@ -42,7 +44,7 @@ MANY_FILES = {"RUNSTORE_BATCH_ROWS": "300", "RUNSTORE_COMPACT_FILES": "100000"}
 def listed(store: Path) -> dict[int, set[str]]:
     """seq -> the files each manifest on disk lists."""
     out = {}
-    for seq, path in tables.manifest_paths(store):
+    for seq, path in manifest_paths(store):
         m = json.loads(path.read_text())
         out[seq] = {f for e in m["tables"].values() for f in e["files"]}
     return out
@@ -62,7 +64,7 @@ def age(store: Path, ages: dict[int, float]) -> None:
     to every later manifest not named)."""
     now = datetime.now(timezone.utc)
     hours = None
-    for seq, path in tables.manifest_paths(store):
+    for seq, path in manifest_paths(store):
         hours = ages.get(seq, hours)
         if hours is None:
             continue
@@ -75,7 +77,7 @@ def unlisted_since(store: Path) -> dict[str, float]:
     """For every file listed by some manifest on disk but not the newest: how many hours ago
     the last manifest listing it was superseded (by the next one's `created_at`)."""
     now = datetime.now(timezone.utc)
-    paths = tables.manifest_paths(store)
+    paths = manifest_paths(store)
     docs = [json.loads(p.read_text()) for _, p in paths]
     newest = {f for e in docs[-1]["tables"].values() for f in e["files"]}
     out: dict[str, float] = {}
@@ -123,8 +125,8 @@ def history(small_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 def snapshot_answers(store: Path, seq: int) -> dict[str, int]:
     """Row counts read through the manifest `seq` itself (as a reader holding it would)."""
-    m = tables.Manifest.from_json((store / tables.MANIFESTS / f"{seq:08d}.json").read_text())
-    con = query.connect(store, m)
+    m = Manifest.from_json((store / MANIFESTS / f"{seq:08d}.json").read_text())
+    con = connect(store, m)
     try:
         return {t: con.execute(f"select count(*) from {t}").fetchall()[0][0] for t in TABLES}
     finally:
@@ -200,7 +202,7 @@ def test_unlisted_time_survives_pruning(small_tree: Path, tmp_path: Path,
     age(store, {seqs[0]: 3.0, seqs[-1]: 2.0})
     replaced = set().union(*listed(store).values()) - listed(store)[seqs[-1]]
     assert replaced
-    for i in range(tables.KEEP_MANIFESTS + 1):
+    for i in range(KEEP_MANIFESTS + 1):
         s.set_setting("kl_threshold", 0.01 + i / 1000)
     assert min(listed(store)) > seqs[-1]  # every manifest that listed them is gone
     assert replaced <= on_disk(store)
@@ -214,11 +216,11 @@ def test_pruning_keeps_a_ledger_a_kept_manifest_shares(small_tree: Path, tmp_pat
     store = tmp_path / "store"
     s = runstore.open(store)
     s.ingest([small_tree])
-    for i in range(tables.KEEP_MANIFESTS):  # snapshots that keep the ingest's ledger
+    for i in range(KEEP_MANIFESTS):  # snapshots that keep the ingest's ledger
         s.set_setting("kl_threshold", 0.01 + i / 1000)
     append_steps(small_tree, "a/rl_flat", 100, 3)
     s.ingest([small_tree])  # a new ledger; the oldest manifests are pruned
-    for seq, path in tables.manifest_paths(store):
+    for seq, path in manifest_paths(store):
         m = json.loads(path.read_text())
         assert m["ledger"] is None or (store / m["ledger"]).is_file(), seq
 
@@ -236,7 +238,7 @@ def test_rollback_needing_a_missing_file_names_it(small_tree: Path, tmp_path: Pa
             mp.setenv(k, v)
         s.ingest([small_tree])
     DeltaTable(str(store / "tables" / "metrics_raw")).optimize.compact()  # unpublished
-    lost = sorted(tables.read_manifest(store).tables["metrics_raw"]["files"])[0]
+    lost = sorted(read_manifest(store).tables["metrics_raw"]["files"])[0]
     (store / lost).unlink()
     for args in (["ingest", "-q", str(small_tree)], ["compact"]):
         result = cli(store, *args)

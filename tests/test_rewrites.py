@@ -3,7 +3,7 @@
 An append always grows a file. So a file whose size did not grow but whose mtime or ctime
 moved was rewritten in place, and is read again whole; so is a file that grew but whose bytes
 before the remembered offset changed, as far as the ledger's fingerprint can tell: all of them
-up to `ledger.PREFIX_HASH_MAX` (1 MiB), only the last 64 past it. Each test edits one value
+up to `changes.PREFIX_HASH_MAX` (1 MiB), only the last 64 past it. Each test edits one value
 early in a file, keeping its length and its last 64 bytes, so that only the fingerprint can
 notice, and checks the store against the edited file, read here independently (`oracle` and
 plain `json`).
@@ -21,7 +21,7 @@ import pytest
 
 import oracle
 import runstore
-from runstore import ledger
+from runstore.ingest import changes
 from test_ingest import (counts, expected, jsonl_lines, metric_rows_in_store,
                          oracle_metric_rows, run_id, write_lines)
 
@@ -137,7 +137,7 @@ def test_edit_and_append_in_a_small_file_is_reread(small_tree: Path, store_path:
     when the file grew: an edit anywhere before the offset, then an append, is a rewrite."""
     run = small_tree / RUN
     path = run / name
-    assert path.stat().st_size <= ledger.PREFIX_HASH_MAX
+    assert path.stat().st_size <= changes.PREFIX_HASH_MAX
     store = runstore.open(store_path)
     store.ingest([small_tree])
     rid = run_id(store, run)
@@ -157,7 +157,7 @@ def big_metrics(path: Path) -> None:
     lines = [json.dumps({"step": i, "loss": 1.0 / (i + 1), "pad": "x" * 900}).encode()
              for i in range(1400)]
     write_lines(path, lines)
-    assert path.stat().st_size > ledger.PREFIX_HASH_MAX
+    assert path.stat().st_size > changes.PREFIX_HASH_MAX
 
 
 def test_edit_and_append_in_a_large_file_what_the_tail_tells(small_tree: Path,

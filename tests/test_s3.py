@@ -372,22 +372,24 @@ def test_s3_paths_without_runs_and_files_of_runs(bucket: str, small_tree: Path,
 def test_a_writer_whose_lease_was_taken_over_publishes_nothing(demo_tree: Path, bucket: str) -> None:
     """A writer that stalled past its lease's expiry, and lost it to another, stops at its next
     commit instead of publishing over the other's work."""
-    from runstore import tables
+    from runstore.storage.manifest import read_manifest
+    from runstore.storage.snapshot import read_table
+    from runstore.storage.writer import delta_table, writer
     from runstore.errors import StoreLocked
-    from runstore.fs import S3
+    from runstore.storage.location import S3
 
     root = S3(f"s3://{bucket}/store")
     runstore.open(root).ingest([demo_tree])
     before = manifests(str(root))
-    with tables.writer(root) as w:
+    with writer(root) as w:
         taken = {"pid": 4242, "host": "elsewhere", "token": "other", "expires": time.time() + 60}
         s3fs_client().pipe_file(f"{bucket}/store/_runstore/lock", json.dumps(taken).encode())
-        w.append("runs", tables.read_table(root, w.manifest, "runs"))
+        w.append("runs", read_table(root, w.manifest, "runs"))
         with pytest.raises(StoreLocked, match="PID 4242 took the store over"):
             w.commit(ledger=None)
     assert manifests(str(root)) == before
-    published = tables.read_manifest(root).tables["runs"]["version"]
-    assert tables.delta_table(root / "tables" / "runs").version() == published, "nothing written"
+    published = read_manifest(root).tables["runs"]["version"]
+    assert delta_table(root / "tables" / "runs").version() == published, "nothing written"
     # The other writer's lease is left alone by the loser's exit.
     assert json.loads(s3fs_client().cat_file(f"{bucket}/store/_runstore/lock"))["token"] == "other"
 
@@ -407,8 +409,8 @@ def test_ingest_check_from_s3_prints_firing_rules(demo_tree: Path, bucket: str,
 def test_runs_on_s3_are_discovered_as_on_disk(awkward_tree: Path, bucket: str) -> None:
     """The awkward tree (nested runs, hidden and decoy directories, both layouts) uploaded to
     S3 yields the same runs, layouts and classified files as the same tree on disk."""
-    from runstore.discover import discover, discover_remote
-    from runstore.fs import S3
+    from runstore.ingest.discover import discover
+    from runstore.storage.location import S3
 
     upload(awkward_tree, f"s3://{bucket}/runs")
 
@@ -418,7 +420,7 @@ def test_runs_on_s3_are_discovered_as_on_disk(awkward_tree: Path, bucket: str) -
 
     local = shape(discover(awkward_tree))
     assert len(local) == len(oracle.run_dirs(awkward_tree))
-    assert shape(discover_remote(S3(f"s3://{bucket}/runs"))) == local
+    assert shape(discover(S3(f"s3://{bucket}/runs"))) == local
 
 
 # --------------------------------------------------------------------------- the sandbox on S3

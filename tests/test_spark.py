@@ -1,7 +1,7 @@
 """Every canned view runs on a real local Spark session and answers what DuckDB answers.
 
 One SparkSession (local[2], UI off, bound to 127.0.0.1) for the module; the store is built from
-the generated demo and awkward trees, registered with `runstore.spark.register` (live file
+the generated demo and awkward trees, registered with `runstore.query.dialects.register` (live file
 lists, views transpiled by sqlglot), and each view's rows are compared with DuckDB's,
 order-insensitively, floats with a relative tolerance.
 """
@@ -18,7 +18,7 @@ import pytest
 
 import oracle
 import runstore
-from runstore import query
+from runstore.query.views import views
 
 pyspark = pytest.importorskip("pyspark", reason="pyspark is a test extra (pip install -e '.[test]')")
 
@@ -85,13 +85,13 @@ def _same(a: Any, b: Any) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("view", [v.name for v in query.views()])
+@pytest.mark.parametrize("view", [v.name for v in views()])
 def test_view_on_spark_equals_duckdb(spark: Any, store: runstore.Store, view: str) -> None:
-    from runstore import spark as rs_spark
+    from runstore.query import dialects
 
     if not getattr(spark, "_runstore_registered", False):
-        names = rs_spark.register(spark, store)
-        assert set(names) >= {v.name for v in query.views()} | {"runs", "metrics_raw", "settings"}
+        names = dialects.register(spark, store)
+        assert set(names) >= {v.name for v in views()} | {"runs", "metrics_raw", "settings"}
         spark._runstore_registered = True
     duck = store.arrow(f'select * from "{view}"')
     ours = [{k: _norm(v) for k, v in r.items()} for r in duck.to_pylist()]
@@ -106,8 +106,8 @@ def test_view_on_spark_equals_duckdb(spark: Any, store: runstore.Store, view: st
 
 
 def test_spark_ddl_covers_every_column_type() -> None:
-    from runstore import schema
-    from runstore.spark import spark_ddl
+    from runstore.storage import schema
+    from runstore.query.dialects import spark_ddl
 
     for table in schema.TABLES:
         ddl = spark_ddl(table)

@@ -370,7 +370,7 @@ def test_every_function_with_paths_touches_nothing_outside(
 def test_every_table_function_is_either_read_only_or_refused(store_dir: Path) -> None:
     """Holds READ_TABLE_FUNCTIONS to this DuckDB: every table function it has is either on
     the list (and passes the guard) or refused by name (and never runs)."""
-    from runstore import sqlcheck
+    from runstore.query import guard as sqlcheck
 
     con = duckdb.connect()
     names = sorted({n for (n,) in con.execute(

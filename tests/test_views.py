@@ -19,7 +19,12 @@ import pytest
 
 import oracle
 import runstore
-from runstore import catalog, demo, docs, query, sqlcheck, statements
+from runstore.query import catalog, dialects, guard
+from runstore.query.connect import connect
+from runstore.query.statements import frames
+from runstore.query.views import views
+import gen_docs as docs
+from runstore import demo
 from runstore.demo import RunSpec
 from runstore.errors import QueryError, UnknownKey
 
@@ -339,9 +344,9 @@ def test_slowest_spans_without_wall_columns_skips_the_window(
         demo_store: runstore.Store) -> None:
     """The sweep sorts every span; DuckDB must drop it for a query that does not ask for
     wall_s/wall_share (the benchmarks' and the old queries' cost stays the same)."""
-    from runstore import tables
+    from runstore.storage.manifest import read_manifest
 
-    con = query.connect(demo_store.path, tables.read_manifest(demo_store.path))
+    con = connect(demo_store.path, read_manifest(demo_store.path))
     plan = lambda q: "\n".join(r[1] for r in con.execute(f"explain {q}").fetchall())  # noqa: E731
     assert "wall_end_s" not in plan(
         "select run_name, name, total_s, share, rank from slowest_spans")
@@ -364,9 +369,9 @@ def test_slowest_spans_wall_s_matches_a_merge_of_intervals() -> None:
     import pyarrow as pa
     from hypothesis import given, settings
 
-    from runstore import schema
+    from runstore.storage import schema
 
-    body = next(v.body for v in query.views() if v.name == "slowest_spans")
+    body = next(v.body for v in views() if v.name == "slowest_spans")
 
     @settings(max_examples=300, deadline=None)
     @given(_intervals())
@@ -471,16 +476,16 @@ def test_transcripts_total_reward(tree: tuple[Path, runstore.Store]) -> None:
 
 def test_every_view_and_column_is_documented(demo_store: runstore.Store) -> None:
     files = sorted(p.stem for p in (REPO / "sql").glob("*.sql"))
-    views = query.views()
-    assert sorted(v.name for v in views) == files
+    all_views = views()
+    assert sorted(v.name for v in all_views) == files
     assert {"metrics", "kl_health", "reward_trends", "slowest_spans", "run_summary",
             "eval_metrics", "latest_checkpoints", "transcripts"} <= set(files)
     con = demo_store.connect()
     try:
-        for v in views:
+        for v in all_views:
             assert v.description, f"{v.name}: no purpose comment"
             documented = [c for c, _ in v.columns]
-            actual = [d[0] for d in con.execute(f"select * from {sqlcheck.identifier(v.name)} "
+            actual = [d[0] for d in con.execute(f"select * from {guard.identifier(v.name)} "
                                                 "limit 0").description]
             assert documented == actual, v.name
             assert all(comment for _, comment in v.columns), v.name
@@ -490,22 +495,22 @@ def test_every_view_and_column_is_documented(demo_store: runstore.Store) -> None
 
 def test_views_are_in_dependency_order() -> None:
     seen: set[str] = set()
-    names = {v.name for v in query.views()}
-    for v in query.views():
+    names = {v.name for v in views()}
+    for v in views():
         assert set(v.depends) & names <= seen, v.name
         seen.add(v.name)
 
 
-@pytest.mark.parametrize("view", [v.name for v in query.views()])
+@pytest.mark.parametrize("view", [v.name for v in views()])
 def test_view_transpiles_to_spark(view: str) -> None:
     import sqlglot
 
-    body = next(v.body for v in query.views() if v.name == view)
+    body = next(v.body for v in views() if v.name == view)
     out = sqlglot.transpile(body, read="duckdb", write="spark")[0]
     assert sqlglot.parse_one(out, read="spark") is not None
     # What `runstore views --dialect spark` prints: also free of constructs that Spark lacks
     # or that change the answer there (DESIGN.md), approximate percentiles included.
-    ours = sqlcheck.transpile(body, "spark")
+    ours = dialects.transpile(body, "spark")
     assert sqlglot.parse_one(ours, read="spark") is not None
     assert not re.search(r"(?i)\b(quantile_cont|percentile_approx|approx_quantile|qualify|"
                          r"pivot|asof|columns\s*\(|list\s*\()", ours), ours
@@ -513,8 +518,8 @@ def test_view_transpiles_to_spark(view: str) -> None:
 
 
 def test_spark_percentiles_are_exact() -> None:
-    body = next(v.body for v in query.views() if v.name == "slowest_spans")
-    ours = sqlcheck.transpile(body, "spark")
+    body = next(v.body for v in views() if v.name == "slowest_spans")
+    ours = dialects.transpile(body, "spark")
     assert "PERCENTILE(duration_s, 0.5)" in ours and "PERCENTILE(duration_s, 0.95)" in ours
 
 
@@ -522,17 +527,17 @@ def test_spark_percentiles_are_exact() -> None:
 def test_views_ddl_parses(dialect: str) -> None:
     import sqlglot
 
-    ddl = catalog.views_ddl(dialect)
+    ddl = dialects.views_ddl(dialect)
     statements_ = [s for s in sqlglot.parse(ddl, read=dialect) if s is not None]
-    assert len(statements_) == len(query.views()) + 1  # + the settings view
+    assert len(statements_) == len(views()) + 1  # + the settings view
     head = "CREATE OR REPLACE TEMP VIEW" if dialect == "spark" else "CREATE OR REPLACE VIEW"
     order = [m.group(1) for m in re.finditer(rf"(?m)^{head} (\w+) AS$", ddl)]
-    assert order == ["settings"] + [v.name for v in query.views()]
+    assert order == ["settings"] + [v.name for v in views()]
 
 
 def test_docs_views_md_is_generated() -> None:
     assert (REPO / "docs" / "views.md").read_text() == docs.views_markdown(), \
-        "docs/views.md is stale: python -m runstore.docs views -o docs/views.md"
+        "docs/views.md is stale: python tools/gen_docs.py views -o docs/views.md"
 
 
 @pytest.mark.slow
@@ -540,7 +545,7 @@ def test_docs_cookbook_md_is_generated(tmp_path: Path) -> None:
     store = docs.build_demo_store(tmp_path)
     assert len(docs.QUESTIONS) >= 12
     assert (REPO / "docs" / "cookbook.md").read_text() == docs.cookbook_markdown(store), \
-        "docs/cookbook.md is stale: python -m runstore.docs cookbook -o docs/cookbook.md"
+        "docs/cookbook.md is stale: python tools/gen_docs.py cookbook -o docs/cookbook.md"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -574,9 +579,9 @@ def test_metrics_wide(demo_store: runstore.Store, _demo_template: Path) -> None:
 
 def test_metrics_values_are_bound(demo_store: runstore.Store) -> None:
     for key in ("it's", "x') or true --", 'a"b'):
-        sql, params = statements.metrics_query([key])
+        sql, params = frames.metrics_query([key])
         assert demo_store.arrow(sql, params).num_rows == 0 and key not in sql
-        sql, params = statements.metrics_query([key], wide=True)
+        sql, params = frames.metrics_query([key], wide=True)
         assert demo_store.arrow(sql, params).column_names[-1] == key
         with pytest.raises(UnknownKey, match="no run in the store logs metric") as e:
             demo_store.metrics([key])  # logged by no run: an error, the key shown verbatim
@@ -602,7 +607,7 @@ def logged_by(root: Path) -> dict[str, set[str]]:
 
 def test_metrics_of_a_key_no_run_logs_is_an_error(demo_store: runstore.Store,
                                                   _demo_template: Path) -> None:
-    from runstore import keys
+    from runstore.query import keys
 
     logged = logged_by(_demo_template)
     assert "env/all/reward/total" in logged and "env/all/rewrd/total" not in logged
@@ -670,16 +675,16 @@ def test_views_api(demo_store: runstore.Store) -> None:
 
 
 def test_statement_builders_quote_identifiers() -> None:
-    sql, params = statements.metrics_query(['we"ird/key'], wide=True)
+    sql, params = frames.metrics_query(['we"ird/key'], wide=True)
     assert '"we""ird/key"' in sql and params == {"k0": 'we"ird/key'}
     assert "we" not in sql.replace('"we""ird/key"', "")
 
 
 def test_docstring_examples(demo_store: runstore.Store) -> None:
-    import runstore.statements
+    import runstore.query.statements.frames
     import runstore.store
 
-    for module in (runstore.store, runstore.statements):
+    for module in (runstore.store, runstore.query.statements.frames):
         result = doctest.testmod(module, extraglobs={"store": demo_store},
                                  optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         assert result.failed == 0 and result.attempted > 0, module.__name__

@@ -34,9 +34,7 @@ Layout (the names above are the whole public API; the modules are internal):
 * `encoding` — JSON bytes exactly as upstream's `json.dumps` writes them.
 """
 
-from .specs import (DECOYS, FAKE_HOME, FAKE_MODULE_PATH, FAKE_RUNS_ROOT, KINDS, LAYOUTS,
-                    MTIME_AGE_SECONDS, RESUME_STYLES, RunSpec, awkward_specs, bench_specs,
-                    default_specs)
+from .specs import (DECOYS, FAKE_HOME, FAKE_MODULE_PATH, FAKE_RUNS_ROOT, KINDS, LAYOUTS, MTIME_AGE_SECONDS, RESUME_STYLES, RunSpec, awkward_specs, bench_specs, default_specs)
 from .tree import append_steps, generate_tree
 
 __all__ = [

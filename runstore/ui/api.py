@@ -32,6 +32,9 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import QueryError
+from ..health.rules import KL_METRICS
+from ..numbers import nonfinite_name
+from ..query.keys import family
 from . import queries, series
 
 if TYPE_CHECKING:
@@ -42,8 +45,9 @@ if TYPE_CHECKING:
 CACHE_ENTRIES = 32  # answers kept per snapshot (a chart answer is up to ~1.3 MB)
 SQL_ROW_LIMIT = 5000  # rows /api/sql returns to the page; downloads carry every row
 SEARCH_LIMIT = 200
-KL_KEYS = ("optim/kl_sample_train_v1", "optim/kl_sample_train_v2",
-           "kl_sample_train_v1", "kl_sample_train_v2")
+# Every stored spelling of the KL metrics, `optim/` ones first (for the charts page).
+KL_KEYS = tuple(spelling for i in range(2) for spelling in
+                (family(m)[i] for m in KL_METRICS))
 
 
 class Params:
@@ -95,9 +99,7 @@ class Download:
 def plain(v: Any) -> Any:
     """One value as JSON can carry it (see the module docstring)."""
     if isinstance(v, float):
-        if math.isfinite(v):
-            return v
-        return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+        return v if math.isfinite(v) else nonfinite_name(v)
     if isinstance(v, (datetime, date, dtime)):
         return v.isoformat()
     if isinstance(v, Decimal):
@@ -220,7 +222,7 @@ class Api:
         return out
 
     def sql_download(self, p: Params) -> Download:
-        from .. import output
+        from ..present import render as output
 
         sql = self._sql_text(p)
         fmt = (p.body.get("format") if isinstance(p.body, dict) else None) or "csv"
@@ -292,7 +294,7 @@ class Api:
         return tabular(self.store.arrow(queries.SLOWEST_SPANS, {"run": p.text("run")}))
 
     def trace(self, p: Params) -> Download:
-        from ..perfetto import dumps
+        from ..present.trace_export import dumps
 
         run = p.text("run")
         step = p.integer("step")

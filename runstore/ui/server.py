@@ -75,7 +75,7 @@ class WatchThread:
 
     def __init__(self, store: "Store", paths: Sequence[str], interval: float,
                  out: Echo = _echo_out, err: Echo = _echo_err):
-        from ..watch import Watcher
+        from ..health.watch import Watcher
 
         self.interval = interval
         self.paths = list(paths)
@@ -93,7 +93,7 @@ class WatchThread:
         self.thread.start()
 
     def _loop(self) -> None:
-        from ..watch import TRANSIENT
+        from ..health.watch import TRANSIENT
 
         while not self.stop.is_set():
             started = time.monotonic()

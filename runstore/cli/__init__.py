@@ -1,0 +1,53 @@
+"""The `runstore` command: a click group of thin commands over `runstore.Store`.
+
+Contract: every command builds the `Store` from `--store` / `$RUNSTORE_STORE` / `./.runstore`,
+makes one library call and prints its result. Library errors become `Error: …` on stderr with
+exit 1 (usage errors exit 2); `--debug` shows the traceback instead. Commands that print rows
+share one set of output options (`--format`, `--output`, `--wide`): common.py. Commands by
+area: ingest.py (ingest, demo), query.py (sql, runs, check, views, schema), maintain.py
+(migrate, repair, compact), pictures.py (plot, report, trace), serve.py (ui). Modules import
+the library inside the commands, so `runstore --help` and `runstore sql` load only what they
+use.
+"""
+
+from __future__ import annotations
+
+import click
+
+from . import ingest, maintain, pictures, query, serve
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--store", "-s", envvar="RUNSTORE_STORE", default=None,
+              help="Store directory, or s3://bucket/prefix for a store on S3 (default: "
+              "$RUNSTORE_STORE, else ./.runstore).")
+@click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+@click.version_option(package_name="runstore")
+@click.pass_context
+def main(ctx: click.Context, store: str | None, debug: bool) -> None:
+    """runstore: ingest training-run logs and ask cross-run questions in SQL.
+
+    Commands that print rows share --format, --output and --wide. Tables (the default on a
+    terminal) fit its width ($COLUMNS if set) without cutting numbers or identifying columns
+    (run_name, run_id, key, metric, name, rule, split, evaluator, conversation_id, table,
+    column, view): other text is cut in the middle first, and a table that still does not fit
+    prints one block of `column  value` lines per row. -o FILE picks the format from the
+    extension (.json .jsonl .csv .md .parquet) unless --format is given.
+
+    Example:
+
+        runstore ingest runs/ && runstore sql "select run_name, kind from runs"
+    """
+    ctx.ensure_object(dict)
+    ctx.obj.update(store=store, debug=debug)
+
+
+
+
+for _command in (ingest.ingest, ingest.demo, query.sql, query.runs, query.check, query.views,
+                 query.schema, maintain.migrate, maintain.repair, maintain.compact,
+                 pictures.plot, pictures.report, pictures.trace, serve.ui):
+    main.add_command(_command)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,89 @@
+"""`runstore migrate`, `repair`, `compact`: commands that look after a store."""
+
+from __future__ import annotations
+
+import click
+
+from .common import handle_errors, open_store
+
+
+@click.command()
+@click.option("--list", "list_", is_flag=True, help="Only list applied and pending migrations.")
+@click.pass_context
+@handle_errors
+def migrate(ctx: click.Context, list_: bool) -> None:
+    """Apply pending schema migrations (or list them with --list, read-only).
+
+    Example:
+
+        runstore migrate --list
+    """
+    from ..storage.versions import pending
+
+    store = open_store(ctx)
+    manifest = store.manifest() if list_ else None
+    if not list_:
+        for name in store.migrate():
+            click.echo(f"applied {name}")
+        manifest = store.manifest()
+    assert manifest is not None
+    click.echo(f"schema version {manifest.schema_version}")
+    for m in manifest.migrations:
+        click.echo(f"  applied  {m['name']}  {m['applied_at']}  {m.get('doc', '')}")
+    for m in pending(manifest.schema_version):
+        click.echo(f"  pending  {m.name}  {m.doc}")
+
+
+@click.command()
+@click.option("--check", "check_only", is_flag=True,
+              help="Change nothing: read every live file in full, check it against the "
+              "content hash recorded when it was written, and list what is damaged (exit "
+              "code 1 when anything is).")
+@click.option("--lock-timeout", type=float, default=60.0, show_default=True,
+              help="Seconds to wait for an ingest holding the store.")
+@click.pass_context
+@handle_errors
+def repair(ctx: click.Context, check_only: bool, lock_timeout: float) -> None:
+    """Mend a damaged store: lost or rotten files, Delta logs, manifests, ledger, lock.
+
+    Missing, unreadable or bit-rotten data files (their bytes no longer match the content hash
+    recorded when they were written), broken Delta logs, invalid manifests, ledger or lock.
+    What cannot be read is set aside under _runstore/quarantine/; the sources whose rows were
+    lost are read again by the next ingest. With --check, only report (by file name) what
+    repair would mend. See docs/reliability.md.
+
+    Example:
+
+        runstore repair --check || (runstore repair && runstore ingest runs/)
+    """
+    report = open_store(ctx).repair(check=check_only, lock_timeout=lock_timeout)
+    for problem in report.problems if check_only else report.actions:
+        click.echo(f"- {problem}")
+    click.echo(report.summary())
+    if check_only and report.problems:
+        ctx.exit(1)
+
+
+@click.command()
+@click.option("--vacuum-hours", type=click.FloatRange(min=0), default=None, metavar="H",
+              help="Then delete the files that no kept snapshot lists and none has listed for "
+              "more than H hours (fractions allowed; at least 10 minutes, for queries still "
+              "reading an older snapshot).")
+@click.option("--lock-timeout", type=float, default=60.0, show_default=True,
+              help="Seconds to wait for an ingest holding the store.")
+@click.pass_context
+@handle_errors
+def compact(ctx: click.Context, vacuum_hours: float | None, lock_timeout: float) -> None:
+    """Rewrite each table into few files and checkpoint its Delta log.
+
+    The replaced files stay until a vacuum deletes them, after the new snapshot is published.
+
+    Example:
+
+        runstore compact --vacuum-hours 24
+    """
+    report = open_store(ctx).compact(vacuum_hours=vacuum_hours, lock_timeout=lock_timeout)
+    for name, n in sorted(report.files_before.items()):
+        click.echo(f"{name}: {n} file{'s' if n != 1 else ''} before")
+    if report.vacuum is not None:
+        click.echo(report.vacuum.summary())

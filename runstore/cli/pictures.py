@@ -1,0 +1,164 @@
+"""`runstore plot`, `report`, `trace`: commands that draw charts, write the report, export traces."""
+
+from __future__ import annotations
+
+import click
+
+from .common import (HTML_OUT, RUNS_GLOB, handle_errors, open_store, write_chart, write_text,
+                     wrote)
+
+
+@click.group()
+def plot() -> None:
+    """Draw one chart into a self-contained HTML file (plotly.js inlined: opens offline).
+
+    Example:
+
+    \b
+        runstore plot metric env/all/reward/total --color-by learning_rate -o reward.html
+        runstore plot kl -o kl.html
+    """
+
+
+@plot.command("metric")
+@click.argument("keys", nargs=-1, required=True)
+@RUNS_GLOB
+@click.option("--color-by", metavar="CONFIG_KEY",
+              help="Colour runs by the value of this flattened config key (e.g. learning_rate).")
+@click.option("--smooth", type=click.IntRange(min=1), metavar="N",
+              help="Add an N-step exponential moving average; the raw line stays faint.")
+@HTML_OUT
+@click.pass_context
+@handle_errors
+def plot_metric(ctx: click.Context, keys: tuple[str, ...], runs: str | None,
+                color_by: str | None, smooth: int | None, output: str) -> None:
+    """One line per run and metric KEY over steps.
+
+    A KEY that no run in the store has logged is an error naming the closest logged keys; a
+    KEY that only some runs log gets a note on stderr saying how many.
+
+    Example:
+
+    \b
+        runstore plot metric env/all/reward/total --runs 'math_rl_sweep/*' \\
+            --color-by learning_rate --smooth 10 -o reward.html
+    """
+    from ..query.keys import coverage
+
+    store = open_store(ctx)
+    write_chart(store.plot_metric(list(keys), runs=runs, color_by=color_by, smooth=smooth),
+                 output)
+    for note in coverage(store, list(dict.fromkeys(keys)), runs=runs).notes():
+        click.echo(note, err=True)
+
+
+@plot.command("kl")
+@RUNS_GLOB
+@click.option("--threshold", type=float, metavar="X",
+              help="KL threshold (default: the store's kl_threshold setting, 0.01).")
+@HTML_OUT
+@click.pass_context
+@handle_errors
+def plot_kl(ctx: click.Context, runs: str | None, threshold: float | None, output: str) -> None:
+    """KL v1 and v2 per run, the threshold dashed, flagged runs on top and in the title.
+
+    Example:
+
+    \b
+        runstore plot kl -o kl.html
+        runstore plot kl --runs 'gsm8k_tool_rl/*' --threshold 0.005 -o kl.html
+    """
+    write_chart(open_store(ctx).plot_kl(runs=runs, threshold=threshold), output)
+
+
+@plot.command("rewards")
+@RUNS_GLOB
+@click.option("--color-by", metavar="CONFIG_KEY",
+              help="Colour runs by the value of this flattened config key.")
+@HTML_OUT
+@click.pass_context
+@handle_errors
+def plot_rewards(ctx: click.Context, runs: str | None, color_by: str | None,
+                 output: str) -> None:
+    """Reward per step (faint) and its 10-step moving average (reward_trends), per run.
+
+    Example:
+
+    \b
+        runstore plot rewards --color-by model_name -o rewards.html
+    """
+    write_chart(open_store(ctx).plot_rewards(runs=runs, color_by=color_by), output)
+
+
+@plot.command("spans")
+@click.argument("run")
+@click.option("--step", type=int, metavar="N", help="Step of the Gantt chart (default: the last).")
+@HTML_OUT
+@click.pass_context
+@handle_errors
+def plot_spans(ctx: click.Context, run: str, step: int | None, output: str) -> None:
+    """Gantt chart of one step's spans of RUN, and each span's share of step time.
+
+    RUN is a run_name, or a GLOB that matches exactly one run.
+
+    Example:
+
+    \b
+        runstore plot spans gsm8k_tool_rl/sweep/lr_1e-4/seed_0 --step 10 -o spans.html
+    """
+    write_chart(open_store(ctx).plot_spans(run, step=step), output)
+
+
+@click.command()
+@HTML_OUT
+@RUNS_GLOB
+@click.pass_context
+@handle_errors
+def report(ctx: click.Context, output: str, runs: str | None) -> None:
+    """Write one self-contained HTML report: runs, KL health, rewards, spans, checkpoints.
+
+    The file opens with no network (plotly.js is inlined once).
+
+    Example:
+
+    \b
+        runstore report -o report.html
+        runstore report --runs 'math_rl_sweep/*' -o math.html
+    """
+    wrote(open_store(ctx).report(output, runs=runs))
+
+
+@click.command()
+@click.argument("run")
+@click.option("--step", type=int, metavar="N",
+              help="Only step N: slices tagged with it or inside its time window.")
+@click.option("--segment", type=int, metavar="K",
+              help="Only process session K of a resumed run (0, 1, ...).")
+@click.option("--from", "source", type=click.Choice(["auto", "trace", "spans"]), default="auto",
+              show_default=True,
+              help="trace_events.jsonl slices, or timing spans (auto: the trace when there is one).")
+@click.option("--output", "-o", "output", type=click.Path(dir_okay=False),
+              help="Write to FILE instead of standard output.")
+@click.pass_context
+@handle_errors
+def trace(ctx: click.Context, run: str, step: int | None, segment: int | None, source: str,
+          output: str | None) -> None:
+    """Export RUN's timing as a Chrome trace JSON array for Perfetto UI or chrome://tracing.
+
+    RUN is a run_name, or a GLOB that matches exactly one run. Without trace_events.jsonl the
+    run's timing spans are exported instead (one track per nesting depth, steps end to end).
+
+    Example:
+
+    \b
+        runstore trace gsm8k_tool_rl/sweep/lr_3e-4/seed_1 --step 10 -o trace.json
+        runstore trace 'sl/*' --segment 0 -o trace.json   # then open it in ui.perfetto.dev
+    """
+    from ..present.trace_export import dumps
+
+    if step is not None and segment is not None:
+        raise click.UsageError("give --step or --segment, not both")
+    text = dumps(open_store(ctx).trace(run, step=step, segment=segment, source=source))
+    write_text(text, output)
+    if output:
+        wrote(output)

@@ -1,0 +1,42 @@
+"""`runstore ui`: the command that serves the store as a local web app (runstore.ui)."""
+
+from __future__ import annotations
+
+import click
+
+from .common import handle_errors, open_store
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--watch", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="SECONDS",
+              help="Also ingest PATHS every SECONDS (as `ingest --watch`); open pages "
+                   "update as snapshots land.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Any address but loopback needs a token.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="Port to listen on (0: any free port).")
+@click.option("--token", envvar="RUNSTORE_UI_TOKEN", default=None, metavar="TOKEN",
+              help="Require this token on every request (default: none on loopback, a "
+                   "random one printed once otherwise; also $RUNSTORE_UI_TOKEN).")
+@click.pass_context
+@handle_errors
+def ui(ctx: click.Context, paths: tuple[str, ...], watch: float | None, host: str, port: int,
+       token: str | None) -> None:
+    """Serve the store as a local web app: runs, charts, SQL, checkpoints, timing, rollouts.
+
+    Prints the URL to open and serves until Ctrl-C; it opens no browser and reads no
+    network. PATHS are ingested once before serving (with --watch: every SECONDS). Nothing
+    else the app does writes the store or the run directories. See docs/ui.md.
+
+    Example:
+
+    \b
+        runstore ui                              # http://127.0.0.1:8765
+        runstore ui runs/ --watch 30             # live: ingest runs/ every 30 s
+        runstore ui --host 0.0.0.0 --port 9000   # prints a URL with ?token=...
+    """
+    from ..ui.server import serve
+
+    serve(open_store(ctx), paths=list(paths), watch=watch, host=host, port=port, token=token)

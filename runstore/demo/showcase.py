@@ -1,0 +1,60 @@
+"""`runstore demo`: write a realistic run tree, ingest it, and answer a few questions.
+
+Contract: `run_demo(base, store=None, echo=print)` writes the demo tree (`demo.default_specs()`)
+into `base/runs` unless it is already there, ingests it into `store` (default `base/store`),
+and prints the answers to the questions the design names (which runs went unstable, reward
+trends, slow spans, checkpoints, status), each with the SQL that answered it, so the output
+doubles as a tutorial; it ends with the `runstore sql` and `runstore ui` lines to try next. Returns the ingest report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from ..ingest.report import IngestReport
+from ..present import render as output
+from ..store import Store
+from .tree import generate_tree
+
+QUESTIONS: list[tuple[str, str]] = [
+    ("What kinds of runs are there, and in which layout?",
+     "select kind, layout, count(*) as runs from runs group by kind, layout order by kind, layout"),
+    ("Which runs had KL above 0.01, when, and how high?",
+     "select run_name, max_kl_v1, max_kl_v2, steps_over, first_step_over, longest_streak_over\n"
+     "from kl_health where flagged order by run_name"),
+    ("Which runs have the best recent reward?",
+     "select run_name, kind, last_step, round(last_reward_ma10, 3) as reward_ma10, status\n"
+     "from run_summary where last_reward_ma10 is not null\n"
+     "order by last_reward_ma10 desc limit 5"),
+    ("Which spans dominate step time in each RL run? (share adds up concurrent spans, so it "
+     "can pass 1; wall_share counts the wall time they cover, at most 1)",
+     "select run_name, name, round(total_s, 1) as total_s, round(share, 3) as share,\n"
+     "       round(wall_s, 1) as wall_s, round(wall_share, 3) as wall_share\n"
+     "from slowest_spans where rank = 1 order by total_s desc limit 5"),
+    ("Which is the latest checkpoint of each run?",
+     "select run_name, latest_name, final_name from latest_checkpoints order by run_name"),
+]
+
+
+def run_demo(base: Path, *, store: str | None = None,
+             echo: Callable[[str], None] = print) -> IngestReport:
+    base = Path(base)
+    runs_dir = base / "runs"
+    if not runs_dir.is_dir():
+        generate_tree(runs_dir, seed=0)
+        echo(f"wrote a demo run tree to {runs_dir}")
+    st = Store(store if store else base / "store")
+    report = st.ingest([runs_dir])
+    echo(f"ingested into {st.path}: {report.summary()}")
+    for question, sql in QUESTIONS:
+        echo("")
+        echo(f"## {question}")
+        echo("")
+        echo("    " + sql.replace("\n", "\n    "))
+        echo("")
+        echo(output.render(st.arrow(sql), "table", width=110).rstrip("\n"))
+    echo("")
+    echo(f"Ask your own: runstore --store {st.path} sql \"select * from run_summary\"")
+    echo(f"Browse it:    runstore --store {st.path} ui   (then open http://127.0.0.1:8765)")
+    return report

@@ -1,0 +1,237 @@
+"""Evaluating health rules over live metrics: which runs went wrong, when, and how badly.
+
+Contract: `evaluate(store, rules)` runs every rule (rules.py) over the `metrics` view (live
+values only: the latest write of each step, no `pre_resume` copies), KL families over the
+`kl_steps` view that holds their rules, in one statement (`query.statements.check`, from
+`sql/statements/check.sql`), and returns one row per (run, rule) that fires: `run_name,
+rule, first_step, last_step, steps_over, longest_streak, peak, latest, status` (plus
+`run_id` for callers that track runs; `status` is `run_status`'s, as of the query).
+`check(store, ...)` is `runstore check`: it chooses the rules (config.py), refuses a rule
+whose metric no run in the store has logged (`keys.UnknownKey`, naming the closest logged
+keys; the default KL rule excepted) and returns a `CheckResult` whose `summary()` is one
+line saying how many runs each rule fired for and how many it checked. Metric names and
+thresholds only ever reach SQL as bound parameters.
+
+Semantics, the same as the `kl_health` view's for KL (a test holds the two together):
+
+* A metric name and its spelling with or without `optim/` are one family
+  (`optim/entropy` = `entropy`); when a step logs both, the `optim/` one is used.
+* A step is over when any metric of the rule compares true with the rule's value. NaN never
+  compares true, for any op; `+Infinity` is greater than every number, `-Infinity` smaller.
+* Steps are the steps that log a numeric value of the rule's metrics (NaN included): a
+  logged step that is not over ends a streak, a step that logs none of them does not.
+* `peak` is the most extreme value over the threshold (largest for `>`/`>=`, smallest for
+  `<`/`<=`); `latest` is the rule's value at the last step that logs it (NaN when that step
+  has only NaN), so it shows whether a run has recovered.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from ..errors import StoreNotFound, UsageError
+from ..query.keys import family
+from ..query.statements.check import check_statement
+from .config import choose_rules
+from .rules import KL_METRICS, Rule, RuleLike, kl_rule
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..query.reader import Reader
+
+COLUMNS = ("run_name", "rule", "first_step", "last_step", "steps_over", "longest_streak",
+           "peak", "latest", "status")
+
+# The KL families and the `kl_steps` column that holds each.
+KL_COLUMNS = {family(KL_METRICS[0]): "v1", family(KL_METRICS[1]): "v2"}
+
+
+def _over_runs_only(rules: Sequence[Rule], kl_threshold: float | None) -> bool:
+    """Whether every run that can fire a KL rule has `kl_steps.run_writes_over`, so the KL
+    values may be read for those runs alone (the filter prunes the scan; see kl_steps.sql).
+
+    True when each rule that reads a KL family reads only KL families and fires only above a
+    value no lower than the store's `kl_threshold`: a step over it then has a KL value above
+    the threshold, a write of the run above it.
+    """
+    if kl_threshold is None:
+        return False
+    for r in rules:
+        kl = [f in KL_COLUMNS for f in r.families]
+        if not any(kl):
+            continue
+        if not all(kl) or not ((r.op == ">" and r.value >= kl_threshold)
+                               or (r.op == ">=" and r.value > kl_threshold)):
+            return False
+    return True
+
+
+def check_query(rules: Sequence[Rule], *, runs: str | None = None,
+                since_step: int | None = None,
+                kl_threshold: float | None = None) -> tuple[str, dict[str, Any]]:
+    """`(sql, params)` evaluating every rule in one statement (for `Store.arrow`).
+
+    `kl_threshold` is the `kl_threshold` setting the query will see; when given, rule sets
+    that only fire above it read the KL values of the runs with a KL write above it alone.
+    """
+    if not rules:
+        raise UsageError("no rules to check")
+    params: dict[str, Any] = {
+        "rule_idx": list(range(len(rules))),
+        "rule_name": [r.name for r in rules],
+        "rule_op": [r.op for r in rules],
+        "rule_value": [r.value for r in rules],
+        "key_rule": [], "key_series": [], "key_name": [], "key_pref": [],
+        "kl_rule": [], "kl_series": [], "kl_column": [], "klk_rule": [], "klk_name": [],
+    }
+    for i, r in enumerate(rules):
+        for s, keys in enumerate(r.families):
+            if keys in KL_COLUMNS:
+                params["kl_rule"].append(i)
+                params["kl_series"].append(s)
+                params["kl_column"].append(KL_COLUMNS[keys])
+                params["klk_rule"] += [i] * len(keys)
+                params["klk_name"] += list(keys)
+                continue
+            for pref, key in enumerate(keys):
+                params["key_rule"].append(i)
+                params["key_series"].append(s)
+                params["key_name"].append(key)
+                params["key_pref"].append(pref)
+    # The key list again as one filter on `metrics.key`: a filter on a partition column of the
+    # view's window, which DuckDB pushes below the window (a join alone would not be).
+    params["keys"] = sorted(set(params["key_name"]))
+    if since_step is not None:
+        if isinstance(since_step, bool) or not isinstance(since_step, int):
+            raise UsageError(f"since_step must be a whole step number, got {since_step!r}")
+        params["since_step"] = since_step
+    if runs is not None:
+        params["runs"] = runs
+    metrics_used, kl_used = bool(params["key_name"]), bool(params["kl_rule"])
+    unused = [] if metrics_used else ["key_rule", "key_series", "key_name", "key_pref", "keys"]
+    unused += [] if kl_used else ["kl_rule", "kl_series", "kl_column"]
+    over_runs_only = kl_used and _over_runs_only(rules, kl_threshold)
+    if kl_used:
+        params["kl_keys"] = sorted(set(params["klk_name"]))
+    else:
+        unused += ["klk_rule", "klk_name"]
+    for name in unused:  # their relations are left out of the statement
+        del params[name]
+    sql = check_statement(metrics_used, kl_used, since_step is not None, runs is not None,
+                          over_runs_only)
+    return sql, params
+
+
+def _answer(store: "Reader", rules: Sequence[Rule], runs: str | None,
+            since_step: int | None) -> tuple[pa.Table, list[dict[str, Any]]]:
+    """The check query's two parts: the fired rows (`run_id`, the `COLUMNS`, `rule_idx`) and
+    one dict per rule (`rule_idx`, `checked`, `fired_runs`, `scope_runs`)."""
+    try:
+        setting = store.settings().get("kl_threshold")
+    except StoreNotFound:
+        setting = None
+    kl_threshold = float(setting) if isinstance(setting, (int, float)) else None
+    table = store.arrow(*check_query(rules, runs=runs, since_step=since_step,
+                                     kl_threshold=kl_threshold))
+    n_fired = table.num_rows - len(rules)
+    counts = table.slice(n_fired).select(["rule_idx", "checked", "fired_runs", "scope_runs"])
+    return table.slice(0, n_fired).select(["run_id", *COLUMNS, "rule_idx"]), counts.to_pylist()
+
+
+def evaluate(store: "Reader", rules: Sequence[Rule], *, runs: str | None = None,
+             since_step: int | None = None) -> pa.Table:
+    """Every (run, rule) that fires, as Arrow: `run_id` then the `COLUMNS`, by run name."""
+    return _answer(store, rules, runs, since_step)[0].select(["run_id", *COLUMNS])
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What `runstore check` found: the rows that fired and how many runs each rule saw.
+
+    `checked[i]` counts the runs (in scope) that log a value of `rules[i]`'s metrics (at
+    `since_step` or later), `fired[i]` those it fired for; `runs` counts every run in scope
+    (matching the `--runs` GLOB `scope`, when given).
+    """
+
+    table: pa.Table  # exactly the COLUMNS, one row per (run, rule) that fired
+    rules: tuple[Rule, ...]
+    runs: int
+    checked: tuple[int, ...]
+    fired: tuple[int, ...]
+    scope: str | None = None
+    since_step: int | None = None
+
+    def summary(self) -> str:
+        """One line for people (and CI summaries), fired or not, e.g.
+        `kl_sample_train_v1|v2 > 0.01 fired for 0 of 23 runs (21 checked, 2 without KL)`."""
+        where = f" matching {self.scope!r}" if self.scope is not None else ""
+        since = f" from step {self.since_step}" if self.since_step is not None else ""
+        total = f"{self.runs} run{'s' if self.runs != 1 else ''}{where}"
+
+        def seen(i: int) -> str:
+            missing = self.runs - self.checked[i]
+            lacking = f", {missing} without {_what(self.rules[i])}" if missing else ""
+            return f"({self.checked[i]} checked{lacking})"
+
+        if len(self.rules) == 1:
+            return f"{self.rules[0].name} fired for {self.fired[0]} of {total}{since} {seen(0)}"
+        hit = len(set(self.table.column("run_name").to_pylist()))
+        parts = "; ".join(f"{r.name} fired for {self.fired[i]} {seen(i)}"
+                          for i, r in enumerate(self.rules))
+        return f"{hit} of {total} fired a rule{since}: {parts}"
+
+
+def _what(rule: Rule) -> str:
+    """How the summary names a rule's metrics: `KL` for the default rule's."""
+    return "KL" if rule.metrics == KL_METRICS else "|".join(rule.metrics)
+
+
+def _is_default(rule: Rule) -> bool:
+    return rule == kl_rule(rule.value)
+
+
+def require_metrics(store: "Reader", rules: Sequence[Rule]) -> None:
+    """`keys.UnknownKey` when a rule names a metric that no run in the store has logged (a
+    misspelt rule would otherwise never fire, and a CI gate would pass forever). The default
+    KL rule is exempt: a store of SL runs logs no KL, and its check is simply green."""
+    from ..query import keys
+
+    named: dict[str, str] = {}  # metric -> the first rule naming it, for the message
+    for rule in rules:
+        if not _is_default(rule):
+            for m in rule.metrics:
+                named.setdefault(m, rule.name)
+    if named:
+        keys.require(store, list(named), families=True,
+                     what=lambda m: f"{m} (rule {named[m]!r})")
+
+
+def check(store: "Reader", *, threshold: float | None = None,
+          rules: Iterable[RuleLike] | None = None, runs: str | None = None,
+          since_step: int | None = None, default_rules: bool | None = None,
+          config: bool | str | os.PathLike[str] = True) -> CheckResult:
+    """`runstore check`: choose the rules (arguments, runstore.toml, store setting), make sure
+    each names logged metrics (`require_metrics`), evaluate them, and count what was seen.
+
+    `config=True` reads the runstore.toml beside the store or in the working directory,
+    `False` none, a path that file.
+    """
+    chosen = choose_rules(store, threshold=threshold, rules=rules,
+                          default_rules=default_rules, config=config)
+    require_metrics(store, chosen)
+    fired, counts = _answer(store, chosen, runs, since_step)
+    by_rule = sorted(counts, key=lambda c: c["rule_idx"])
+    return CheckResult(
+        table=fired.select(list(COLUMNS)), rules=tuple(chosen),
+        runs=int(by_rule[0]["scope_runs"]),
+        checked=tuple(int(c["checked"]) for c in by_rule),
+        fired=tuple(int(c["fired_runs"]) for c in by_rule),
+        scope=runs, since_step=since_step)
+
+
+def run_check(store: "Reader", **options: Any) -> pa.Table:
+    """`check(store, **options).table`: the rows that fired, exactly the `COLUMNS`."""
+    return check(store, **options).table

@@ -1,0 +1,231 @@
+"""Discovery: walk a tree, decide what is a run, classify each of its files.
+
+Contract: `discover(root)` yields one `RunDir` per run found at any depth below `root` (or
+`root` itself), in sorted path order; `root` is a local directory or an S3 prefix (any
+`Location`), walked the same way through `Location.tree()` (an S3 prefix is listed once, a
+local tree with `os.scandir`). A run is a directory holding a regular file `config.json` or
+`metrics.jsonl`, as upstream's registry decides; discovery never looks inside a run for more
+runs, and directories that are not runs, or whose name starts with `.`, are skipped
+silently. Symlinked directories are followed once, after every real one (their resolved path
+identifies the run, so a run reached twice is yielded once, by its real path).
+`run_holding(file)` names the run a file of a run belongs to (its directory, or the run
+above its `iteration_NNNNNN` directory). Each file of a run is classified into a
+`SourceFile` with its kind, and for per-iteration artefacts its split (`train` /
+`eval/<label>`) and iteration, in either layout: `iteration_NNNNNN/<base>_…` or flat
+`<base>_iteration_NNNNNN_…`. `source_files(run_path, run_name)` lists a run directory's files
+as `runstore repair` needs them. Nothing here reads file contents; only names and `stat`
+results (on S3: the listing's sizes and change tokens).
+"""
+
+from __future__ import annotations
+
+import re
+import stat as stat_mod
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Literal
+
+from ..numbers import int64_from_digits
+from ..storage.ledger import run_id_for
+from ..storage.location import Location, Tree, location
+
+FileKind = Literal[
+    "config",
+    "code_diff",
+    "metrics",
+    "metrics_pre_resume",
+    "checkpoints",
+    "timing_spans",
+    "trace_events",
+    "rollouts",
+    "logtree",
+]
+Layout = Literal["iteration_dirs", "flat", "none"]
+
+# Files appended to while a run trains: read from the last offset up to the last newline.
+APPEND_ONLY: frozenset[str] = frozenset({"metrics", "checkpoints", "timing_spans", "trace_events"})
+
+ROOT_FILES: dict[str, FileKind] = {
+    "config.json": "config",
+    "code.diff": "code_diff",
+    "metrics.jsonl": "metrics",
+    "checkpoints.jsonl": "checkpoints",
+    "timing_spans.jsonl": "timing_spans",
+    "trace_events.jsonl": "trace_events",
+}
+RUN_MARKERS = ("config.json", "metrics.jsonl")  # a directory holding either is a run
+PRE_RESUME = re.compile(r"^metrics\.jsonl\.pre_resume_\d+$")
+ITERATION_DIR = re.compile(r"^iteration_(\d{6,})$")
+_SUFFIXES = {"_logtree.json": "logtree", "_rollout_summaries.jsonl": "rollouts"}
+# `<base>` is `train` or `eval_<label>`; labels may themselves contain underscores.
+IN_ITERATION_DIR = re.compile(r"^(train|eval_(.+?))(_logtree\.json|_rollout_summaries\.jsonl)$")
+FLAT = re.compile(r"^(train|eval_(.+?))_iteration_(\d+)(_logtree\.json|_rollout_summaries\.jsonl)$")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file of a run that runstore reads."""
+
+    rel_path: str  # POSIX path relative to the run directory
+    kind: FileKind
+    size: int
+    mtime_ns: int  # on S3, the object's change token (see `location.Entry`)
+    split: str | None = None
+    iteration: int | None = None
+    ctime_ns: int | None = None  # local files only: moves with every change, `utime` too
+
+
+@dataclass
+class RunDir:
+    """A run directory and the files in it that runstore reads."""
+
+    path: str  # resolved absolute path (an `s3://` URI on S3)
+    run_name: str  # POSIX path relative to the ingest root ("." when the root is the run)
+    layout: Layout
+    files: list[SourceFile] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return run_id_for(self.path)
+
+
+def _split(base: str, label: str | None) -> str:
+    return "train" if base == "train" else f"eval/{label}"
+
+
+def _iteration(digits: str) -> int | None:
+    """The iteration a file name says, None when it does not fit the int64 column (the file
+    is still read; its rows get the iteration their records say, or null)."""
+    return int64_from_digits(digits)
+
+
+def classify(rel_path: str) -> tuple[FileKind, str | None, int | None] | None:
+    """Kind, split and iteration of a file path relative to its run, or None if not read."""
+    parts = rel_path.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+        if name in ROOT_FILES:
+            return ROOT_FILES[name], None, None
+        if PRE_RESUME.match(name):
+            return "metrics_pre_resume", None, None
+        m = FLAT.match(name)
+        if m:
+            return _SUFFIXES[m.group(4)], _split(m.group(1), m.group(2)), _iteration(m.group(3))  # type: ignore[return-value]
+        return None
+    if len(parts) == 2:
+        d = ITERATION_DIR.match(parts[0])
+        m = IN_ITERATION_DIR.match(parts[1])
+        if d and m:
+            return _SUFFIXES[m.group(3)], _split(m.group(1), m.group(2)), _iteration(d.group(1))  # type: ignore[return-value]
+    return None
+
+
+def _is_file(entry: Any) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
+def _is_dir(entry: Any) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _layout(files: list[SourceFile]) -> Layout:
+    """`iteration_dirs` when a rollout or logtree file lies in an iteration directory, else
+    `flat` when the run has any, else `none`."""
+    per_iteration = [f.rel_path for f in files if f.kind in ("rollouts", "logtree")]
+    if any("/" in rel for rel in per_iteration):
+        return "iteration_dirs"
+    return "flat" if per_iteration else "none"
+
+
+def _scan(tree: Tree, path: str, run_name: str, entries: list[Any]) -> RunDir:
+    """Classify the files of one run directory (`entries`: what `tree.scandir(path)` gave)."""
+    files: list[SourceFile] = []
+
+    def add(entry: Any, rel: str) -> None:
+        found = classify(rel)
+        if found is None:
+            return
+        try:
+            st = entry.stat()
+        except OSError:
+            return
+        if not stat_mod.S_ISREG(st.st_mode):
+            return
+        kind, split, iteration = found
+        files.append(SourceFile(rel, kind, st.st_size, st.st_mtime_ns, split, iteration,
+                                st.st_ctime_ns))
+
+    for entry in entries:
+        if _is_dir(entry):
+            if ITERATION_DIR.match(entry.name):
+                for sub in tree.scandir(entry.path):
+                    if _is_file(sub):
+                        add(sub, f"{entry.name}/{sub.name}")
+        elif _is_file(entry):
+            add(entry, entry.name)
+    return RunDir(path=path, run_name=run_name, layout=_layout(files), files=files)
+
+
+def _holds_marker(entries: list[Any]) -> bool:
+    return any(e.name in RUN_MARKERS and _is_file(e) for e in entries)
+
+
+def scan_run(path: str, run_name: str) -> RunDir:
+    """Classify the files of the run directory `path` (a local path or an `s3://` URI)."""
+    tree = location(path).tree()
+    return _scan(tree, path, run_name, tree.scandir(path))
+
+
+def source_files(run_path: str, run_name: str) -> list[tuple[str, str]]:
+    """(rel_path, kind) of each source file the run directory holds now."""
+    return [(f.rel_path, f.kind) for f in scan_run(run_path, run_name).files]
+
+
+def is_run(where: Location) -> bool:
+    """Whether the directory `where` is a run (holds `config.json` or `metrics.jsonl`)."""
+    return any((where / n).is_file() for n in RUN_MARKERS)
+
+
+def run_holding(file: Location) -> Location | None:
+    """The run directory a file lies in (its directory, or the run above the
+    `iteration_NNNNNN` directory holding it), None when it is not a file of a run."""
+    parent = file.resolved().parent
+    if is_run(parent):
+        return parent
+    if ITERATION_DIR.match(parent.name) and is_run(parent.parent):
+        return parent.parent
+    return None
+
+
+def discover(root: Any) -> Iterator[RunDir]:
+    """Every run at any depth under `root` (a path, an `s3://` URI or a `Location`), in
+    sorted path order."""
+    tree = location(root).tree()
+    top = tree.top
+    seen: set[str] = set()
+    stack = [top]
+    # Symlinked directories are walked only after every real one, so a run reachable both
+    # directly and through a link is named by its real path, whatever the names sort as.
+    linked: list[str] = []
+    while stack or linked:
+        if not stack:
+            stack.append(linked.pop(0))
+        current = stack.pop()
+        resolved = tree.realpath(current)
+        if resolved in seen:
+            continue
+        seen.add(resolved)
+        entries = tree.scandir(current)
+        if _holds_marker(entries):
+            yield _scan(tree, resolved, tree.relpath(current, top), entries)
+            continue
+        subdirs = []
+        for e in entries:
+            if _is_dir(e) and not e.name.startswith("."):
+                (linked if e.is_symlink() else subdirs).append(e.path)
+        stack.extend(reversed(subdirs))

@@ -1,0 +1,269 @@
+"""One ingest's state: staging each run's file results, its `runs` row, and publishing snapshots.
+
+Contract: a `Job` holds the writer, the ledger being updated and the report being counted.
+`tasks(runs)` yields one `FileTask` per file of every run, in order; `run(rd, ahead)` stages
+the results of one run's files (taken in order from the read-ahead) and its `runs` row (its
+name, layout, kind and config fields, code diff, status: `completed` once a final checkpoint
+is written, `running` while a file changed in the last `RUNNING_WINDOW_S` seconds, else
+`idle`), counting the run as new, updated or unchanged; an interrupt between two files stops
+it there, the run's row still staged. `mark_missing(seen)` marks runs whose directory is
+gone. `commit(final=, background=)` publishes a snapshot of what is staged (the ledger and
+report taken at that moment, so they match its rows exactly), in a background thread while
+the next batch is staged when asked; one commit runs at a time, in order.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterator
+
+from ..crashpoints import pause_point
+from ..storage import schema
+from ..storage.ledger import RUN_KIND, Entry, Ledger, source_id_for
+from ..storage.location import location
+from ..storage.manifest import Manifest, Root
+from ..storage.snapshot import read_table
+from ..storage.writer import Writer, rows_where
+from . import parse as jsonl
+from .discover import RunDir, SourceFile
+from .interrupts import Interrupts
+from .normalize import config
+from .normalize.base import Context
+from .normalize.code_diff import text as code_diff_text
+from .process import FileResult, FileTask
+from .readahead import ReadAhead
+from .report import IngestReport
+
+RUNNING_WINDOW_S = 120  # a run whose files changed this recently is `running`
+
+
+class Job:
+    """The state of one ingest: the ledger being updated and the counts being reported."""
+
+    def __init__(self, root: Root, w: Writer, led: Ledger, report: IngestReport,
+                 on_warning: Callable[[str], None] | None, now: float,
+                 interrupts: Interrupts):
+        self.root, self.w, self.led, self.report = root, w, led, report
+        self.on_warning = on_warning
+        self.now = now
+        self.interrupts = interrupts
+        self.run_rows: list[dict[str, Any]] = []
+        self.replace_runs: list[str] = []
+        self._stored_runs: dict[str, dict[str, Any]] | None = None  # loaded when needed
+        self._committer: ThreadPoolExecutor | None = None
+        self._committing: Future[Manifest] | None = None
+
+    # -- per run -----------------------------------------------------------------------
+    def tasks(self, runs: list[RunDir]) -> Iterator[FileTask]:
+        """One task per file of every run, in order (a task carries the file's ledger entry:
+        only the file's own result changes that entry, so a task can be made early)."""
+        for rd in runs:
+            run_name = self._run_name(rd)
+            for f in rd.files:
+                yield FileTask(rd.path, rd.run_id, run_name, f, self.led.get(rd.run_id, f.rel_path))
+
+    def _run_name(self, rd: RunDir) -> str:
+        prev = self.led.get(rd.run_id, "")
+        return prev.state.get("run_name", rd.run_name) if prev else rd.run_name
+
+    def run(self, rd: RunDir, ahead: ReadAhead) -> None:
+        """Stage the results of `rd`'s files, taken in order from `ahead`."""
+        run_id = rd.run_id
+        prev = self.led.get(run_id, "")
+        run_name = self._run_name(rd)
+        changed = False
+        for i, f in enumerate(rd.files):
+            task, res = ahead.next()
+            assert task.file is f, "read-ahead out of step with the runs"
+            changed |= self._apply(task, res)
+            pause_point("parse")
+            if self.interrupts.requested and i + 1 < len(rd.files):
+                # Stop between whole files. The run still gets its `runs` row (its kept rows
+                # must not be orphans); the files not read keep their ledger entries, so the
+                # next ingest reads them and updates the row.
+                self.report.partial = (run_name, i + 1, len(rd.files))
+                changed = True
+                break
+        newest = max((f.mtime_ns for f in rd.files), default=0)
+        status = self._status(run_id, newest)
+        prev_status = prev.state.get("status") if prev else None
+        if prev is None:
+            self.report.runs_new += 1
+        elif (changed or status != prev_status or prev.state.get("layout") != rd.layout
+              or prev.state.get("reread")):  # `runstore repair` lost this run's row
+            self.report.runs_updated += 1
+        else:
+            self.report.runs_unchanged += 1
+            return
+        self.led.put(Entry(source_id=source_id_for(run_id, ""), run_id=run_id, rel_path="",
+                           kind=RUN_KIND,
+                           state={"run_name": run_name, "run_path": rd.path, "layout": rd.layout,
+                                  "status": status}))
+        self.run_rows.append(self._run_row(rd, run_id, run_name, status, newest))
+        if prev is not None:
+            self.replace_runs.append(run_id)
+
+    def _status(self, run_id: str, newest_ns: int) -> str:
+        # A final checkpoint beats fresh mtimes: a copied tree of finished runs is not running.
+        # (The run_status view applies the same rule at query time, and also `done_frac`.)
+        ck = self.led.get(run_id, "checkpoints.jsonl")
+        if ck is not None and ck.state.get("final"):
+            return "completed"
+        if newest_ns and self.now - newest_ns / 1e9 < RUNNING_WINDOW_S:
+            return "running"
+        return "idle"
+
+    def _run_row(self, rd: RunDir, run_id: str, run_name: str, status: str,
+                 newest_ns: int) -> dict[str, Any]:
+        info: dict[str, Any] = {}
+        code_diff = None
+        # Problems with these files were reported when the files themselves were read.
+        ctx = Context(run_id=run_id, source_id=source_id_for(run_id, "config.json"),
+                      rel_path=f"{run_name}/config.json")
+        for f in rd.files:
+            if f.kind == "config":
+                data = self._read_quiet(rd.path, f)
+                if data is not None:
+                    info = config.summarize(data, ctx)
+                if info.get("config_json") is None:
+                    # Unreadable now (cut mid-rewrite?): keep what the stored row says, as
+                    # the config table keeps its rows (see process.process_file).
+                    info = self._stored_config(run_id) or info
+            elif f.kind == "code_diff":
+                data = self._read_quiet(rd.path, f)
+                if data is not None:
+                    code_diff = code_diff_text(data)
+        metrics = self.led.get(run_id, "metrics.jsonl")
+        return {
+            "run_id": run_id, "run_name": run_name, "run_path": rd.path,
+            "kind": info.get("kind") or "unknown", "layout": rd.layout,
+            "model_name": info.get("model_name"), "learning_rate": info.get("learning_rate"),
+            "config": info.get("config_json"), "code_diff": code_diff, "status": status,
+            "last_step": metrics.state.get("max_step") if metrics else None,
+            "n_metric_rows": metrics.lines if metrics else None,
+            "source_updated_at": (datetime.fromtimestamp(newest_ns / 1e9, timezone.utc)
+                                  if newest_ns else None),
+            "ingested_at": datetime.now(timezone.utc),
+        }
+
+    def _stored_config(self, run_id: str) -> dict[str, Any] | None:
+        """The config fields of the run's stored `runs` row, None when it has none."""
+        if self._stored_runs is None:
+            self._wait_commit()  # read the newest snapshot
+            assert self.w.manifest is not None
+            rows = read_table(self.root, self.w.manifest, "runs").to_pylist()
+            self._stored_runs = {r["run_id"]: r for r in rows}
+        row = self._stored_runs.get(run_id)
+        if row is None or row["config"] is None:
+            return None
+        return {"kind": row["kind"], "model_name": row["model_name"],
+                "learning_rate": row["learning_rate"], "config_json": row["config"]}
+
+    @staticmethod
+    def _read_quiet(run_path: str, f: SourceFile) -> bytes | None:
+        try:
+            return jsonl.read_span(location(run_path), f.rel_path, 0, complete_lines=False)
+        except OSError:
+            return None
+
+    def warn(self, text: str) -> None:
+        self.report.warnings.append(text)
+        if self.on_warning is not None:
+            self.on_warning(text)
+
+    def _apply(self, task: FileTask, res: FileResult) -> bool:
+        """Stage one file's result; True when the file was read."""
+        for text in res.warnings:
+            self.warn(text)
+        self.report.bytes_read += res.bytes_read
+        for table, pred in res.deletes:
+            self.w.delete(table, pred)
+        for table, parts in res.appends.items():
+            for part in parts:
+                self.w.append(table, part)
+        if res.entry is not None:
+            self.led.put(res.entry)
+            return True
+        return False
+
+    # -- end of ingest -----------------------------------------------------------------
+    def mark_missing(self, seen: set[str]) -> None:
+        gone = [e for e in self.led.runs()
+                if e.run_id not in seen and e.state.get("status") != "missing"
+                and not _source_exists(e.state.get("run_path", ""))]
+        if not gone:
+            return
+        self._wait_commit()  # read the newest snapshot
+        assert self.w.manifest is not None
+        current = read_table(self.root, self.w.manifest, "runs")
+        by_id = {r["run_id"]: r for r in current.to_pylist()}
+        for e in gone:
+            e.state["status"] = "missing"
+            self.report.runs_missing += 1
+            row = by_id.get(e.run_id)
+            if row is not None:
+                row["status"] = "missing"
+                row["ingested_at"] = datetime.now(timezone.utc)
+                self.run_rows.append(row)
+                self.replace_runs.append(e.run_id)
+
+    def commit(self, final: bool = False, background: bool = False) -> None:
+        """Publish a snapshot of everything staged so far.
+
+        With `background`, the Delta writes and the publishing run in a thread while this
+        one stages the next batch (they are Rust and Arrow work that releases the GIL; a
+        batch of 4M rows takes seconds to write). One commit runs at a time, in order: the
+        next one, and anything that reads the store's newest snapshot, waits for it first.
+        The ledger and report it publishes are taken now, so they match its rows exactly.
+        """
+        self._wait_commit()
+        if self.replace_runs:
+            # Run ids are hex digests runstore made; anything else is left alone.
+            ids = [i for i in self.replace_runs if _is_hex(i)]
+            self.w.delete("runs", rows_where(run_id=ids))
+        if self.run_rows:
+            self.w.append("runs", schema.to_arrow("runs", self.run_rows))
+        self.run_rows, self.replace_runs = [], []
+        if not self.w.dirty and not final:
+            return
+        if not self.w.dirty and final and self.report.runs_new == self.report.runs_updated == 0 \
+                and self.report.runs_missing == 0:
+            return  # nothing changed: publish nothing (a no-op ingest writes no file)
+        ledger = self.led.to_arrow()
+        last_ingest = {"at": datetime.now(timezone.utc).isoformat(), **self.report.to_dict()}
+        self.report.snapshots += 1
+        if not background:
+            self.w.commit(ledger=ledger, last_ingest=last_ingest)
+            return
+        if self._committer is None:
+            self._committer = ThreadPoolExecutor(1, thread_name_prefix="runstore-commit")
+        self._committing = self._committer.submit(
+            self.w.commit, ledger=ledger, last_ingest=last_ingest, staged=self.w.take_staged())
+
+    def _wait_commit(self) -> None:
+        """Wait for the commit running in the background, if any; raise its error."""
+        running, self._committing = self._committing, None
+        if running is not None:
+            running.result()
+
+    def close(self, *, quiet: bool = False) -> None:
+        """Wait for a background commit and stop its thread; `quiet` drops the commit's error
+        (the caller is already raising another one)."""
+        try:
+            self._wait_commit()
+        except BaseException:
+            if not quiet:
+                raise
+        finally:
+            if self._committer is not None:
+                self._committer.shutdown(wait=True)
+                self._committer = None
+
+
+def _source_exists(run_path: str) -> bool:
+    return location(run_path).is_dir()
+
+
+def _is_hex(s: str) -> bool:
+    return all(c in "0123456789abcdef" for c in s)

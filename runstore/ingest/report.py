@@ -1,0 +1,81 @@
+"""What an ingest reports: counts, warnings and timings (`IngestReport`), and its progress callback.
+
+Contract: `IngestReport` is what `Store.ingest` returns (and what an interrupted ingest's
+`KeyboardInterrupt` carries as `report`): runs new, updated, unchanged and missing, rows
+added per table, the warnings (`file:line: message`), bytes read, seconds, snapshots
+published, the paths given that held no run, and for an interrupted ingest the signal and how
+much was kept (`kept()`). `summary()` is the one line the CLI prints; `to_dict()` what the
+manifest's `last_ingest` records. `Progress` is the callback an ingest reports progress to:
+`(runs done, runs total, bytes read, run name)`. `NO_RUNS_HINT` says what a run is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+NO_RUNS_HINT = "a run is a directory holding metrics.jsonl or config.json"
+
+Progress = Callable[[int, int, int, str], None]  # (runs done, runs total, bytes read, run name)
+
+
+@dataclass
+class IngestReport:
+    """What one ingest did."""
+
+    runs_new: int = 0
+    runs_updated: int = 0
+    runs_unchanged: int = 0
+    runs_missing: int = 0
+    rows_added: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    bytes_read: int = 0
+    snapshots: int = 0
+    empty_paths: list[str] = field(default_factory=list)  # paths given that held no run
+    runs_total: int = 0  # runs discovered
+    interrupted: str | None = None  # the signal that stopped the ingest (then see `kept`)
+    complete: bool = False  # every run was staged and published (also when interrupted late)
+    partial: tuple[str, int, int] | None = None  # (run name, files kept, files) of a run cut short
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes_read / 1e6 / self.seconds if self.seconds > 0 else 0.0
+
+    def kept(self) -> str:
+        """How much of the runs an interrupted ingest kept, in words."""
+        if self.complete:
+            return f"everything was kept ({self.runs_total} runs)"
+        whole = self.runs_new + self.runs_updated + self.runs_unchanged - (self.partial is not None)
+        if not whole and self.partial is None:
+            return "nothing new was kept (the store is as it was)"
+        text = f"kept {whole} of {self.runs_total} runs whole"
+        if self.partial is not None:
+            name, done, total = self.partial
+            text += f" and {done} of {total} files of {name}"
+        return text
+
+    def summary(self) -> str:
+        rows = ", ".join(f"{k} +{v}" for k, v in sorted(self.rows_added.items()) if v) or "no rows"
+        if self.interrupted:
+            kept = self.kept()
+            again = ("" if self.complete else "; run the same command again to continue"
+                     + ("" if kept.startswith("nothing") else ": it reads only what was not kept"))
+            return (f"interrupted by {self.interrupted}: {kept}, in "
+                    f"{self.snapshots} snapshot{'s' if self.snapshots != 1 else ''}; rows: "
+                    f"{rows}; {self.seconds:.2f} s{again}")
+        return (
+            f"runs: {self.runs_new} new, {self.runs_updated} updated, {self.runs_unchanged} "
+            f"unchanged, {self.runs_missing} missing; rows: {rows}; {len(self.warnings)} "
+            f"warning{'s' if len(self.warnings) != 1 else ''}; {self.seconds:.2f} s, "
+            f"{self.bytes_read / 1e6:.1f} MB read at {self.mb_per_s:.1f} MB/s"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runs_new": self.runs_new, "runs_updated": self.runs_updated,
+            "runs_unchanged": self.runs_unchanged, "runs_missing": self.runs_missing,
+            "rows_added": dict(self.rows_added), "warnings": len(self.warnings),
+            "seconds": round(self.seconds, 3), "bytes_read": self.bytes_read,
+            **({"interrupted": self.interrupted} if self.interrupted else {}),
+        }

@@ -1,0 +1,39 @@
+"""Plotly figures over the store's views: metrics, KL health, reward trends, step timing.
+
+Contract
+--------
+* `plot_metric(store, keys, runs=, color_by=, smooth=)`, `plot_kl(store, runs=, threshold=)`,
+  `plot_rewards(store, runs=, color_by=)` and `plot_spans(store, run, step=)` return a
+  `plotly.graph_objects.Figure`. Every number they draw comes from read-only statements over
+  the store's tables and canned views (`sql/statements/charts.sql`, run by `Store.arrow` with
+  values as bound parameters): `metrics`, `kl_steps`, `kl_health`, `reward_trends`, `spans`,
+  `config`. Nothing is recomputed from source files. `store` is any `query.reader.Reader`
+  (a `Store`).
+* `runs` is a GLOB over `run_name` (`*` matches `/` too); `color_by` is a flattened config key
+  (`learning_rate`, `dataset_builder.group_size`): runs get one colour per value of that key,
+  numbers on an ordered scale, text on a qualitative palette, runs without the key in grey.
+* Each line trace carries `meta = {"run_name", "key", "kind"}` (`kind`: `raw`, `ema`,
+  `reward`, `reward_ma10`, `kl_v1`, `kl_v2`) so callers and tests can find it without parsing
+  the (HTML-escaped) legend names.
+* A line with more than `max_points` (default 5,000) points is reduced by `keep_indices`: the
+  steps are cut into equal buckets and each bucket keeps its minimum and maximum (and the line
+  its first and last point), so spikes, the global minimum and the global maximum survive. The
+  chart's subtitle says when this happened.
+* Text that plotly renders as pseudo-HTML (names, titles, hover labels) is HTML-escaped.
+* Errors (`QueryError`) say what was missing and how to list what exists.
+
+The package: `lines.py` (what every chart shares), `metrics.py` (metric, KL and reward
+charts), `spans.py` (the timing chart). plotly and numpy are imported inside the functions
+that need them.
+"""
+
+from .lines import (MAX_POINTS, PLOTLY_CONFIG, UNSET, UNSET_COLOR, Coloring, downsample, ema,
+                    keep_indices, label, run_colors, write_html)
+from .metrics import (REWARD_KEY, kl_series, metric_series, plot_kl, plot_metric, plot_rewards,
+                      reward_series)
+from .spans import MAX_BARS, SpanRow, nesting_order, plot_spans, span_shares
+
+__all__ = ["MAX_BARS", "MAX_POINTS", "PLOTLY_CONFIG", "REWARD_KEY", "UNSET", "UNSET_COLOR",
+           "Coloring", "SpanRow", "downsample", "ema", "keep_indices", "kl_series", "label",
+           "metric_series", "nesting_order", "plot_kl", "plot_metric", "plot_rewards",
+           "plot_spans", "reward_series", "run_colors", "span_shares", "write_html"]

@@ -1,0 +1,173 @@
+"""Charts of metrics over steps: any metric (`plot_metric`), KL (`plot_kl`), reward (`plot_rewards`).
+
+Contract: each takes a store (a `Reader`) and returns a plotly Figure drawn from one read-only
+statement of `sql/statements/charts.sql` (`metric_series` over `metrics`, `kl_series` over
+`kl_steps` and `kl_health`, `reward_series` over `reward_trends`), plus `run_colors` for the
+colouring. `plot_metric` refuses a key no run has logged (`keys.require`, `UnknownKey`); an
+empty result is `scope.no_data_error`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ...errors import QueryError
+from ...query.statements import named
+from ..scope import no_data_error
+from .lines import (DASHES, MAX_POINTS, Lines, downsample_note, ema, floats, groups, hover_text,
+                    isnull, label, layout, plotly_go, run_colors, subtitle)
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+    from ...query.reader import Reader
+
+REWARD_KEY = "env/all/reward/total"
+
+
+def metric_series(store: "Reader", keys: Sequence[str], runs: str | None = None) -> Any:
+    """Live numeric values of `keys`: Arrow `run_name, key, step, value`, ordered."""
+    return store.arrow(named("charts.metric_series"), {"keys": list(keys), "runs": runs})
+
+
+def _check_keys(keys: str | Sequence[str]) -> list[str]:
+    items = [keys] if isinstance(keys, str) else list(keys)
+    out: list[str] = []
+    for k in items:
+        if not isinstance(k, str) or not k:
+            raise QueryError(f"metric keys are non-empty strings, got {k!r}")
+        if k not in out:
+            out.append(k)
+    if not out:
+        raise QueryError("give at least one metric key, e.g. env/all/reward/total")
+    return out
+
+
+def plot_metric(store: "Reader", keys: str | Sequence[str], *, runs: str | None = None,
+                color_by: str | None = None, smooth: int | None = None,
+                max_points: int = MAX_POINTS) -> "go.Figure":
+    """One line per run and key over steps (live values of the `metrics` view); a key that no
+    run in the store has logged is an `UnknownKey` error (see `keys.require`)."""
+    from ...query.keys import require
+
+    names = _check_keys(keys)
+    require(store, names)
+    table = metric_series(store, names, runs)
+    if table.num_rows == 0:
+        raise no_data_error(store, runs, f"logs a numeric value for {', '.join(names)} — "
+                             "list the keys with `runstore sql \"select distinct key from "
+                             "metrics order by 1\"`")
+    parts = groups(table, ["run_name", "key"])
+    run_names = [run for (run, _), _ in parts]
+    coloring = run_colors(store, run_names, color_by, runs)
+    fig = plotly_go().Figure()
+    lines = Lines(fig, coloring, max_points, per_run_legend=len(set(run_names)) <= 40)
+    for (run, key), cols in parts:
+        dash = DASHES[names.index(key) % len(DASHES)]
+        x, y = cols["step"], floats(cols["value"])
+        name = run if len(names) == 1 else f"{run} · {key}"
+        if smooth:
+            lines.add(run, key, "raw", x, y, name=name, dash=dash, width=1.0, opacity=0.25,
+                      legend=False)
+            lines.add(run, key, "ema", x, ema(y, smooth), name=name, dash=dash,
+                      hover=hover_text(run, key, f"EMA({smooth})"))
+        else:
+            lines.add(run, key, "raw", x, y, name=name, dash=dash)
+    n_runs = len(set(run_names))
+    title = label(", ".join(names))
+    sub = subtitle([
+        f"{n_runs} run{'s' if n_runs != 1 else ''}" + (f" matching {label(runs)}" if runs else ""),
+        f"line style = key ({', '.join(f'{DASHES[i % len(DASHES)]}: {label(k)}' for i, k in enumerate(names))})"
+        if len(names) > 1 else "",
+        f"coloured by config {label(color_by)}" if color_by else "",
+        f"EMA over {smooth} steps, raw values faint" if smooth else "",
+        downsample_note(lines.reduced, max_points)])
+    layout(fig, title, sub, xaxis="step", yaxis=label(names[0]) if len(names) == 1 else "value",
+            legend_title=label(color_by) if color_by else "run")
+    return fig
+
+
+def kl_series(store: "Reader", runs: str | None = None,
+              threshold: float | None = None) -> Any:
+    """KL per run and step from the `kl_steps` view (the KL merge rules live there), flagged as
+    `kl_health` flags: Arrow `run_name, step, v1, v2, flagged, threshold`, flagged runs last."""
+    params: dict[str, Any] = {"runs": runs}
+    if threshold is not None:
+        params["kl_threshold"] = threshold
+    return store.arrow(named("charts.kl_series"), params)
+
+
+def plot_kl(store: "Reader", *, runs: str | None = None, threshold: float | None = None,
+            max_points: int = MAX_POINTS) -> "go.Figure":
+    """KL v1 (solid) and v2 (dotted) per run, the threshold dashed, flagged runs on top."""
+    table = kl_series(store, runs, threshold)
+    if table.num_rows == 0:
+        raise no_data_error(store, runs, "logs KL (optim/kl_sample_train_v1/v2 or the "
+                                          "unprefixed names)")
+    thr = float(table.column("threshold")[0].as_py())
+    parts = groups(table, ["run_name"])
+    flagged = [run for (run,), cols in parts if bool(cols["flagged"][0])]
+    coloring = run_colors(store, [run for (run,), _ in parts])
+    many = len(parts) > 40
+    fig = plotly_go().Figure()
+    lines = Lines(fig, coloring, max_points)
+    for (run,), cols in parts:  # unflagged first: later traces are drawn on top
+        is_flagged = run in flagged
+        x = cols["step"]
+        name = ("⚑ " if is_flagged else "") + run
+        for kind, column, dash in (("kl_v1", "v1", "solid"), ("kl_v2", "v2", "dot")):
+            y = floats(cols[column])
+            keep = ~isnull(cols[column])
+            if not keep.any():
+                continue
+            lines.add(run, kind, kind, x[keep], y[keep], name=name, dash=dash,
+                      legend=(kind == "kl_v1" or not (~isnull(cols["v1"])).any())
+                      and (is_flagged or not many),
+                      hover=hover_text(run, "KL " + column), width=2.4 if is_flagged else 1.2,
+                      opacity=1.0 if is_flagged else 0.55, legendrank=1 if is_flagged else 1000)
+    fig.add_hline(y=thr, line_dash="dash", line_color="#d62728", line_width=1.5,
+                  annotation_text=f"kl_threshold {thr:g}", annotation_position="top left")
+    if flagged:
+        shown = ", ".join(label(f) for f in flagged[:3])
+        more = f" and {len(flagged) - 3} more" if len(flagged) > 3 else ""
+        title = f"KL sample→train — flagged: {shown}{more}"
+    else:
+        title = f"KL sample→train — no run above {thr:g}"
+    sub = subtitle([f"{len(parts)} run{'s' if len(parts) != 1 else ''}",
+                     "v1 solid, v2 dotted", f"threshold {thr:g} dashed",
+                     "flagged runs drawn on top (⚑)",
+                     "NaN and ±Infinity leave gaps",
+                     downsample_note(lines.reduced, max_points)])
+    layout(fig, title, sub, xaxis="step", yaxis="KL", legend_title="run")
+    return fig
+
+
+def reward_series(store: "Reader", runs: str | None = None) -> Any:
+    """`reward_trends` rows: Arrow `run_name, step, reward, reward_ma10`, ordered."""
+    return store.arrow(named("charts.reward_series"), {"runs": runs})
+
+
+def plot_rewards(store: "Reader", *, runs: str | None = None, color_by: str | None = None,
+                 max_points: int = MAX_POINTS) -> "go.Figure":
+    """`reward_trends`: the reward of every step (faint) and its 10-step moving average."""
+    table = reward_series(store, runs)
+    if table.num_rows == 0:
+        raise no_data_error(store, runs, f"logs {REWARD_KEY}")
+    parts = groups(table, ["run_name"])
+    coloring = run_colors(store, [run for (run,), _ in parts], color_by, runs)
+    fig = plotly_go().Figure()
+    lines = Lines(fig, coloring, max_points, per_run_legend=len(parts) <= 40)
+    for (run,), cols in parts:
+        x = cols["step"]
+        lines.add(run, REWARD_KEY, "reward", x, floats(cols["reward"]), width=1.0,
+                  opacity=0.3, legend=False, hover=hover_text(run, "reward"))
+        lines.add(run, REWARD_KEY, "reward_ma10", x, floats(cols["reward_ma10"]),
+                  hover=hover_text(run, "reward_ma10"))
+    sub = subtitle([f"{len(parts)} run{'s' if len(parts) != 1 else ''}"
+                     + (f" matching {label(runs)}" if runs else ""),
+                     "reward_ma10 (10-step mean) solid, each step's reward faint",
+                     f"coloured by config {label(color_by)}" if color_by else "",
+                     downsample_note(lines.reduced, max_points)])
+    layout(fig, label(f"Reward ({REWARD_KEY})"), sub, xaxis="step", yaxis="reward",
+            legend_title=label(color_by) if color_by else "run")
+    return fig

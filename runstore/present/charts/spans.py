@@ -1,0 +1,182 @@
+"""The timing chart (`plot_spans`): one step's spans as a Gantt chart in nesting order, over the
+share of step time each top-level span takes at every step.
+
+Contract: `plot_spans(store, run, step=None)` draws run `run` (a run_name, or a GLOB matching
+one run: `scope.one_run`) at step `step` (default: its last step with spans) from the
+statements `span_steps`, `step_spans` and `span_shares` of `sql/statements/charts.sql`.
+`nesting_order(spans)` puts one step's spans depth-first, each right below its parent (see
+its docstring for the rule). Past `MAX_BARS` steps the share bars average consecutive steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ...errors import QueryError
+from ...query.statements import named
+from ..scope import one_run
+from .lines import colors, floats, groups, label, layout, plotly_go, subtitle
+
+if TYPE_CHECKING:
+    import numpy as np
+    import plotly.graph_objects as go
+
+    from ...query.reader import Reader
+
+MAX_BARS = 1000  # the span-share chart averages consecutive steps past this many steps
+
+
+@dataclass
+class SpanRow:
+    name: str
+    start: float
+    end: float
+    duration: float
+    depth: int  # the `spans.depth` column (interval containment)
+    parent: str | None
+    idx: int
+    level: int = 0  # depth in the tree `nesting_order` builds (what the chart indents by)
+    children: list["SpanRow"] = field(default_factory=list)
+
+
+def nesting_order(spans: Sequence[SpanRow], eps: float = 1e-6) -> list[SpanRow]:
+    """Spans of one step depth-first: each span right below its parent, siblings by start.
+
+    A span's parent is a span named like its `parent` column that contains it and has a
+    smaller `depth`: one level up when there is such a span, else the tightest. Spans without
+    one are roots. Depths strictly decrease up the tree, so there are no cycles even when
+    concurrent spans share one interval. `level` is set to the depth in this tree.
+    """
+    ordered = sorted(spans, key=lambda s: (s.start, -s.end, s.depth, s.idx))
+    for s in ordered:
+        s.children = []
+    roots: list[SpanRow] = []
+    for s in ordered:
+        candidates = [] if s.parent is None else [
+            p for p in ordered if p.name == s.parent and p.depth < s.depth
+            and p.start <= s.start + eps and p.end >= s.end - eps]
+        best = [p for p in candidates if p.depth == s.depth - 1] or candidates
+        if best:
+            min(best, key=lambda p: (p.end - p.start, -p.depth)).children.append(s)
+        else:
+            roots.append(s)
+    out: list[SpanRow] = []
+
+    def visit(s: SpanRow, level: int) -> None:
+        s.level = level
+        out.append(s)
+        for c in s.children:
+            visit(c, level + 1)
+
+    for r in roots:
+        visit(r, 0)
+    return out
+
+
+def span_shares(store: "Reader", run_id: str) -> Any:
+    """Per step and top-level span name: seconds and share of the step's time.
+
+    Step time is the step's `time/total` metric, or the summed duration of its top-level
+    spans when the step logs none (the denominator `slowest_spans` uses, per step). Arrow
+    `step, name, seconds, step_seconds, share`, ordered by step and name.
+    """
+    return store.arrow(named("charts.span_shares"), {"run": run_id})
+
+
+def plot_spans(store: "Reader", run: str, *, step: int | None = None) -> "go.Figure":
+    """A Gantt chart of one step's spans in nesting order, over a stacked bar of the share of
+    step time each top-level span takes at every step."""
+    from plotly.subplots import make_subplots
+
+    run_id, run_name = one_run(store, run)
+    steps = [r["step"] for r in store.arrow(named("charts.span_steps"),
+                                            {"run": run_id}).to_pylist()]
+    if not steps:
+        raise QueryError(f"run {run_name!r} has no timing spans (timing_spans.jsonl); "
+                         "`runstore sql \"select distinct r.run_name from spans join runs as r "
+                         "using (run_id)\"` lists runs that have")
+    if step is None:
+        step = steps[-1]
+    elif step not in steps:
+        raise QueryError(f"run {run_name!r} has no spans at step {step}; steps with spans: "
+                         f"{steps[0]}..{steps[-1]} ({len(steps)} steps)")
+    rows = store.arrow(named("charts.step_spans"), {"run": run_id, "step": step}).to_pylist()
+    spans = nesting_order([SpanRow(r["name"], r["wall_start_s"], r["wall_end_s"],
+                                   r["duration_s"], r["depth"] or 0, r["parent"], r["span_idx"])
+                           for r in rows])
+    shares = span_shares(store, run_id)
+    names = sorted({s.name for s in spans} | set(shares.column("name").to_pylist()))
+    palette = colors()
+    color = {n: palette[i % len(palette)] for i, n in enumerate(names)}
+
+    n_rows = len(spans)
+    gantt_px = max(240, 16 * n_rows + 40)
+    bars_px = 300
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.1 * 600 / (gantt_px + bars_px),
+                        row_heights=[gantt_px, bars_px],
+                        subplot_titles=(label(f"step {step}: spans in nesting order"),
+                                        "share of step time, top-level spans, every step"))
+    go = plotly_go()
+    row_of = {id(s): i for i, s in enumerate(spans)}
+    for n in names:
+        mine = [s for s in spans if s.name == n]
+        if not mine:
+            continue
+        # Rows are labelled with the names; the legend lists the stacked (top-level) ones.
+        fig.add_trace(go.Bar(showlegend=False,
+            orientation="h", y=[row_of[id(s)] for s in mine], width=0.8,
+            x=[s.end - s.start for s in mine], base=[s.start for s in mine],
+            name=label(n), legendgroup=n, marker={"color": color[n]},
+            customdata=[[s.duration, s.depth, label(s.parent or "—")] for s in mine],
+            hovertemplate=(f"<b>{label(n)}</b><br>start %{{base:.4f}} s<br>"
+                           "duration %{customdata[0]:.4f} s<br>depth %{customdata[1]}<br>"
+                           "parent %{customdata[2]}<extra></extra>"),
+            meta={"run_name": run_name, "key": n, "kind": "gantt", "step": step}),
+            row=1, col=1)
+    indent = "› "  # tick labels are right-aligned, so spaces would not show the depth
+    fig.update_yaxes(row=1, col=1, autorange="reversed", tickvals=list(range(n_rows)),
+                     ticktext=[label(indent * s.level + s.name) for s in spans],
+                     tickfont={"size": 10})
+    fig.update_xaxes(row=1, col=1, title_text=f"seconds since step {step} began")
+
+    reduced = len(steps) > MAX_BARS
+    for (n,), cols in groups(shares.sort_by([("name", "ascending"), ("step", "ascending")]),
+                              ["name"]):
+        x, y = cols["step"], floats(cols["share"])
+        secs = floats(cols["seconds"])
+        if reduced:
+            x, y, secs = _bucket_mean(x, y, secs, len(steps))
+        fig.add_trace(go.Bar(
+            x=x, y=y, name=label(n), legendgroup=n,
+            marker={"color": color[n]}, customdata=secs,
+            hovertemplate=(f"<b>{label(n)}</b><br>step %{{x}}<br>share %{{y:.1%}}<br>"
+                           "%{customdata:.3f} s<extra></extra>"),
+            meta={"run_name": run_name, "key": n, "kind": "share"}), row=2, col=1)
+    fig.update_layout(barmode="stack")
+    fig.update_yaxes(row=2, col=1, title_text="share of step time", tickformat=".0%")
+    fig.update_xaxes(row=2, col=1, title_text="step")
+    sub = subtitle([
+        f"{len(spans)} spans at step {step}, each under its parent", f"{len(steps)} steps",
+        "share = span seconds / the step's time/total (or its top-level spans' sum)",
+        f"bars average every {math.ceil(len(steps) / MAX_BARS)} consecutive steps"
+        if reduced else ""])
+    layout(fig, label(f"Spans of {run_name}"), sub, xaxis="", yaxis="",
+            legend_title="top-level span", height=gantt_px + bars_px + 220)
+    fig.update_layout(xaxis_title=f"seconds since step {step} began", yaxis_title="",
+                      margin={"t": 120})
+    return fig
+
+
+def _bucket_mean(x: "np.ndarray", y: "np.ndarray", secs: "np.ndarray",
+                 n_steps: int) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
+    """Average consecutive steps into buckets so at most MAX_BARS bars remain (x = first step)."""
+    import numpy as np
+
+    width = math.ceil(n_steps / MAX_BARS)
+    bucket = (np.asarray(x) // width).astype(int)
+    keys, first = np.unique(bucket, return_index=True)
+    bounds = list(first) + [len(x)]
+    mean = lambda v: np.array([np.nanmean(v[a:b]) for a, b in zip(bounds[:-1], bounds[1:])])  # noqa: E731
+    return np.asarray(x)[first], mean(y), mean(secs)

@@ -1,0 +1,331 @@
+"""Rendering query results (Arrow tables) for people and programs.
+
+Contract: `render(table, fmt, width=None, wide=False)` returns text for `table`, `csv`, `json`
+(one array of objects), `jsonl` and `markdown`; `write_parquet(table, path)` writes `parquet`.
+`format_for(path)` names the format a file name asks for (`.json` → json, …). Floats that
+are NaN or infinite are written as the bare tokens `NaN`, `Infinity`, `-Infinity` in JSON
+(as the source files write them) and as text elsewhere; timestamps as ISO-8601; DECIMAL
+values as JSON numbers; any other value JSON cannot hold as its text.
+
+The table format is for people: it aligns columns, shows floats with 6 significant digits,
+fits `width` (the terminal's) and ends with the row count. Two kinds of cell are never cut:
+numbers (a cut number reads as another number) and the values of identifying columns
+(`IDENTIFYING`: `run_name`, `run_id`, metric `key`s, span `name`s, `rule`s, …), because a
+cut name can no longer tell two runs apart. Other text gives way instead, in this order: a
+cell longer than `MAX_CELL` is cut; the widest other text columns narrow, down to
+`TEXT_FLOOR` characters (shorter values stay whole); headers narrow to their values; long
+text narrows to `LAST_FLOOR`; floats lose digits, down to 3. Cuts are made in the middle, at
+`/` where the text is a path (`math_rl_sweep/…/lr_4e-5`), so both ends stay readable. A table
+that still does not fit is printed as one block of `column  value` lines per row (as psql's
+expanded mode does), and its last line says so. `wide=True` cuts nothing and never switches
+to blocks: one line per row, however long. `markdown` cuts no identifying value and other
+cells at 200 characters.
+
+`from_relation(rel)` fetches a DuckDB result as `Rows` (plain Python rows) when every column
+has a type whose Python values DuckDB and Arrow give alike, else as an Arrow table; `render`
+takes either and gives the same text for both (a test holds them together), so a query that
+needs no Arrow type is printed without importing pyarrow.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, time
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from ..numbers import nonfinite_name
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:  # imported on first use: `Rows` render without it
+    from ..lazy import pyarrow as pa
+
+FORMATS = ("table", "csv", "json", "jsonl", "markdown", "parquet")
+# What `-o FILE` writes when no format is given; other extensions keep the caller's default.
+EXTENSIONS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv",
+              ".md": "markdown", ".markdown": "markdown", ".parquet": "parquet"}
+# Columns whose values name what a row is about: shown whole in the table format. Names as the
+# views, tables and commands spell them (`name` is a span's or a checkpoint's, `metric` and
+# `evaluator` are eval_metrics', `table`/`column`/`view` those of `runstore schema`/`views`).
+IDENTIFYING = frozenset({"run_name", "run_id", "key", "metric", "name", "rule", "split",
+                         "evaluator", "conversation_id", "table", "column", "view"})
+MAX_CELL = 40  # longest cell of other text columns before it is cut with …
+TEXT_FLOOR = 12  # other text columns narrow down to this, values shorter than it stay whole
+MIN_CELL = 6  # narrowest a header gets when fitting the terminal width
+LAST_FLOOR = 8  # long text narrows this far before the table gives way to blocks
+MARKDOWN_CELL = 200
+
+
+def format_for(path: str | None) -> str | None:
+    """The format a file name asks for by its extension (`k.json` → `json`), else None.
+
+    >>> format_for("k.json"), format_for("out.MD"), format_for("notes.txt"), format_for(None)
+    ('json', 'markdown', None, None)
+    """
+    return EXTENSIONS.get(os.path.splitext(path)[1].lower()) if path else None
+
+
+# DuckDB types whose Python values (`fetchall`) are exactly what Arrow's `to_pylist` gives for
+# the same result; DECIMAL(p,s) and lists of these too. Others (HUGEINT comes back from Arrow
+# as a Decimal, STRUCT, MAP, UUID, INTERVAL, ...) take the Arrow path.
+_INTEGERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER",
+             "UBIGINT"}
+_PLAIN = _INTEGERS | {"FLOAT", "DOUBLE", "BOOLEAN", "VARCHAR", "DATE", "TIME", "TIMESTAMP",
+                      "TIMESTAMP WITH TIME ZONE", "BLOB", '"NULL"'}
+_DECIMAL = re.compile(r"DECIMAL\(\d+,\d+\)")
+
+
+def _plain_type(typ: str) -> bool:
+    if typ.endswith("[]"):
+        return _plain_type(typ[:-2])
+    return typ in _PLAIN or bool(_DECIMAL.fullmatch(typ))
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A query result as plain Python rows (see `from_relation`)."""
+
+    column_names: list[str]
+    numeric: list[bool]  # integer, floating or decimal columns
+    data: list[tuple[Any, ...]]
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.data)
+
+    def to_pylist(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.column_names, row)) for row in self.data]
+
+
+def from_relation(rel: Any) -> "Rows | pa.Table":
+    """A DuckDB relation's result: `Rows` when every column type allows, else Arrow."""
+    types = [str(t) for t in rel.types]
+    if not all(_plain_type(t) for t in types):
+        return rel.to_arrow_table()
+    numeric = [t in _INTEGERS or t in ("FLOAT", "DOUBLE") or bool(_DECIMAL.fullmatch(t))
+               for t in types]
+    return Rows(list(rel.columns), numeric, rel.fetchall())
+
+
+def _numeric(table: "Rows | pa.Table") -> list[bool]:
+    if isinstance(table, Rows):
+        return table.numeric
+    return [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+            for t in table.schema.types]
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, (datetime, date, time)):
+        return v.isoformat()
+    if isinstance(v, Decimal):
+        return float(v)  # DuckDB types literals like 1.5 as DECIMAL; JSON has one number type
+    if isinstance(v, bytes):
+        return v.decode("utf-8", errors="replace")
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _text(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, Decimal):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else nonfinite_name(v)
+    if isinstance(v, (list, dict)):
+        return json.dumps(_plain(v), allow_nan=True, ensure_ascii=False, default=str)
+    return str(_plain(v))
+
+
+def rows(table: pa.Table) -> list[dict[str, Any]]:
+    return [{k: _plain(v) for k, v in r.items()} for r in table.to_pylist()]
+
+
+def render(table: "Rows | pa.Table", fmt: str, *, width: int | None = None,
+           wide: bool = False) -> str:
+    if fmt == "json":
+        return json.dumps(rows(table), allow_nan=True, ensure_ascii=False, indent=1,
+                          default=str) + "\n"
+    if fmt == "jsonl":
+        return "".join(json.dumps(r, allow_nan=True, ensure_ascii=False, default=str) + "\n"
+                       for r in rows(table))
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(table.column_names)
+        for r in table.to_pylist():
+            w.writerow([_text(r[c]) for c in table.column_names])
+        return buf.getvalue()
+    if fmt == "markdown":
+        return _markdown(table)
+    if fmt == "table":
+        return _table(table, width or 100, wide)
+    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+def _human(v: Any, digits: int = 6) -> str:
+    # People read 6 significant digits; csv/json keep every digit for programs.
+    if isinstance(v, float) and math.isfinite(v):
+        return f"{v:.{digits}g}"
+    return _text(v)
+
+
+# Control characters in cells (ANSI escapes and NULs occur in real transcripts) would move the
+# cursor or recolour a terminal; people see them escaped instead.
+_CONTROLS = {c: f"\\x{c:02x}" for c in range(32) if chr(c) not in "\n\r\t"}
+_CONTROLS.update({ord("\n"): "⏎", ord("\r"): "", ord("\t"): " ", 0: "\\0", 0x7F: "\\x7f"})
+
+
+def shorten(text: str, limit: int | None) -> str:
+    """`text` cut to `limit` characters in the middle, at `/` when it is a path of 3 or more
+    parts and its first and last parts fit (names differ at their ends: the seed, the lr).
+
+    >>> shorten("math_rl_sweep/llama-3.1-8b-instruct/lr_4e-5", 25)
+    'math_rl_sweep/…/lr_4e-5'
+    >>> shorten("meta-llama/Llama-3.1-8B-Instruct", 14)
+    'meta-l…nstruct'
+    """
+    if limit is None or len(text) <= limit:
+        return text
+    if limit < 2:
+        return "…"[:limit]
+    parts = text.split("/")
+    head, tail = parts[0] + "/", "/" + parts[-1]
+    if len(parts) >= 3 and parts[0] and parts[-1] and len(head) + 1 + len(tail) <= limit:
+        i, j = 1, len(parts) - 2
+        grew = True
+        while grew and i <= j:  # whole parts, from the end first, then from the start
+            grew = False
+            if len(head) + 2 + len(parts[j]) + len(tail) <= limit:
+                tail, j, grew = "/" + parts[j] + tail, j - 1, True
+            if i <= j and len(head) + len(parts[i]) + 2 + len(tail) <= limit:
+                head, i, grew = head + parts[i] + "/", i + 1, True
+        return head + "…" + tail
+    back = limit // 2
+    return text[:limit - 1 - back] + "…" + text[len(text) - back:]
+
+
+def _cell(v: Any, limit: int | None, digits: int = 6) -> str:
+    return shorten(_human(v, digits).translate(_CONTROLS), limit)
+
+
+def _markdown(table: pa.Table) -> str:
+    names = table.column_names
+    limits = [None if n in IDENTIFYING else MARKDOWN_CELL for n in names]
+    out = ["| " + " | ".join(names) + " |", "|" + "|".join("---" for _ in names) + "|"]
+    for r in table.to_pylist():
+        out.append("| " + " | ".join(_cut_end(r[c], lim).replace("|", "\\|")
+                                      for c, lim in zip(names, limits)) + " |")
+    return "\n".join(out) + "\n"
+
+
+def _cut_end(v: Any, limit: int | None) -> str:
+    s = _human(v).translate(_CONTROLS)
+    return s if limit is None or len(s) <= limit else s[: limit - 1] + "…"
+
+
+class _Columns:
+    """What the table format knows about each column: numeric, identifying, or other text."""
+
+    def __init__(self, table: pa.Table):
+        self.names = table.column_names
+        self.numeric = _numeric(table)
+        self.whole = [num or n in IDENTIFYING for n, num in zip(self.names, self.numeric)]
+
+
+def _table(table: pa.Table, width: int, wide: bool) -> str:
+    cols = _Columns(table)
+    data = table.to_pylist()
+    if wide:
+        widths = [max([len(n)] + [len(_cell(r[n], None)) for r in data]) for n in cols.names]
+        return _grid(cols, data, widths, [None] * len(widths), 6, table.num_rows)
+    for digits in (6, 5, 4, 3):
+        widths, limits, needed = _fit(cols, data, width, digits)
+        if needed <= width or not data:
+            return _grid(cols, data, widths, limits, digits, table.num_rows)
+    return _blocks(cols, data, width, needed)
+
+
+def _rows_line(n: int) -> str:
+    return f"({n} row{'s' if n != 1 else ''}"
+
+
+def _grid(cols: _Columns, data: list[dict[str, Any]], widths: list[int],
+          limits: list[int | None], digits: int, n: int) -> str:
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(values, widths, cols.numeric)).rstrip()
+
+    # A cut header keeps its start (`longe…`): people recognise a name by how it begins.
+    out = [line([_cut_end(n, w) for n, w in zip(cols.names, widths)]),
+           "  ".join("-" * w for w in widths)]
+    out += [line([_cell(r[c], lim, digits) for c, lim in zip(cols.names, limits)])
+            for r in data]
+    out.append(_rows_line(n) + ")")
+    return "\n".join(out) + "\n"
+
+
+def _blocks(cols: _Columns, data: list[dict[str, Any]], width: int, needed: int) -> str:
+    """One block per row, `column  value` per line: for tables too wide for the terminal."""
+    label = max(len(n) for n in cols.names)
+    room = max(width - label - 2, TEXT_FLOOR)
+    out = []
+    for i, r in enumerate(data, start=1):
+        title = f"-[ row {i} ]"
+        out.append(title + "-" * max(0, min(width, label + 2 + room) - len(title)))
+        for n, whole in zip(cols.names, cols.whole):
+            out.append(f"{n.ljust(label)}  {_cell(r[n], None if whole else room)}".rstrip())
+    out.append(f"{_rows_line(len(data))}, one block each: as a table they need {needed} "
+               f"columns, {width} fit; --wide prints the table anyway)")
+    return "\n".join(out) + "\n"
+
+
+def _fit(cols: _Columns, data: list[dict[str, Any]], width: int,
+         digits: int) -> tuple[list[int], list[int | None], int]:
+    """Column widths for `width` characters, the cut of each column's cells (None: whole),
+    and the width the lines need (more than `width` when they cannot fit).
+
+    First the widest other-text column loses one character at a time, down to TEXT_FLOOR
+    (values shorter than that stay whole), so short columns stay whole while long text gives
+    way; then headers are cut, down to their column's values (and MIN_CELL); then long text
+    goes down to LAST_FLOOR, which beats turning the table into blocks for a few characters.
+    Numbers and identifying values are never cut.
+    """
+    names = cols.names
+    values = [max([0] + [len(_cell(r[c], None if whole else MAX_CELL, digits)) for r in data])
+              for c, whole in zip(names, cols.whole)]
+    widths = [max(len(n), v) if whole else min(max(len(n), v), MAX_CELL)
+              for n, v, whole in zip(names, values, cols.whole)]
+    text_floors = [w if whole else min(w, max(MIN_CELL, min(v, TEXT_FLOOR)))
+                   for w, v, whole in zip(widths, values, cols.whole)]
+    header_floors = [min(w, max(v, MIN_CELL)) if whole else f
+                     for w, v, f, whole in zip(widths, values, text_floors, cols.whole)]
+    last_floors = [f if whole or v <= TEXT_FLOOR else min(f, LAST_FLOOR)
+                   for f, v, whole in zip(header_floors, values, cols.whole)]
+    gaps = 2 * max(len(widths) - 1, 0)
+    for floors in (text_floors, header_floors, last_floors):
+        excess = sum(widths) + gaps - width
+        while excess > 0:
+            candidates = [i for i, w in enumerate(widths) if w > floors[i]]
+            if not candidates:
+                break
+            widths[max(candidates, key=lambda i: widths[i])] -= 1
+            excess -= 1
+    limits: list[int | None] = [None if whole else w for w, whole in zip(widths, cols.whole)]
+    return widths, limits, sum(widths) + gaps
+
+
+def write_parquet(table: pa.Table, path: str) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, path)

@@ -1,0 +1,236 @@
+"""The HTML report: one self-contained file that answers "how are my runs doing?" at a glance.
+
+Contract: `build(store, runs=None)` returns the report as HTML text and `write(store, path,
+runs=None)` writes it (`store`: a `query.reader.Reader`, such as a `Store`). The file opens with no network: plotly.js is inlined once in the head
+(each chart is a `<div>` plus a `Plotly.newPlot` call, written with `include_plotlyjs=False`),
+there are no external stylesheets, fonts or images. Sections, each from the canned views
+(`sql/statements/report.sql`; `runs` is a GLOB over `run_name` applied to every section):
+
+1. the store, the run filter, the `kl_threshold` in force and the time of the last ingest
+   (the manifest's `last_ingest`);
+2. run summary (`run_summary`);
+3. KL health: `kl_health`, flagged runs first, and the KL chart (`charts.plot_kl`);
+4. reward trends (`charts.plot_rewards`);
+5. the slowest spans of each run (`slowest_spans`, the `top_spans` first by total time);
+6. latest checkpoints (`latest_checkpoints`).
+
+Every value written into the page is HTML-escaped (figure JSON is escaped by plotly: `<`, `>`
+and `/` become `\\u003c`, `\\u003e`, `\\u002f`, so no value can close a `<script>`). To keep the
+file usable with hundreds of runs, each chart's lines share a budget of `CHART_POINTS` points
+(downsampled as `charts.keep_indices` does, and said so in the chart's subtitle), tables
+scroll inside their section, and one filter box hides the rows of every table whose run name
+does not contain what is typed (a few lines of inline JavaScript; the page works without it).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..errors import QueryError
+from ..numbers import nonfinite_name
+from ..query.statements import named
+from . import charts
+from .scope import no_data_error
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..query.reader import Reader
+
+CHART_POINTS = 200_000  # all lines of one chart together; each line keeps at least MIN_LINE_POINTS
+MIN_LINE_POINTS = 200
+TOP_SPANS = 5
+
+
+def _cell(value: Any) -> tuple[str, str]:
+    """(text, css class) for one table cell; the text is escaped by the caller."""
+    if value is None:
+        return "—", "null"
+    if isinstance(value, bool):
+        return ("yes", "yes") if value else ("no", "")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return nonfinite_name(value), "num"
+        return f"{value:.4g}", "num"
+    if isinstance(value, int):
+        return str(value), "num"
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ", timespec="seconds"), ""
+    return str(value), ""
+
+
+def table_html(table: "pa.Table", columns: Sequence[str], *, flag: str | None = None,
+               empty: str = "nothing to show") -> str:
+    """An HTML table of `columns` of `table`; rows whose `flag` column is true get a class."""
+    if table.num_rows == 0:
+        return f'<p class="empty">{html.escape(empty)}</p>'
+    e = html.escape
+    head = "".join(f"<th>{e(c)}</th>" for c in columns)
+    body = []
+    for row in table.select(list(columns) + ([flag] if flag and flag not in columns else [])).to_pylist():
+        cls = ' class="flagged"' if flag and row.get(flag) else ""
+        cells = []
+        for c in columns:
+            text, css = _cell(row[c])
+            cells.append(f'<td class="{css}">{e(text)}</td>' if css else f"<td>{e(text)}</td>")
+        run = e(str(row.get("run_name") or ""))
+        body.append(f'<tr data-run="{run}"{cls}>{"".join(cells)}</tr>')
+    return (f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table></div>')
+
+
+def figure_html(fig: Any, div_id: str) -> str:
+    """One chart as a `<div>` and its `Plotly.newPlot` call; plotly.js is not included."""
+    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
+                       config=charts.PLOTLY_CONFIG)
+
+
+def _chart(build: Any, div_id: str) -> str:
+    try:
+        return figure_html(build(), div_id)
+    except QueryError as e:  # e.g. no run logs KL: say so where the chart would be
+        return f'<p class="empty">{html.escape(str(e))}</p>'
+
+
+def _line_budget(n_lines: int) -> int:
+    return max(MIN_LINE_POINTS, min(charts.MAX_POINTS, CHART_POINTS // max(1, n_lines)))
+
+
+def _last_ingest(store: "Reader") -> str:
+    info = store.manifest().last_ingest or {}
+    at = info.get("at")
+    if not at:
+        return "never"
+    try:
+        when = datetime.fromisoformat(at).astimezone(timezone.utc)
+        text = when.strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (TypeError, ValueError):
+        text = str(at)
+    details = []
+    for key, word in (("runs_new", "new"), ("runs_updated", "updated"),
+                      ("runs_unchanged", "unchanged")):
+        if isinstance(info.get(key), int):
+            details.append(f"{info[key]} {word}")
+    if details:
+        text += f" (runs: {', '.join(details)})"
+    return text
+
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1f2328;background:#fff}
+header{padding:18px 28px 10px;border-bottom:1px solid #d0d7de;background:#f6f8fa}
+h1{font-size:22px;margin:0 0 6px}
+h2{font-size:18px;margin:28px 0 8px}
+main{padding:0 28px 40px}
+dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:6px 0}
+dl.meta dt{color:#57606a}dl.meta dd{margin:0}
+.scroll{max-height:420px;overflow:auto;border:1px solid #d0d7de;border-radius:6px}
+table{border-collapse:collapse;width:100%;font-size:13px}
+th,td{padding:4px 8px;border-bottom:1px solid #eaeef2;text-align:left;white-space:nowrap}
+thead th{position:sticky;top:0;background:#f6f8fa;z-index:1}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.null{color:#8c959f}
+td.yes{color:#cf222e;font-weight:600}
+tr.flagged td{background:#fff1f0}
+.empty{color:#57606a;font-style:italic}
+.filter{margin:14px 0 0}
+.filter input{font:inherit;padding:4px 8px;width:320px}
+nav a{margin-right:14px}
+"""
+
+FILTER_JS = """
+(function(){
+  var box = document.getElementById("run-filter");
+  if (!box) return;
+  box.addEventListener("input", function(){
+    var q = box.value.toLowerCase();
+    var rows = document.querySelectorAll("tr[data-run]");
+    for (var i = 0; i < rows.length; i++) {
+      var r = rows[i];
+      r.style.display = (!q || r.getAttribute("data-run").toLowerCase().indexOf(q) >= 0) ? "" : "none";
+    }
+  });
+})();
+"""
+
+
+def build(store: "Reader", runs: str | None = None, *, top_spans: int = TOP_SPANS) -> str:
+    """The report as one HTML document (see the module docstring)."""
+    from plotly.offline import get_plotlyjs
+
+    e = html.escape
+    params = {"runs": runs}
+    summary = store.arrow(named("report.summary"), params)
+    if summary.num_rows == 0:
+        raise no_data_error(store, runs, "")
+    kl = store.arrow(named("report.kl"), params)
+    spans = store.arrow(named("report.spans"), {**params, "top": top_spans})
+    checkpoints = store.arrow(named("report.checkpoints"), params)
+    threshold = store.settings().get("kl_threshold")
+    n_runs = summary.num_rows
+    flagged = [r["run_name"] for r in kl.select(["run_name", "flagged"]).to_pylist() if r["flagged"]]
+
+    kl_chart = _chart(lambda: charts.plot_kl(store, runs=runs,
+                                             max_points=_line_budget(2 * max(1, kl.num_rows))),
+                      "chart-kl")
+    reward_chart = _chart(lambda: charts.plot_rewards(store, runs=runs,
+                                                      max_points=_line_budget(2 * n_runs)),
+                          "chart-rewards")
+
+    meta = [("store", str(store.path)),
+            ("runs", f"{n_runs}" + (f" matching {runs}" if runs else " (all)")),
+            ("KL flagged", f"{len(flagged)} (kl_threshold {threshold:g})"
+             if isinstance(threshold, (int, float)) else str(len(flagged))),
+            ("last ingest", _last_ingest(store)),
+            ("report written", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))]
+    sections = [
+        ("runs", "Run summary", table_html(summary, [
+            "run_name", "kind", "model_name", "learning_rate", "status", "n_steps", "last_step",
+            "last_reward_ma10", "best_reward", "max_kl", "kl_flagged", "n_checkpoints",
+            "last_checkpoint"], flag="kl_flagged", empty="no runs")),
+        ("kl", "KL health", table_html(kl, [
+            "run_name", "flagged", "steps_over", "first_step_over", "last_step_over",
+            "longest_streak_over", "max_kl_v1", "max_kl_v2", "last_kl_v1", "last_kl_v2",
+            "nan_steps"], flag="flagged", empty="no run logs KL") + kl_chart),
+        ("rewards", "Reward trends", reward_chart),
+        ("spans", f"Slowest spans (top {top_spans} per run by total time)", table_html(spans, [
+            "run_name", "rank", "name", "calls", "total_s", "mean_s", "p50_s", "p95_s", "max_s",
+            "share", "wall_s", "wall_share"], empty="no run has timing spans")),
+        ("checkpoints", "Latest checkpoints", table_html(checkpoints, [
+            "run_name", "n_checkpoints", "latest_name", "batch", "epoch", "rolling",
+            "state_path", "sampler_name", "latest_sampler_path", "final_name"],
+            empty="no run wrote a checkpoint")),
+    ]
+    nav = "".join(f'<a href="#{sid}">{e(title.split(" (")[0])}</a>' for sid, title, _ in sections)
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>runstore report{e(' — ' + runs) if runs else ''}</title>",
+        f"<style>{CSS}</style>",
+        # plotly.js, once for every chart; inlined so the file opens with no network.
+        f'<script type="text/javascript">{get_plotlyjs()}</script>',
+        "</head><body>",
+        "<header><h1>runstore report</h1><dl class=\"meta\">",
+        "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in meta),
+        f"</dl><nav>{nav}</nav>",
+        '<div class="filter"><input id="run-filter" type="search" '
+        'placeholder="filter table rows by run name" aria-label="filter by run name"></div>',
+        "</header><main>",
+    ]
+    for sid, title, body in sections:
+        parts.append(f'<section id="{sid}"><h2>{e(title)}</h2>{body}</section>')
+    parts += ["</main>", f"<script>{FILTER_JS}</script>", "</body></html>", ""]
+    return "\n".join(parts)
+
+
+def write(store: "Reader", path: str | Path, runs: str | None = None, *,
+          top_spans: int = TOP_SPANS) -> Path:
+    """Write the report to `path` (UTF-8) and return the path."""
+    out = Path(path)
+    text = build(store, runs, top_spans=top_spans)
+    out.write_text(text, encoding="utf-8")
+    return out

@@ -1,0 +1,166 @@
+"""Query connections: a sandboxed in-memory DuckDB over one snapshot's tables and views.
+
+Contract: `Database(root, manifest, params, allow_read)` is an in-memory DuckDB connection
+that DuckDB's own sandbox (`sandbox.confine`) restricts, before anything is registered on it,
+to reading the snapshot's live Parquet files (and the paths in `allow_read`), with its
+configuration locked. `ensure(names)` then creates what a query reads (every table and view
+for None), each once: a public table is a view over exactly the Parquet files the snapshot
+lists (DuckDB's own Parquet scan, never a directory glob; columns a later migration added
+read as typed nulls, and a table with no file yet is a typed view of no rows), `settings` a
+view of the settings this query sees (`storage.settings.merged`: a param named like a setting
+overrides it), and every canned view (`views.py`) after what it depends on. Everything is a
+view, nothing a base table, so no statement can change what a later query sees. `cursor()`
+gives one query its own cursor (`sandbox.cursor`). `connect()` returns such a connection with
+everything created. No DuckDB database file is ever opened, so readers never block writers
+or each other.
+
+No SQL text is built here: tables are DuckDB relations shaped with its expression API,
+`settings` is one fixed statement whose values are bound lists, and a canned view is its
+`.sql` file's body under its quoted name. Building a connection imports neither pyarrow nor
+sqlglot (`runstore sql` pays for neither; tests/test_fast_path.py holds it).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Iterable
+
+from ..errors import StoreCorrupt, one_line
+from ..resources import sql_dir
+from ..storage import schema as schema_mod
+from ..storage.location import location
+from ..storage.manifest import Manifest, Root
+from ..storage.settings import merged, value_parts
+from ..storage.snapshot import damaged_file, table_files
+from . import sandbox
+from .guard import identifier
+from .views import View, view_files, parsed
+
+SETTINGS = "settings"
+# The `settings` view: one row per setting, its value as a number or as text.
+SETTINGS_QUERY = ("select unnest($names) as name, cast(unnest($numbers) as double) as value_num,"
+                  " cast(unnest($texts) as varchar) as value_str")
+
+
+class Database:
+    """One sandboxed in-memory DuckDB over one snapshot; tables and views made on demand."""
+
+    def __init__(self, root: Root, manifest: Manifest,
+                 params: dict[str, Any] | None = None, *, allow_read: Iterable[str] | None = None):
+        import duckdb
+
+        root = location(root)  # a plain path or URI too
+        self.root, self.manifest = root, manifest
+        self.settings = merged(manifest.settings, params)
+        self.files = {name: table_files(root, manifest, name) for name in schema_mod.TABLES}
+        extra_files, extra_dirs = sandbox.allowances(allow_read)
+        self.con = duckdb.connect(":memory:")
+        try:
+            root.duckdb_register(self.con)
+            sandbox.confine(self.con, [f for fs in self.files.values() for f in fs] + extra_files,
+                            extra_dirs)
+        except BaseException:
+            self.con.close()
+            raise
+        self._view_files = view_files(str(sql_dir()))
+        self._made: set[str] = set()
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def cursor(self) -> Any:
+        return sandbox.cursor(self.con)
+
+    def view(self, name: str) -> View:
+        return parsed(self._view_files[name], self.con)
+
+    def needs(self, names: Iterable[str] | None) -> list[str]:
+        """What reading `names` needs created, in creation order (everything for None or
+        for a name that is none of ours: a system view, a file, ...)."""
+        known = {*self.files, SETTINGS, *self._view_files}
+        wanted = None if names is None else {n.lower() for n in names}
+        if wanted is None or not wanted <= known:
+            wanted = known
+        todo: list[str] = []
+
+        def visit(name: str, trail: tuple[str, ...]) -> None:
+            if name in todo or name not in known:
+                return
+            if name in trail:
+                raise ValueError(f"views depend on each other in a cycle: "
+                                 f"{' -> '.join(trail + (name,))}")
+            for dep in self.view(name).depends if name in self._view_files else ():
+                visit(dep, trail + (name,))
+            todo.append(name)
+
+        for name in [*self.files, SETTINGS, *self._view_files]:  # a stable order
+            if name in wanted:
+                visit(name, ())
+        return todo
+
+    def ensure(self, names: Iterable[str] | None = None) -> None:
+        """Create the tables and views reading `names` needs (all for None)."""
+        with self._lock:
+            for name in self.needs(names):
+                if name in self._made:
+                    continue
+                if name in self.files:
+                    self._table(name)
+                elif name == SETTINGS:
+                    self._settings()
+                else:
+                    # DDL around the view file's own body (a relation's view would wrap the
+                    # body in a subquery; the view is exactly the documented SELECT).
+                    self.con.execute(f"create view {identifier(name)} as {self.view(name).body}")
+                self._made.add(name)
+
+    def _typed_nulls(self, columns: list[tuple[str, str]]) -> list[Any]:
+        """`cast(null as TYPE) as name` for each (name, DuckDB type), as DuckDB expressions."""
+        import duckdb
+
+        return [duckdb.ConstantExpression(None).cast(duckdb.sqltype(t)).alias(c)
+                for c, t in columns]
+
+    def _table(self, name: str) -> None:
+        import duckdb
+
+        files = self.files[name]
+        if not files:
+            # A view of no rows, not a table: a base table could be written to.
+            (self.con.sql("select 1").project(*self._typed_nulls(schema_mod.duckdb_columns(name)))
+             .limit(0).create_view(name))
+            return
+        try:
+            rel = self.con.read_parquet(files, union_by_name=True)
+            missing = [(c, t) for c, t in schema_mod.duckdb_columns(name) if c not in rel.columns]
+            if missing:
+                # Columns a later migration added, which no live file has yet: nulls of the
+                # column's type, so queries see the current schema.
+                rel = rel.project(*[duckdb.ColumnExpression(c) for c in rel.columns],
+                                  *self._typed_nulls(missing))
+            rel.create_view(name)
+        except Exception as e:  # duckdb's errors: name the damaged file and what to do
+            damaged = damaged_file(self.root, self.manifest, [name]) or StoreCorrupt(
+                f"reading table {name} of the store failed: {one_line(e)}. If it "
+                "happens again, run `runstore repair --check`.")
+            raise damaged from e
+
+    def _settings(self) -> None:
+        # Values travel as bound parameters; DuckDB folds them into the view as constants.
+        parts = [value_parts(v) for v in self.settings.values()]
+        self.con.sql(SETTINGS_QUERY, params={
+            "names": list(self.settings), "numbers": [n for n, _ in parts],
+            "texts": [t for _, t in parts]}).create_view(SETTINGS)
+
+
+def connect(root: Root, manifest: Manifest, params: dict[str, Any] | None = None,
+            *, allow_read: Iterable[str] | None = None) -> Any:
+    """A confined DuckDB connection with every table and view of the snapshot created."""
+    db = Database(root, manifest, params, allow_read=allow_read)
+    try:
+        db.ensure(None)
+    except BaseException:
+        db.close()
+        raise
+    return db.con

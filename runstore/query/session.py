@@ -1,0 +1,121 @@
+"""The query side of one store: a database per snapshot, a cursor per query, errors made clear.
+
+Contract: `Session(root, manifest)` answers read-only queries over the store at `root`
+(`manifest()` gives its checked newest snapshot). `fetch(sql, params, allow_read=, convert=)`
+runs one: the guard (`guard.guard`) checks it first; a `$name` it uses needs a value, and a
+param it does not use must name a setting (a typo in `kl_threshold` must not pass silently);
+only what the query reads is created on the database (`Database.ensure`); values are bound,
+never pasted; `convert(relation)` runs while the query's cursor is open. Queries share one
+`Database` per snapshot, kept while no newer one is published and swapped under a lock (the
+web UI queries from several threads); the older one is dropped, not closed, so a query still
+running on one of its cursors finishes. A query that overrides a setting, or may read files
+outside the store (`allow_read`), gets a database of its own, closed after it. DuckDB's
+errors come out as the error to show (`failure`): the sandbox refusing something, a query
+nested too deeply, a store file that vanished or broke since the snapshot was opened, else
+DuckDB's own message. `close()` closes the shared database.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, TypeVar
+
+from ..errors import QueryError, RunstoreError
+from ..storage.manifest import Manifest, Root, manifest_paths, read_manifest
+from ..storage.settings import DEFAULT_SETTINGS
+from ..storage.snapshot import damaged_file, read_error
+from . import guard, sandbox
+from .connect import Database
+
+T = TypeVar("T")
+
+
+class Session:
+    """Read-only queries over one store, one cursor each (see the module docstring)."""
+
+    def __init__(self, root: Root, manifest: Callable[[], Manifest]):
+        self.root = root
+        self.manifest = manifest
+        self._db: Database | None = None
+        self._db_seq: int | None = None
+        self._db_lock = threading.Lock()
+
+    def snapshot(self) -> int | None:
+        """The number of the newest published snapshot (None before the first one): one
+        directory listing, no file read."""
+        paths = manifest_paths(self.root)
+        return paths[-1][0] if paths else None
+
+    def close(self) -> None:
+        """Close the shared database (a later query opens a new one)."""
+        with self._db_lock:
+            if self._db is not None:
+                self._db.close()
+            self._db, self._db_seq = None, None
+
+    def database(self, params: dict[str, Any],
+                 allow_read: list[str] | None) -> tuple[Database, bool]:
+        """The database for one query and whether the caller must close it: the shared one of
+        the newest snapshot, or a fresh one when the query overrides a setting (settings are
+        per database) or may read files outside the store (the allowed paths are too)."""
+        if allow_read or any(k in DEFAULT_SETTINGS for k in params):
+            return Database(self.root, self.manifest(), params, allow_read=allow_read), True
+        seq = self.snapshot()
+        with self._db_lock:
+            if self._db is None or seq != self._db_seq:
+                # The older database is dropped, not closed: a query still running on one of
+                # its cursors (another thread) finishes on it.
+                self._db, self._db_seq = Database(self.root, self.manifest()), seq
+            return self._db, False
+
+    def fetch(self, sql: str, params: dict[str, Any] | None, *,
+              allow_read: list[str] | None, convert: Callable[[Any], T]) -> T:
+        """Run one read-only query; `convert(relation)` of DuckDB's result relation."""
+        import duckdb
+
+        params = dict(params or {})
+        db, owned = self.database(params, allow_read)
+        con = db.cursor()
+        try:
+            names = guard.guard(sql, con)
+            missing = [n for n in names.params if n not in params]
+            if missing:
+                raise QueryError(f"the query uses ${missing[0]} but no value was given: pass "
+                                 f"--param {missing[0]}=VALUE (params={{'{missing[0]}': ...}})")
+            unused = [k for k in params if k not in names.params and k not in DEFAULT_SETTINGS]
+            if unused:
+                raise QueryError(
+                    f"param {unused[0]!r} is neither used by the query (as ${unused[0]}) nor a "
+                    f"setting ({', '.join(DEFAULT_SETTINGS)})")
+            db.ensure(names.tables)
+            bound = {k: v for k, v in params.items() if k in names.params}
+            return convert(con.sql(sql, params=bound or None))
+        except duckdb.Error as e:
+            raise self.failure(e) from e
+        finally:
+            con.close()
+            if owned:
+                db.close()
+
+    def failure(self, e: Exception) -> Exception:
+        """DuckDB's error as the one to show: the sandbox refusing a file or a setting; a
+        store file that vanished or broke since the snapshot was opened (an I/O error, or any
+        error when a live file is indeed damaged); else DuckDB's own message. (A query that
+        merely mentions a store path, as a string given to a JSON function say, is not a
+        damaged store.)"""
+        import duckdb
+
+        refused = sandbox.refusal(e) or guard.depth_error(e)
+        if refused is not None:
+            return refused
+        if isinstance(e, duckdb.IOException):
+            return read_error(self.root, e) or QueryError(str(e).strip())
+        if str(self.root) in str(e):
+            try:
+                manifest = read_manifest(self.root)
+            except RunstoreError as bad:
+                return bad
+            damaged = damaged_file(self.root, manifest) if manifest else None
+            if damaged is not None:
+                return damaged
+        return QueryError(str(e).strip())

@@ -1,0 +1,67 @@
+"""The statement behind `runstore check`: `sql/statements/check.sql`, shaped for one rule set.
+
+Contract: `check_statement(metrics_used, kl_used, since_step, runs, over_runs_only)` is the
+check query's text for one shape of rule set (its values are all bound params, see the
+file's header): the branches of `picked` that no rule reads are dropped with their relations
+(an unused branch would still scan its table), the optional `since_step` and `runs` filters
+are added as sqlglot expressions, and with `over_runs_only` the KL values are read only for
+the runs with a KL write over the threshold (`kl_steps.run_writes_over`). Each shape is
+generated once per process.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from . import named as named_statement
+
+
+@lru_cache(maxsize=64)
+def check_statement(metrics_used: bool, kl_used: bool, since_step: bool, runs: bool,
+                over_runs_only: bool) -> str:
+    """The statement for one shape of rule set (its values are all params): generated once."""
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(named_statement("check.check"), read="duckdb")
+    ctes = {c.alias: c for c in tree.find_all(exp.CTE)}
+    # Only the branches of `picked` that some rule reads, with their relations: an unused
+    # branch would still scan its table.
+    used = {"metric_values": metrics_used, "kl_values": kl_used}
+    inputs = {"metric_values": "rule_keys", "kl_values": "kl_series"}
+    selects = [exp.select("run_id", "step", "rule_idx", "series", "value").from_(name)
+               for name, is_used in used.items() if is_used]
+    ctes["picked"].set("this", selects[0] if len(selects) == 1
+                       else exp.union(*selects, distinct=False))
+    for name, is_used in used.items():
+        if not is_used:
+            ctes[name].pop()
+            ctes[inputs[name]].pop()
+    m = lambda name: exp.column(name, table="m")  # noqa: E731 - a local shorthand
+    k = lambda name: exp.column(name, table="k")  # noqa: E731
+    branches = [(ctes[n].this, col) for n, col in (("metric_values", m), ("kl_values", k))
+                if used[n]]
+    for select, col in branches:
+        if since_step:
+            select.where(col("step") >= exp.Placeholder(this="since_step"), copy=False)
+        if runs:
+            named = (exp.select("run_id").from_("runs")
+                     .where(exp.Glob(this=exp.column("run_name"),
+                                     expression=exp.Placeholder(this="runs"))))
+            select.where(col("run_id").isin(query=named), copy=False)
+    logged = ctes["kl_logged"].this
+    if since_step:
+        logged.where(m("step") >= exp.Placeholder(this="since_step"), copy=False)
+    if runs:
+        glob = exp.Glob(this=exp.column("run_name"), expression=exp.Placeholder(this="runs"))
+        logged.where(m("run_id").isin(query=exp.select("run_id").from_("runs").where(glob)),
+                     copy=False)
+        ctes["scope"].this.where(glob.copy(), copy=False)
+    if over_runs_only:
+        ctes["kl_values"].this.where(k("run_writes_over"), copy=False)
+    if not kl_used:  # no KL series: `outcome` alone says which runs were checked
+        seen = ctes["seen"].this
+        ctes["seen"].set("this", seen.this.copy())
+        ctes["kl_logged"].pop()
+        ctes["kl_keys"].pop()
+    return tree.sql(dialect="duckdb")

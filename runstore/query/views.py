@@ -1,0 +1,129 @@
+"""The canned views: one documented SELECT per `sql/*.sql` file, parsed and put in order.
+
+Contract: `views()` lists every canned view (a `View`: name, purpose, documented columns,
+body, file, what it reads), in dependency order, each parsed once per process (the files ship
+with the package and do not change while it runs). `parse_view(path)` reads one file: its
+leading `--` lines are the purpose, `-- @column name: comment` lines document the columns,
+the rest is the SELECT. What a view reads comes from DuckDB's own parser
+(`guard.references`), on a private connection that is confined and holds nothing; a cycle
+of views is an error. Statements the library builds from `sql/statements/*.sql` are not
+views and are not listed here.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..resources import sql_dir
+from . import guard, sandbox
+
+
+@dataclass(frozen=True)
+class View:
+    """One canned view, parsed from its `.sql` file."""
+
+    name: str
+    description: str
+    columns: tuple[tuple[str, str], ...]  # (column, comment)
+    body: str  # the SELECT statement
+    path: Path
+    depends: tuple[str, ...]  # tables and views it reads, sorted
+
+
+_COLUMN_DOC = re.compile(r"^--\s*@column\s+([A-Za-z_][A-Za-z0-9_]*)\s*:?\s*(.*)$")
+
+
+def parse_view(path: Path, parser: Any = None) -> View:
+    """A view file: leading `--` purpose lines, `-- @column name: comment` lines, a SELECT.
+
+    `parser` is a DuckDB connection to read its dependencies with (a private one if None).
+    """
+    lines = path.read_text().splitlines()
+    purpose: list[str] = []
+    columns: list[tuple[str, str]] = []
+    body_start = 0
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped.startswith("--"):
+            if stripped:
+                body_start = i
+                break
+            continue
+        m = _COLUMN_DOC.match(stripped)
+        if m:
+            columns.append((m.group(1), m.group(2).strip()))
+        elif not columns:
+            purpose.append(stripped[2:].strip())
+    body = "\n".join(lines[body_start:]).strip().rstrip(";")
+    depends = guard.references(parser if parser is not None else _parser(), body)
+    return View(path.stem, " ".join(p for p in purpose if p).strip(), tuple(columns), body, path,
+                tuple(sorted(depends)))
+
+
+_parsers: list[Any] = []
+
+
+def _parser() -> Any:
+    """A DuckDB connection that only parses (confined and holding nothing), made once."""
+    if not _parsers:
+        import duckdb
+
+        con = duckdb.connect(":memory:")
+        sandbox.confine(con, [])
+        _parsers.append(con)
+    return _parsers[0]
+
+
+# Parsed views by file, and the ordered list by directory: the files ship with the package
+# and do not change while it runs. A connection parses only the views its queries read.
+_PARSED: dict[Path, View] = {}
+_VIEWS: dict[str, tuple[View, ...]] = {}
+_VIEWS_LOCK = threading.Lock()
+
+
+def parsed(path: Path, parser: Any = None) -> View:
+    """The view in `path`, parsed once per process."""
+    with _VIEWS_LOCK:
+        if path not in _PARSED:
+            _PARSED[path] = parse_view(path, parser)
+        return _PARSED[path]
+
+
+def view_files(directory: str) -> dict[str, Path]:
+    """Each view's name and file in `directory` (its `*.sql` files)."""
+    return {p.stem: p for p in sorted(Path(directory).glob("*.sql"))}
+
+
+def _views_in(directory: str, parser: Any = None) -> tuple[View, ...]:
+    if directory not in _VIEWS:
+        _VIEWS[directory] = _ordered({name: parsed(path, parser)
+                                      for name, path in view_files(directory).items()})
+    return _VIEWS[directory]
+
+
+def _ordered(views: dict[str, View]) -> tuple[View, ...]:
+    ordered: list[View] = []
+    done: set[str] = set()
+
+    def visit(name: str, trail: tuple[str, ...]) -> None:
+        if name in done or name not in views:
+            return
+        if name in trail:
+            raise ValueError(f"views depend on each other in a cycle: {' -> '.join(trail + (name,))}")
+        for dep in views[name].depends:
+            visit(dep, trail + (name,))
+        done.add(name)
+        ordered.append(views[name])
+
+    for name in views:
+        visit(name, ())
+    return tuple(ordered)
+
+
+def views(parser: Any = None) -> tuple[View, ...]:
+    """Every canned view, in dependency order."""
+    return _views_in(str(sql_dir()), parser)

@@ -1,0 +1,278 @@
+"""A location in an S3 bucket (AWS or any S3-compatible service) through s3fs: publishing by
+conditional put (`If-None-Match: *`), listing through one recursive listing per walk."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from typing import Any, Iterable, Iterator
+
+from ...errors import RunstoreError, one_line
+from .base import AlreadyExists, Entry, Location, Tree
+
+
+class S3(Location):
+    """A prefix in an S3 bucket (AWS or any S3-compatible service), read through s3fs."""
+
+    __slots__ = ("base", "_fs")
+    is_remote = True
+
+    def __init__(self, uri: str):
+        if not uri.startswith("s3://") or len(uri) <= 5:
+            raise RunstoreError(f"not an S3 URI: {uri!r} (expected s3://bucket/prefix)")
+        self.base = uri.rstrip("/")
+        self._fs: Any = None
+
+    def __str__(self) -> str:
+        return self.base
+
+    def __repr__(self) -> str:
+        return f"S3({self.base!r})"
+
+    def __truediv__(self, rel: str) -> "S3":
+        """The location `rel` below this one (sharing its connection), as `Path / name` is."""
+        sub = S3(self.uri(str(rel).strip("/")))
+        sub._fs = self._fs
+        return sub
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, S3) and other.base == self.base
+
+    def __hash__(self) -> int:
+        return hash(self.base)
+
+    @property
+    def name(self) -> str:
+        return self.base.rsplit("/", 1)[-1]
+
+    @property
+    def parent(self) -> "S3":
+        head = self.base.rsplit("/", 1)[0]
+        sub = S3(head if len(head) > len("s3:/") else self.base)
+        sub._fs = self._fs
+        return sub
+
+    def resolved(self) -> "S3":
+        return self
+
+    def uri(self, rel: str = "") -> str:
+        return f"{self.base}/{rel}" if rel else self.base
+
+    def _key(self, rel: str) -> str:
+        return self.uri(rel)[len("s3://"):]
+
+    def filesystem(self) -> Any:
+        """The fsspec filesystem (s3fs) the location is read and written through."""
+        if self._fs is None:
+            try:
+                import s3fs
+            except ImportError as e:
+                raise RunstoreError(
+                    "an s3:// location needs the s3 extra: pip install 'runstore[s3]'") from e
+            kwargs: dict[str, Any] = {}
+            endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+            if endpoint:
+                kwargs["endpoint_url"] = endpoint
+            self._fs = s3fs.S3FileSystem(use_listings_cache=False, **kwargs)
+        return self._fs
+
+    def storage_options(self) -> dict[str, str]:
+        """deltalake/polars (object_store) options: the environment supplies credentials."""
+        opts: dict[str, str] = {}
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            opts["AWS_ENDPOINT_URL"] = endpoint
+            if endpoint.startswith("http://"):
+                opts["AWS_ALLOW_HTTP"] = "true"
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        if region:
+            opts["AWS_REGION"] = region
+        # Delta commits use S3's conditional put (If-None-Match), which AWS and most
+        # S3-compatible services support, instead of a DynamoDB lock table.
+        opts["AWS_CONDITIONAL_PUT"] = "etag"
+        return opts
+
+    def duckdb_register(self, con: Any) -> None:
+        # The DuckDB wheel has no httpfs offline: s3:// files are read through fsspec.
+        con.register_filesystem(self.filesystem())
+
+    def list(self, rel: str = "") -> list[str]:
+        fs = self.filesystem()
+        try:
+            entries = fs.ls(self._key(rel), detail=False, refresh=True)
+        except FileNotFoundError:
+            return []
+        return sorted(e.rstrip("/").rsplit("/", 1)[-1] for e in entries)
+
+    def read(self, rel: str = "") -> bytes:
+        return self.filesystem().cat_file(self._key(rel))
+
+    def read_text(self) -> str:
+        return self.read("").decode()
+
+    def read_range(self, rel: str, start: int, end: int | None = None) -> bytes:
+        return self.filesystem().cat_file(self._key(rel), start=start, end=end)
+
+    def chunks(self, rel: str) -> Iterator[bytes]:
+        yield self.read(rel)  # one request: a range request per chunk would cost more
+
+    def parquet_source(self, rel: str = "") -> Any:
+        """A readable, seekable file object (pyarrow reads the footer first)."""
+        return self.filesystem().open(self._key(rel), "rb")
+
+    def _create(self, rel: str, data: bytes) -> None:
+        """A conditional put: fails with `AlreadyExists` when the object exists, so two
+        writers can never both publish the same snapshot or both take the lock."""
+        fs = self.filesystem()
+        try:
+            fs.pipe_file(self._key(rel), data, mode="create")
+        except Exception as e:  # botocore's ClientError: PreconditionFailed when it exists
+            if "PreconditionFailed" in str(e) or "412" in str(e) or isinstance(e, FileExistsError):
+                raise AlreadyExists(f"{self.uri(rel)} exists already") from e
+            raise
+
+    def create(self, rel: str, data: bytes) -> None:
+        self._create(rel, data)
+
+    def write_unpublished(self, rel: str, data: bytes) -> None:
+        self._create(rel, data)
+
+    def put(self, rel: str, data: bytes) -> None:
+        self.filesystem().pipe_file(self._key(rel), data)
+
+    def delete(self, rel: str) -> None:
+        try:
+            self.filesystem().rm_file(self._key(rel))
+        except FileNotFoundError:
+            pass
+
+    def unlink(self, missing_ok: bool = False) -> None:
+        """Delete this object (as `Path.unlink`; S3 cannot tell a missing one apart cheaply,
+        so it is always ignored)."""
+        self.delete("")
+
+    def exists(self, rel: str = "") -> bool:
+        return bool(self.filesystem().exists(self._key(rel)))
+
+    def is_file(self) -> bool:
+        return bool(self.filesystem().isfile(self._key("")))
+
+    def is_dir(self) -> bool:
+        return self.exists()  # a prefix exists when an object lies below it
+
+    def rmtree(self, rel: str = "") -> None:
+        try:
+            self.filesystem().rm(self._key(rel), recursive=True)
+        except FileNotFoundError:
+            pass
+
+    def sweep_temporaries(self, dirs: Iterable[str]) -> None:
+        return None  # an object appears whole or not at all: no temporaries
+
+    def check_writable(self) -> None:
+        probe = f"_runstore/.write-probe-{uuid.uuid4().hex}"
+        try:
+            self.put(probe, b"")
+            self.delete(probe)
+        except Exception as e:  # botocore/s3fs errors: bad credentials, no bucket, no network
+            raise RunstoreError(
+                f"cannot write the store at {self}: {one_line(e, 200)}. Check the bucket "
+                "exists and the AWS credentials and endpoint (AWS_ENDPOINT_URL) in the "
+                "environment.") from e
+
+    def relative_files(self, uris: Iterable[str]) -> list[str]:
+        base = self.uri() + "/"
+        return sorted(u[len(base):] if u.startswith(base) else u for u in uris)
+
+    def walk_files(self, skip_dirs: tuple[str, ...] = ()) -> Iterator[Entry]:
+        fs = self.filesystem()
+        base = self._key("")
+        try:
+            found = fs.find(base, detail=True, withdirs=False)
+        except FileNotFoundError:  # no such bucket
+            return
+        for path, info in sorted(found.items()):
+            rel = path[len(base):].lstrip("/")
+            if skip_dirs and any(part in skip_dirs for part in rel.split("/")[:-1]):
+                continue
+            etag = str(info.get("ETag") or "")
+            modified = info.get("LastModified")
+            seconds = int(modified.timestamp()) if hasattr(modified, "timestamp") else 0
+            tag = int.from_bytes(hashlib.sha1(etag.encode()).digest()[:4], "big") % 1_000_000_000
+            yield Entry(rel, int(info.get("size") or 0), seconds * 1_000_000_000 + tag)
+
+    def tree(self) -> "Tree":
+        return _S3Tree(self)
+
+
+class _S3Stat:
+    """What `stat()` gives of an object: a regular file, its size and change token."""
+
+    __slots__ = ("st_size", "st_mtime_ns")
+    st_mode = 0o100644  # a regular file
+    st_ctime_ns = None  # objects have no ctime
+
+    def __init__(self, size: int, mtime_ns: int):
+        self.st_size, self.st_mtime_ns = size, mtime_ns
+
+
+class _S3Entry:
+    """One child of a prefix, as an `os.DirEntry` would describe it."""
+
+    __slots__ = ("name", "path", "_stat", "_dir")
+
+    def __init__(self, name: str, path: str, stat: _S3Stat | None, is_dir: bool):
+        self.name, self.path, self._stat, self._dir = name, path, stat, is_dir
+
+    def is_dir(self) -> bool:
+        return self._dir
+
+    def is_file(self) -> bool:
+        return self._stat is not None
+
+    def is_symlink(self) -> bool:
+        return False
+
+    def stat(self) -> _S3Stat:
+        if self._stat is None:
+            raise IsADirectoryError(self.path)
+        return self._stat
+
+
+class _S3Tree(Tree):
+    """Directories of a prefix from one listing of everything below it (`walk_files`): a
+    walk costs one request however deep the tree, and `scandir` is a dictionary lookup."""
+
+    def __init__(self, top: S3):
+        self.top = top.uri()
+        self.children: dict[str, dict[str, _S3Entry]] = {}
+        for e in top.walk_files():
+            parts = e.rel.split("/")
+            if not all(parts):  # a "directory marker" object (`a/`): not a file
+                continue
+            for i in range(len(parts)):
+                parent = "/".join([self.top, *parts[:i]])
+                path = f"{parent}/{parts[i]}"
+                last = i == len(parts) - 1
+                kids = self.children.setdefault(parent, {})
+                known = kids.get(parts[i])
+                if last:
+                    kids[parts[i]] = _S3Entry(parts[i], path, _S3Stat(e.size, e.mtime_ns),
+                                              known is not None and known.is_dir())
+                elif known is None or not known.is_dir():
+                    kids[parts[i]] = _S3Entry(parts[i], path, known._stat if known else None,
+                                              True)
+
+    def scandir(self, path: str) -> list[Any]:
+        return sorted(self.children.get(path.rstrip("/"), {}).values(), key=lambda e: e.name)
+
+    def realpath(self, path: str) -> str:
+        return path.rstrip("/")
+
+    def relpath(self, path: str, start: str) -> str:
+        rel = path.rstrip("/")[len(start.rstrip("/")):].strip("/")
+        return rel or "."
+
+    def join(self, path: str, name: str) -> str:
+        return f"{path.rstrip('/')}/{name}"

@@ -1,0 +1,298 @@
+"""The store's table schemas and column types, in one place.
+
+Every public table (see docs/schema.md) is declared here: its columns, each with a type name
+(`string`, `int64`, `int32`, `float64`, `bool`, `list<string>`, `timestamp[us, tz=UTC]`, the
+names migrations use) and a comment. `TYPES` is the one map from a type name to what each
+engine calls it: `arrow_type(name)` (pyarrow), `duckdb_type(name)` (what queries and
+`runstore schema` show), `spark_type(name)` (Spark DDL), `delta_type(name)` (deltalake's
+schema types, for migrations that add columns). `schema(table)` is the pyarrow schema;
+`duckdb_columns(table)` the columns with their DuckDB types. Normalizers produce rows whose
+keys are these column names; `to_arrow` turns such rows into a table of exactly this schema
+(missing keys become null, unknown keys are an error). pyarrow is imported only to build
+schemas and tables: a query connection needs the names and DuckDB types alone. One internal
+column rides along on every data table but `runs`: `source_id` (which source file produced
+the row, so a re-read file can replace its own rows). `_ledger` is internal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+STR = "string"
+I64 = "int64"
+I32 = "int32"
+F64 = "float64"
+BOOL = "bool"
+TS = "timestamp[us, tz=UTC]"
+LIST_STR = "list<string>"
+
+
+
+@dataclass(frozen=True)
+class Type:
+    """One column type as each engine names it."""
+
+    duckdb: str  # what `runstore schema` shows and queries see
+    spark: str  # Spark DDL
+    delta: str  # deltalake's primitive type (`array<T>` for a list)
+
+
+TYPES: dict[str, Type] = {
+    STR: Type("VARCHAR", "STRING", "string"),
+    I64: Type("BIGINT", "BIGINT", "long"),
+    I32: Type("INTEGER", "INT", "integer"),
+    F64: Type("DOUBLE", "DOUBLE", "double"),
+    BOOL: Type("BOOLEAN", "BOOLEAN", "boolean"),
+    TS: Type("TIMESTAMP WITH TIME ZONE", "TIMESTAMP", "timestamp"),
+    LIST_STR: Type("VARCHAR[]", "ARRAY<STRING>", "array<string>"),
+}
+
+
+def _type(name: str) -> Type:
+    if name not in TYPES:
+        raise ValueError(f"unknown column type {name!r}; types: {', '.join(TYPES)}")
+    return TYPES[name]
+
+
+def duckdb_type(name: str) -> str:
+    return _type(name).duckdb
+
+
+def spark_type(name: str) -> str:
+    return _type(name).spark
+
+
+def delta_type(name: str) -> Any:
+    """deltalake's type for a type name (`PrimitiveType`, or `ArrayType` for a list)."""
+    from deltalake.schema import ArrayType, PrimitiveType
+
+    delta = _type(name).delta
+    if delta.startswith("array<"):
+        return ArrayType(PrimitiveType(delta[len("array<"):-1]), contains_null=True)
+    return PrimitiveType(delta)
+
+# Column comments double as the schema documentation (docs/schema.md is checked against them).
+TABLES: dict[str, list[tuple[str, str, str]]] = {
+    "runs": [
+        ("run_id", STR, "stable id of the run: a hash of its resolved source directory"),
+        ("run_name", STR, "POSIX path of the run relative to the directory first given to ingest"),
+        ("run_path", STR, "absolute resolved source directory"),
+        ("kind", STR, "rl / sl / dpo / unknown, inferred from config keys as tinker-cookbook does"),
+        ("layout", STR, "iteration_dirs / flat / none: how per-iteration artefacts are laid out"),
+        ("model_name", STR, "config.json `model_name`"),
+        ("learning_rate", F64, "config.json `learning_rate`"),
+        ("config", STR, "config.json as JSON text"),
+        ("code_diff", STR, "code.diff text"),
+        ("status", STR, "completed / running / idle / missing, as of the ingest (the run_status "
+                        "view derives it at query time)"),
+        ("last_step", I64, "largest `step` in metrics.jsonl"),
+        ("n_metric_rows", I64, "lines read from metrics.jsonl (including superseded ones)"),
+        ("source_updated_at", TS, "newest modification time of any source file of the run"),
+        ("ingested_at", TS, "when this row was written"),
+    ],
+    "config": [
+        ("run_id", STR, "run"),
+        ("key", STR, "dotted path of the leaf, e.g. `dataset_builder.group_size`"),
+        ("value", STR, "the leaf as JSON text (lists stay one leaf)"),
+        ("value_num", F64, "the leaf as a number when it is one (booleans too: 1/0)"),
+        ("value_str", STR, "the leaf as text when it is a string"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "metrics_raw": [
+        ("run_id", STR, "run"),
+        ("step", I64, "`step` of the line; null for step-less summary rows"),
+        ("key", STR, "metric name as written, e.g. `optim/kl_sample_train_v1`"),
+        ("value", F64, "numeric value; NaN and ±Infinity kept as IEEE values"),
+        ("value_str", STR, "string and boolean values (`true`/`false`)"),
+        ("seq", I64, "write order within the run: line number (1-based) in the file"),
+        ("pre_resume", BOOL, "true for rows read from `metrics.jsonl.pre_resume_*` copies (not live)"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "checkpoints": [
+        ("run_id", STR, "run"),
+        ("name", STR, "`000050` or `final`"),
+        ("batch", I64, "`batch` (RL: the next batch)"),
+        ("epoch", I64, "`epoch`"),
+        ("final", BOOL, "`final` flag as written (null when absent)"),
+        ("state_path", STR, "`tinker://.../weights/<name>`"),
+        ("sampler_path", STR, "`tinker://.../sampler_weights/<name>`"),
+        ("rolling", BOOL, "`rolling` flag (rolling saves have state_path only)"),
+        ("extra", STR, "every other key of the record, as JSON text"),
+        ("seq", I64, "write order: line number in checkpoints.jsonl"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "trajectories": [
+        ("run_id", STR, "run"),
+        ("split", STR, "`train` or `eval/<label>`"),
+        ("iteration", I64, "training step of the batch"),
+        ("group_idx", I64, "group within the batch"),
+        ("traj_idx", I64, "trajectory within the group"),
+        ("tags", LIST_STR, "env tags"),
+        ("sampling_client_step", I64, "policy version that sampled it (null if unknown)"),
+        ("total_reward", F64, "sum of step rewards + final_reward"),
+        ("final_reward", F64, "reward given at episode end"),
+        ("final_ob_len", I64, "tokens of the final observation"),
+        ("n_steps", I64, "number of env steps"),
+        ("metrics", STR, "`trajectory_metrics` as JSON text"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "rollout_steps": [
+        ("run_id", STR, "run"),
+        ("split", STR, "`train` or `eval/<label>`"),
+        ("iteration", I64, "training step of the batch"),
+        ("group_idx", I64, "group within the batch"),
+        ("traj_idx", I64, "trajectory within the group"),
+        ("step_idx", I64, "env step within the trajectory"),
+        ("ob_len", I64, "observation tokens"),
+        ("ac_len", I64, "action tokens"),
+        ("reward", F64, "step reward"),
+        ("episode_done", BOOL, "episode ended at this step"),
+        ("metrics", STR, "step metrics as JSON text"),
+        ("logs", STR, "step logs as JSON text"),
+        ("stop_reason", STR, "`stop_reason` of the step, when written"),
+        ("extra", STR, "other keys of the step (e.g. `trace`) as JSON text"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "conversations": [
+        ("run_id", STR, "run"),
+        ("split", STR, "`train` or `eval/<label>`"),
+        ("iteration", I64, "training step"),
+        ("conversation_id", STR, "unique id: `<source_id>:<index in file>`"),
+        ("section", STR, "header path in the logtree, joined with ` / `"),
+        ("group_idx", I64, "group, where the tree tells (index of its `Group Rollout` section)"),
+        ("traj_idx", I64, "trajectory within the group, where the tree tells"),
+        ("n_messages", I64, "messages in the conversation"),
+        ("title", STR, "logtree title, e.g. `RL Iteration 3`"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "messages": [
+        ("run_id", STR, "run"),
+        ("conversation_id", STR, "conversation it belongs to"),
+        ("message_idx", I64, "position in the conversation"),
+        ("role", STR, "system / user / assistant / tool"),
+        ("content", STR, "all text parts joined with a newline (thinking parts included)"),
+        ("parts", STR, "the content list as JSON text (null for plain-string content)"),
+        ("tool_calls", STR, "tool calls as JSON text (unparsed ones as {type: unparsed, ...})"),
+        ("tool_call_id", STR, "for a tool message: the call it answers"),
+        ("name", STR, "`name` of the message, when given"),
+        ("trainable", BOOL, "`trainable` flag, when given"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "spans": [
+        ("run_id", STR, "run"),
+        ("step", I64, "training step"),
+        ("name", STR, "span name"),
+        ("duration_s", F64, "perf_counter duration in seconds"),
+        ("wall_start_s", F64, "start, seconds after the step's earliest span start"),
+        ("wall_end_s", F64, "end, seconds after the step's earliest span start"),
+        ("depth", I32, "nesting depth from interval containment (0 = top level)"),
+        ("parent", STR, "name of the tightest enclosing span, null at top level"),
+        ("span_idx", I32, "position in the record (completion order)"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "trace_slices": [
+        ("run_id", STR, "run"),
+        ("name", STR, "event name"),
+        ("start_us", F64, "B timestamp (process-local perf_counter, microseconds)"),
+        ("dur_us", F64, "E minus B; null when no E was found"),
+        ("pid", I64, "fake pid as written (restarts at 0 after a resume)"),
+        ("track", STR, "`args.track` (asyncio task or `sync:<thread>`)"),
+        ("thread", STR, "`args.thread`"),
+        ("args", STR, "merged args of B and E (minus track/thread) as JSON text"),
+        ("depth", I32, "nesting depth within (segment, pid, track)"),
+        ("segment", I32, "process session: 0, then +1 each time a resumed process restarts the clock"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+}
+
+LEDGER: list[tuple[str, str, str]] = [
+    ("source_id", I64, "hash of run_id and the file's path in the run"),
+    ("run_id", STR, "run"),
+    ("rel_path", STR, "file path relative to the run directory"),
+    ("kind", STR, "file kind (see ingest.discover.FileKind)"),
+    ("size", I64, "size when last read"),
+    ("mtime_ns", I64, "mtime when last read"),
+    ("offset", I64, "bytes consumed (append-only files: up to the last complete line)"),
+    ("lines", I64, "complete lines consumed"),
+    ("state", STR, "normalizer state carried between incremental reads (JSON)"),
+]
+
+# Which tables a run's row set is spread over; `runs` is keyed by run_id, the rest by source_id.
+DATA_TABLES = [t for t in TABLES if t != "runs"]
+
+
+def arrow_type(name: str) -> "pa.DataType":
+    """The pyarrow type of a type name (`string`, `list<string>`, ...)."""
+    import pyarrow as pa
+
+    _type(name)
+    return {STR: pa.string, I64: pa.int64, I32: pa.int32, F64: pa.float64, BOOL: pa.bool_,
+            TS: lambda: pa.timestamp("us", tz="UTC"),
+            LIST_STR: lambda: pa.list_(pa.string())}[name]()
+
+
+def schema(table: str) -> "pa.Schema":
+    """The pyarrow schema of `table` (a public table or `_ledger`)."""
+    import pyarrow as pa
+
+    cols = LEDGER if table == "_ledger" else TABLES[table]
+    return pa.schema([pa.field(name, arrow_type(typ)) for name, typ, _ in cols])
+
+
+def duckdb_columns(table: str) -> list[tuple[str, str]]:
+    """(column, DuckDB type) of a public table, in order (no pyarrow needed)."""
+    return [(name, TYPES[typ].duckdb) for name, typ, _ in TABLES[table]]
+
+
+def to_arrow(table: str, rows: Iterable[dict[str, Any]]) -> "pa.Table":
+    """Rows (dicts keyed by column name) → a pyarrow table of exactly `table`'s schema."""
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(list(rows), schema=schema(table))
+
+
+def empty(table: str) -> "pa.Table":
+    # Not Schema.empty_table(): it imports pandas (~0.2 s).
+    import pyarrow as pa
+
+    return pa.Table.from_batches([], schema=schema(table))
+
+
+TABLE_DOCS: dict[str, str] = {
+    "runs": "One row per run directory. Sources: `config.json`, `code.diff`, the ledger of the "
+            "run's files (status, last step, modification times).",
+    "config": "One row per leaf of `config.json`, nested keys flattened with dots.",
+    "metrics_raw": "One row per (line, key) of `metrics.jsonl` and its `metrics.jsonl.pre_resume_*` "
+                   "copies, as written. The `metrics` view keeps the live value per (run, step, key).",
+    "checkpoints": "One row per record of `checkpoints.jsonl`.",
+    "trajectories": "One row per record of `*_rollout_summaries.jsonl` (either layout).",
+    "rollout_steps": "One row per element of a trajectory record's `steps`.",
+    "conversations": "One row per conversation node (`data.type == \"conversation\"`) of a "
+                      "`*_logtree.json` file.",
+    "messages": "One row per message of a logtree conversation.",
+    "spans": "One row per span of the latest record of each step of `timing_spans.jsonl`.",
+    "trace_slices": "One row per B/E pair (or X event) of `trace_events.jsonl`; a B whose E never "
+                    "came is kept with a null `dur_us`.",
+}
+
+
+def markdown() -> str:
+    """docs/schema.md: every table and column with its type and source (checked by a test)."""
+    out = ["# Schema", "",
+           "Every table carries `run_id`. The names below are the public contract; columns may be "
+           "added, never renamed. `source_id` is internal (which source file produced the row, so "
+           "a re-read file replaces exactly its own rows). Generated from "
+           "`runstore/storage/schema.py` by `schema.markdown()` (see tests/test_packaging.py); a "
+           "test keeps this file in step.", ""]
+    for name, cols in TABLES.items():
+        out += [f"## `{name}`", "", TABLE_DOCS[name], "", "| column | type | meaning / source |",
+                "|---|---|---|"]
+        out += [f"| `{c}` | {arrow_type(t)} | {doc} |" for c, t, doc in cols]
+        out.append("")
+    out += ["## Views", "",
+            "`metrics` and the other canned views are described in [views.md](views.md).", ""]
+    return "\n".join(out)

@@ -1,0 +1,151 @@
+-- runstore check: every health rule over live metrics, in one statement (runstore.health).
+--
+-- Rules travel as bound lists, unnested into the `rules`, `rule_keys` and `kl_series`
+-- relations, so no name or number from a user is ever part of this text:
+--   $rule_idx, $rule_name, $rule_op, $rule_value   one entry per rule
+--   $key_rule, $key_series, $key_name, $key_pref   one per stored key of a non-KL series
+--   $keys                                          those keys again, as one filter
+--   $kl_rule, $kl_series, $kl_column               one per KL series (`v1` or `v2`)
+--   $klk_rule, $klk_name, $kl_keys                 the stored keys of the KL series
+--   $since_step, $runs                             the optional filters
+-- A series of a KL family is read from the `kl_steps` view, the one home of the KL merge
+-- rules (which spelling counts, latest write wins, strings supersede numbers); every other
+-- series from `metrics`. runstore.query.statements.check drops the branch of `picked` a rule
+-- set does not use (an unused branch would still scan its table) and adds the filters as
+-- sqlglot expressions; it also reads only the runs with a KL write over the threshold when
+-- the rules allow (see kl_steps.sql). Result: one row per (run, rule) that fired (part 0),
+-- then one row per rule with its counts (part 1), in that order.
+
+-- name: check
+with rules as (
+    select unnest($rule_idx) as rule_idx, unnest($rule_name) as rule,
+           unnest($rule_op) as op, unnest($rule_value) as threshold
+),
+rule_keys as (
+    -- Which stored keys feed which rule: `series` numbers the rule's metrics, `pref` orders the
+    -- spellings of one family (0 is `optim/...`, the one used when a step logs both).
+    select unnest($key_rule) as rule_idx, unnest($key_series) as series,
+           unnest($key_name) as key, unnest($key_pref) as pref
+),
+kl_series as (
+    -- The rules' series that are a KL family, and which `kl_steps` column holds it.
+    select unnest($kl_rule) as rule_idx, unnest($kl_series) as series,
+           unnest($kl_column) as kl_column
+),
+metric_values as (
+    -- One value per (run, step, rule, series): the preferred spelling's live value, NaN kept.
+    -- Strings and booleans have no numeric value and are not compared.
+    select m.run_id, m.step, k.rule_idx, k.series, arg_min(m.value, k.pref) as value
+    from metrics as m
+    join rule_keys as k on k.key = m.key
+    where m.value is not null and list_contains($keys, m.key)
+    group by m.run_id, m.step, k.rule_idx, k.series
+),
+kl_values as (
+    select s.rule_idx, s.series, k.run_id, k.step,
+           case s.kl_column when 'v1' then k.v1 else k.v2 end as value
+    from kl_steps as k
+    cross join kl_series as s
+    where (case s.kl_column when 'v1' then k.v1 else k.v2 end) is not null
+),
+picked as (
+    select run_id, step, rule_idx, series, value from metric_values
+    union all
+    select run_id, step, rule_idx, series, value from kl_values
+),
+steps as (
+    -- One row per (run, rule, step that logs the rule's metrics). NaN > x is true in DuckDB
+    -- (NaN sorts above every number), so NaN is set aside before any comparison: it never
+    -- fires, for any op. +Infinity compares as the largest number and fires `>`.
+    select p.run_id, p.rule_idx, p.step,
+           bool_or(not isnan(p.value) and case r.op
+                       when '>' then p.value > r.threshold
+                       when '>=' then p.value >= r.threshold
+                       when '<' then p.value < r.threshold
+                       when '<=' then p.value <= r.threshold end) as is_over,
+           -- The rule's value at this step: its most extreme non-NaN series in the direction
+           -- of the comparison (null when every series is NaN).
+           case when r.op in ('>', '>=') then max(p.value) filter (where not isnan(p.value))
+                else min(p.value) filter (where not isnan(p.value)) end as value
+    from picked as p
+    join rules as r on r.rule_idx = p.rule_idx
+    group by p.run_id, p.rule_idx, p.step, r.op
+),
+islands as (
+    -- Gaps and islands: consecutive over-steps share one difference of row numbers.
+    select run_id, rule_idx, is_over,
+           row_number() over (partition by run_id, rule_idx order by step)
+           - row_number() over (partition by run_id, rule_idx, is_over order by step) as island
+    from steps
+),
+streaks as (
+    select run_id, rule_idx, max(n) as longest_streak
+    from (select run_id, rule_idx, island, count(*) as n
+          from islands where is_over
+          group by run_id, rule_idx, island) as s
+    group by run_id, rule_idx
+),
+outcome as (
+    -- One row per (run, rule) whose metrics the run logs, fired or not: a green check still
+    -- says how many runs it looked at.
+    select s.run_id, s.rule_idx,
+           bool_or(s.is_over) as fired,
+           min(s.step) filter (where s.is_over) as first_step,
+           max(s.step) filter (where s.is_over) as last_step,
+           count(*) filter (where s.is_over) as steps_over,
+           case when r.op in ('>', '>=') then max(s.value) filter (where s.is_over)
+                else min(s.value) filter (where s.is_over) end as peak,
+           arg_max(coalesce(s.value, 'NaN'::double), s.step) as latest
+    from steps as s
+    join rules as r on r.rule_idx = s.rule_idx
+    group by s.run_id, s.rule_idx, r.op
+),
+scope as (
+    -- The runs the check covers (the --runs filter is added here too).
+    select count(*) as n from runs
+),
+kl_keys as (
+    -- The stored keys of each KL series (for `kl_logged`).
+    select unnest($klk_rule) as rule_idx, unnest($klk_name) as key
+),
+kl_logged as (
+    -- The runs each KL series was checked on: every run with a numeric live-file KL write of
+    -- the series' family. `kl_values` may read only the runs with a KL write over the
+    -- threshold (the fast path), so the count cannot come from it; this cheap scan gives the
+    -- same count on both paths. (It counts a run whose every KL number was superseded by a
+    -- string, which `kl_steps` leaves out: "checked" means "logged a KL number".)
+    select distinct k.rule_idx, m.run_id
+    from metrics_raw as m
+    join kl_keys as k on k.key = m.key
+    where list_contains($kl_keys, m.key) and m.step is not null and m.value is not null
+      and not coalesce(m.pre_resume, false)
+),
+seen as (
+    -- One row per (rule, run) the rule was checked on.
+    select rule_idx, run_id from outcome
+    union
+    select rule_idx, run_id from kl_logged
+),
+answer as (
+    -- Part 0: one row per (run, rule) that fired. Part 1: one row per rule with its counts.
+    -- The parts come in that order, so the fired rows are a prefix of the result and callers
+    -- slice instead of filtering (pyarrow's filter imports pandas: ~1 s in a fresh process).
+    select 0 as part, f.run_id, u.run_name, r.rule, f.first_step, f.last_step, f.steps_over,
+           t.longest_streak, f.peak, f.latest, st.status, f.rule_idx,
+           null::bigint as checked, null::bigint as fired_runs, null::bigint as scope_runs
+    from outcome as f
+    join rules as r on r.rule_idx = f.rule_idx
+    left join streaks as t on t.run_id = f.run_id and t.rule_idx = f.rule_idx
+    left join runs as u on u.run_id = f.run_id
+    left join run_status as st on st.run_id = f.run_id
+    where f.fired
+    union all
+    select 1, null, null, r.rule, null, null, null, null, null, null, null, r.rule_idx,
+           count(s.run_id), count(s.run_id) filter (where f.fired), (select n from scope)
+    from rules as r
+    left join seen as s on s.rule_idx = r.rule_idx
+    left join outcome as f on f.rule_idx = s.rule_idx and f.run_id = s.run_id
+    group by r.rule_idx, r.rule
+)
+select * exclude (part) from answer
+order by part, run_name, rule_idx

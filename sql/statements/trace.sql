@@ -1,0 +1,59 @@
+-- Statements behind `runstore trace` (runstore.present.trace_export): one run's trace
+-- slices and timing spans. `$run` is a run_id.
+
+-- name: slice_count
+select count(*) as n from trace_slices where run_id = $run
+
+-- name: slices
+-- Every trace slice of the run.
+select name, start_us, dur_us, pid, track, thread, args, depth, segment
+from trace_slices
+where run_id = $run
+
+-- name: segment_slices
+-- The slices of process session `$segment`.
+select name, start_us, dur_us, pid, track, thread, args, depth, segment
+from trace_slices
+where run_id = $run and segment = $segment
+
+-- name: segments
+select distinct segment from trace_slices where run_id = $run order by 1
+
+-- name: step_tagged_slices
+-- Slices whose args say `step = $step`. try_cast: `step` in args is whatever the trainer
+-- wrote (an int, a string, a float).
+select name, start_us, dur_us, pid, track, thread, args, depth, segment
+from trace_slices
+where run_id = $run and try_cast(json_extract_string(args, '$.step') as double) = $step
+
+-- name: window_slices
+-- Slices of segment `$seg` starting between `$lo` and `$hi` µs.
+select name, start_us, dur_us, pid, track, thread, args, depth, segment
+from trace_slices
+where run_id = $run and segment = $seg and start_us >= $lo and start_us <= $hi
+
+-- name: step_span_count
+select count(*) as n from spans where run_id = $run and step = $step
+
+-- name: step_spans
+-- The timing spans of step `$step`: their shape, to find the step in the trace's clock.
+select name, wall_start_s, wall_end_s, duration_s from spans where run_id = $run and step = $step
+
+-- name: anchor_candidates
+-- Slices named `$name` whose duration lies between `$lo` and `$hi` µs.
+select segment, start_us from trace_slices
+where run_id = $run and name = $name and dur_us between $lo and $hi
+
+-- name: slices_between
+-- Slices of segment `$seg` starting between `$lo` and `$hi` µs (to score a candidate).
+select name, start_us, dur_us from trace_slices
+where run_id = $run and segment = $seg and start_us between $lo and $hi
+
+-- name: run_spans
+-- The run's timing spans (of step `$step`, or every step when null), in time order.
+select step, name, duration_s, wall_start_s, wall_end_s, depth, parent from spans
+where run_id = $run and ($step is null or step = $step)
+order by step, wall_start_s, wall_end_s desc, depth
+
+-- name: span_step_range
+select min(step) as lo, max(step) as hi, count(distinct step) as n from spans where run_id = $run
