@@ -30,7 +30,7 @@ SMALL_SPECS = [
 @pytest.fixture(scope="session")
 def _demo_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("template") / "runs"
-    demo.generate_tree(root, seed=7)
+    demo.generate_tree(root, seed=demo.DEMO_SEED)
     return root
 
 

@@ -68,7 +68,7 @@ def main() -> None:
         import runstore
         from runstore import demo
 
-        demo.generate_tree(tmp / "runs", seed=0)
+        demo.generate_tree(tmp / "runs", seed=demo.DEMO_SEED)
         runstore.open(store).ingest([tmp / "runs"])
     with UiServer(store) as server, chromium_context(tmp / "chromium") as ctx:
         for name, page_name, url, click in shots(server.url):
