@@ -168,10 +168,10 @@ def _parse_number(text: str) -> float | None:
     from sqlglot import exp
     from sqlglot.errors import ParseError, TokenError
 
-    from ..query.guard import _quiet_sqlglot
+    from ..query.guard import quiet_sqlglot
 
     try:
-        with _quiet_sqlglot():
+        with quiet_sqlglot():
             node = sqlglot.parse_one(text, read="duckdb")
     except (ParseError, TokenError):
         return None
