@@ -20,26 +20,19 @@ numbers), timestamps as ISO-8601 text and DECIMALs as numbers.
 
 from __future__ import annotations
 
-import json
-import math
 import re
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
-from datetime import date, datetime, time as dtime
-from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import QueryError
+from ..errors import QueryError, RunstoreError
 from ..health.rules import KL_METRICS
-from ..numbers import nonfinite_name
 from ..query.keys import family
-from . import queries, series
+from . import health, queries, series
+from .answers import Download, Params, json_value, plain, tabular
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from ..store import Store
 
 CACHE_ENTRIES = 32  # answers kept per snapshot (a chart answer is up to ~1.3 MB)
@@ -48,78 +41,6 @@ SEARCH_LIMIT = 200
 # Every stored spelling of the KL metrics, `optim/` ones first (for the charts page).
 KL_KEYS = tuple(spelling for i in range(2) for spelling in
                 (family(m)[i] for m in KL_METRICS))
-
-
-class Params:
-    """Request parameters: the query string (`get`, `all`) and a JSON body (`body`)."""
-
-    def __init__(self, items: Sequence[tuple[str, str]] = (), body: Any = None):
-        self.items = list(items)
-        self.body = body if body is not None else {}
-
-    def all(self, name: str) -> list[str]:
-        return [v for k, v in self.items if k == name]
-
-    def get(self, name: str, default: str | None = None) -> str | None:
-        values = self.all(name)
-        return values[-1] if values else default
-
-    def text(self, name: str) -> str:
-        value = self.get(name)
-        if value is None or value == "":
-            raise QueryError(f"missing parameter {name!r}")
-        return value
-
-    def integer(self, name: str, default: int | None = None) -> int | None:
-        value = self._typed(name, int, "an integer")
-        return default if value is None else value
-
-    def number(self, name: str) -> float | None:
-        return self._typed(name, float, "a number")
-
-    def _typed(self, name: str, cast: Callable[[str], Any], what: str) -> Any:
-        value = self.get(name)
-        if value is None or value == "":
-            return None
-        try:
-            return cast(value)
-        except ValueError:
-            raise QueryError(f"parameter {name!r} must be {what}, got {value!r}") from None
-
-
-@dataclass(frozen=True)
-class Download:
-    """A file answer: bytes, media type and the file name offered to the browser."""
-
-    body: bytes
-    media_type: str
-    filename: str
-
-
-def plain(v: Any) -> Any:
-    """One value as JSON can carry it (see the module docstring)."""
-    if isinstance(v, float):
-        return v if math.isfinite(v) else nonfinite_name(v)
-    if isinstance(v, (datetime, date, dtime)):
-        return v.isoformat()
-    if isinstance(v, Decimal):
-        return float(v)
-    if isinstance(v, bytes):
-        return v.decode("utf-8", errors="replace")
-    if isinstance(v, dict):
-        return {str(k): plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [plain(x) for x in v]
-    return v
-
-
-def tabular(table: "pa.Table", limit: int | None = None) -> dict[str, Any]:
-    """`{"columns", "types", "rows", "row_count", "truncated"}` of an Arrow table."""
-    shown = table if limit is None or table.num_rows <= limit else table.slice(0, limit)
-    columns = [c.to_pylist() for c in shown.columns]
-    rows = [[plain(v) for v in row] for row in zip(*columns)] if columns else []
-    return {"columns": table.column_names, "types": [str(t) for t in table.schema.types],
-            "rows": rows, "row_count": table.num_rows, "truncated": shown.num_rows < table.num_rows}
 
 
 def _safe_filename(text: str) -> str:
@@ -179,16 +100,18 @@ class Api:
                 "kl_keys": list(KL_KEYS), **self.status_extra()}
 
     def runs(self, p: Params) -> dict[str, Any]:
-        """run_summary (filtered by `where`, `runs --where` semantics) plus chosen config keys."""
+        """run_summary (filtered by `where`, `runs --where` semantics), the rules firing for
+        each run (`rules`), then the chosen config keys."""
         where = (p.get("where") or "").strip() or None
         frame = self.store.runs(where=where)
         out = tabular(frame.to_arrow())
+        self._add_rules(out, frame["run_name"].to_list())
         keys = [k for k in p.all("config") if k]
         if keys:
             table = self.store.arrow(*queries.config_columns(keys))
             values: dict[tuple[str, str], Any] = {}
             for row in table.to_pylist():
-                values[(row["run_name"], row["key"])] = _json_value(row["value"])
+                values[(row["run_name"], row["key"])] = json_value(row["value"])
             names = frame["run_name"].to_list()
             for key in keys:
                 out["columns"].append(f"config.{key}")
@@ -198,6 +121,25 @@ class Api:
         out["config_keys"] = keys
         out["snapshot"] = self.store.snapshot()
         return out
+
+    def _add_rules(self, out: dict[str, Any], names: list[str]) -> None:
+        """The `rules` column: the rules of `check` firing for each run. A check that cannot
+        run (a bad runstore.toml) leaves it null and says why in `rules_error`, so the run
+        list still shows."""
+        try:
+            fired = health.fired_rules(self.health(Params()))
+        except RunstoreError as e:
+            fired, out["rules_error"] = {}, str(e)
+        out["columns"].append("rules")
+        out["types"].append("list<string>")
+        for row, name in zip(out["rows"], names):
+            row.append(fired.get(name, []) if "rules_error" not in out else None)
+
+    # -- health -------------------------------------------------------------------------
+    def health(self, p: Params) -> dict[str, Any]:
+        """kl_health and every rule of `check` (see ui/health.py); one answer per snapshot,
+        shared with the Runs page's `rules` column."""
+        return self.cached("health", lambda _: health.health(self.store))(Params())
 
     def config_keys(self, p: Params) -> dict[str, Any]:
         return tabular(self.store.arrow(queries.CONFIG_KEYS))
@@ -293,6 +235,24 @@ class Api:
     def timing_slowest(self, p: Params) -> dict[str, Any]:
         return tabular(self.store.arrow(queries.SLOWEST_SPANS, {"run": p.text("run")}))
 
+    def timing_compare(self, p: Params) -> dict[str, Any]:
+        """Which of two runs got slower: their step times, and per span name the seconds per
+        step each spends, the names that cost `vs` the most extra time first."""
+        a, b = p.text("run"), p.text("vs")
+        params = {"a": a, "b": b}
+        steps = {r["run_name"]: r for r in
+                 self.store.arrow(queries.TIMING_COMPARE_STEPS, params).to_pylist()}
+        for name in (a, b):
+            if name not in steps:
+                raise QueryError(f"run {name!r} has no timing spans; pick one that "
+                                 "/api/timing/runs lists")
+        sa, sb = steps[a]["median_step_s"], steps[b]["median_step_s"]
+        ratio = sb / sa if sa else None
+        return {"run": a, "vs": b, "steps": {"run": plain(steps[a]), "vs": plain(steps[b])},
+                "ratio": plain(ratio),
+                "slower": None if sa == sb else (b if sb > sa else a),
+                "spans": tabular(self.store.arrow(queries.TIMING_COMPARE_SPANS, params))}
+
     def trace(self, p: Params) -> Download:
         from ..present.trace_export import dumps
 
@@ -351,7 +311,7 @@ class Api:
                 "group_idx": head["group_idx"], "traj_idx": head["traj_idx"],
                 "messages": [{"message_idx": r["message_idx"], "role": r["role"],
                               "name": r["name"], "content": r["content"],
-                              "tool_calls": _json_value(r["tool_calls"]),
+                              "tool_calls": json_value(r["tool_calls"]),
                               "tool_call_id": r["tool_call_id"]} for r in rows]})
         return {"run": run, "exact": exact, "conversations": plain(conversations)}
 
@@ -377,13 +337,3 @@ def snippet(text: str, q: str, width: int = 160) -> dict[str, Any]:
     end = min(len(text), at + len(q) + width // 2)
     return {"before": ("…" if start else "") + text[start:at], "match": text[at:at + len(q)],
             "after": text[at + len(q):end] + ("…" if end < len(text) else "")}
-
-
-def _json_value(text: str | None) -> Any:
-    """A JSON-text column as a value (config values, tool calls); text that is not JSON as is."""
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text

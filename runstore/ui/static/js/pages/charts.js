@@ -29,6 +29,8 @@ export async function mount(root) {
       h("span", { class: "sub" }, selectedRuns().length ? `${selectedRuns().length} selected runs` : "all runs (select some on the Runs page)")),
     legend, panels);
 
+  // `step=`: a step marked on every panel (the Health page links a firing here).
+  const markedStep = () => { const v = parseInt(url.get("step"), 10); return Number.isFinite(v) ? v : null; };
   const metrics = () => { const m = url.all("metric"); return m.length ? m : DEFAULT_METRICS; };
   const weight = () => parseFloat(smooth.value) || 0;
   const showSmooth = () => { smoothLabel.textContent = weight() ? weight().toFixed(2) : "off"; };
@@ -75,11 +77,14 @@ export async function mount(root) {
         hovertemplate: "%{text}<br>step %{x}: %{y:.4g} > " + threshold + "<extra></extra>", meta: { kind: "flagged" } });
     }
     const shapes = isKL ? [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: threshold, y1: threshold, line: { color: "#c9352b", dash: "dash", width: 1 } }] : [];
+    const mark = markedStep();
+    if (mark !== null) shapes.push({ type: "line", yref: "paper", y0: 0, y1: 1, x0: mark, x1: mark, name: "step", line: { color: "#8e5bd0", dash: "dot", width: 1.5 } });
     const layout = {
       margin: { l: 52, r: 10, t: 6, b: 30 }, showlegend: false, plot_bgcolor: "#fff", hovermode: "closest",
       xaxis: { title: { text: "step" }, zeroline: false, ...(st.range ? { range: st.range } : {}) },
       yaxis: { type: logy.checked ? "log" : "linear", zeroline: false }, shapes,
-      annotations: isKL ? [{ xref: "paper", x: 1, y: threshold, yref: "y", text: `threshold ${threshold}`, showarrow: false, xanchor: "right", yanchor: "bottom", font: { size: 10, color: "#c9352b" } }] : [],
+      annotations: [...(isKL ? [{ xref: "paper", x: 1, y: threshold, yref: "y", text: `threshold ${threshold}`, showarrow: false, xanchor: "right", yanchor: "bottom", font: { size: 10, color: "#c9352b" } }] : []),
+        ...(mark !== null ? [{ x: mark, xref: "x", y: 1, yref: "paper", text: `step ${mark}`, showarrow: false, xanchor: "left", yanchor: "top", font: { size: 10, color: "#8e5bd0" } }] : [])],
     };
     st.ignoreRelayout = true;
     await P.react(plot, traces, layout, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] });
