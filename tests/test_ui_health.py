@@ -32,14 +32,30 @@ metric = "optim/entropy"
 op = "<"
 value = 0.3
 name = "entropy collapse"
+
+[[check.rule]]
+trend = "rise"
+metric = "time/total"
+op = ">"
+value = 1.3
+name = "step time up 30%"
+
+[[check.rule]]
+trend = "stale"
+op = ">"
+value = 5
 """
 RULES = {KL_RULE: (KL, ">", 0.145), "entropy collapse": ("optim/entropy", "<", 0.3)}
+# Trend rules: (kind, metric, weight, op, value); test_trends.py holds their definitions.
+TRENDS = {"step time up 30%": ("rise", "time/total", 0.9, ">", 1.3)}
+STALE = "stale > 5"  # every run of the tree completed: fires for none
 SPECS = [  # (name, RunSpec options)
     ("a/calm", {}),
     ("m/spike_late", {"kl_spike_at": 24}),   # KL-flagged at 0.01, below the rule's 0.145
     ("z/spike_early", {"kl_spike_at": 6}),
     ("b/unprefixed", {"kl_spike_at": 12, "unprefixed_kl": True}),  # logs bare KL and entropy
     ("c/sl", {"kind": "sl", "steps": 20}),
+    ("e/rl_quiet", {"steps": 12}),  # fires nothing: sorted among the healthy runs
 ]
 
 
@@ -71,10 +87,17 @@ def health_server(health_tree: tuple[Path, Path]) -> Iterator[UiServer]:
 
 def expected_firings(tree: Path) -> dict[tuple[str, str], dict[str, Any]]:
     """(run, rule) -> the rule's columns, from the source files."""
+    from test_trends import expected_row, family_series
+
     out = {}
     for name, (metrics, op, value) in RULES.items():
         for run, row in oracle.check_rule(tree, metrics, op, value).items():
             out[(run, name)] = row
+    for name, (kind, metric, w, op, value) in TRENDS.items():
+        for run_dir in oracle.run_dirs(tree):
+            row = expected_row(family_series(run_dir, metric), kind, w, op, value)
+            if row is not None:
+                out[(oracle.run_name(tree, run_dir), name)] = row
     return out
 
 
@@ -104,7 +127,13 @@ def test_health_answers_every_rule_of_check(health_server: UiServer, ui_tree: Pa
     runs_fired = [run for run, _ in want]
     assert len(set(runs_fired)) >= 3 and len(runs_fired) > len(set(runs_fired))
     assert oracle.kl_health(ui_tree)["m/spike_late"]["flagged"] and "m/spike_late" not in runs_fired
-    assert [r["rule"] for r in res["rules"]] == list(RULES)  # check's order: the KL rule first
+    assert any(rule in TRENDS for _, rule in want)
+    # check's order: the KL rule, then runstore.toml's in the file's order.
+    assert [r["rule"] for r in res["rules"]] == [*RULES, *TRENDS, STALE]
+    assert [r["kind"] for r in res["rules"]] == ["threshold", "threshold", "rise", "stale"]
+    assert [r["smooth"] for r in res["rules"]] == [None, None, 0.9, None]
+    # Every run wrote its final checkpoint (completed), so the stale rule fires for none.
+    assert all(oracle.has_final_checkpoint(run) for run in oracle.run_dirs(ui_tree))
     cols = res["firings"]["columns"]
     got = {(row[cols.index("run_name")], row[cols.index("rule")]): dict(zip(cols, row))
            for row in res["firings"]["rows"]}
@@ -113,7 +142,7 @@ def test_health_answers_every_rule_of_check(health_server: UiServer, ui_tree: Pa
         for col, value in exp.items():
             assert close(got[key][col], value), (key, col, got[key][col], value)
         # The chart of a firing draws the keys of the rule's metrics that this run logged.
-        metrics = RULES[key[1]][0]
+        metrics = RULES[key[1]][0] if key[1] in RULES else TRENDS[key[1]][1]
         names = {k for m in ((metrics,) if isinstance(metrics, str) else metrics)
                  for k in oracle.rule_family(m)}
         assert set(got[key]["chart_keys"]) == names & logged(ui_tree, key[0]) != set()
@@ -217,6 +246,13 @@ def test_the_health_page_shows_every_firing_flagged_runs_first(health_server: Ui
             assert num(row[heads.index(col)]) == exp[col], (key, col)
         assert num(row[heads.index("peak")]) == pytest.approx(exp["peak"], rel=1e-5)
         assert row[heads.index("chart")] == f"chart @ step {exp['first_step']}"
+
+    # A trend rule's chart shows the smoothing the rule judges by.
+    (run, exp), = [(r, row) for (r, rule), row in want.items() if rule in TRENDS]
+    href = page.locator("#health-firings tbody tr").filter(has_text=run).filter(
+        has_text="step time up 30%").locator("a.chart-link").get_attribute("href")
+    assert parse_qs(urlsplit(href).query) == {"run": [run], "metric": ["time/total"],
+                                              "step": [str(exp["first_step"])], "smooth": ["0.90"]}
 
     # Runs: flagged first, each with exactly its rules.
     heads, rows = read_table(page, "#health-runs")

@@ -6,8 +6,10 @@ Contract: `health(store)` returns a JSON-ready dict:
   store's setting (what `kl_health` uses; the KL rule of `check` may have its own threshold
   from runstore.toml, and says so in its name);
 * `rules`: every rule `check` runs (chosen exactly as `runstore check` chooses them: the
-  default KL rule, runstore.toml's `[[check.rule]]`s, the store's setting), in `check`'s
-  order, each with its `metrics` (as written), `checked` and `fired` run counts;
+  default KL rule, runstore.toml's `[[check.rule]]`s, threshold and trend, the store's
+  setting), in `check`'s order, each with its `kind` (`threshold`, `drop`, `rise`,
+  `stale`), `metrics` (as written), `smooth` (the EMA weight a drop/rise rule judges by,
+  else null), `checked` and `fired` run counts;
 * `firings`: one row per (run, rule) that fires, `check`'s columns (`run_name, rule,
   first_step, last_step, steps_over, longest_streak, peak, latest, status`) plus
   `chart_keys`: the stored metric keys of the rule's families that this run logged (what a
@@ -62,6 +64,15 @@ def _metrics(rule: Any) -> list[str]:
     return [metric] if metric else []
 
 
+def _smooth(rule: Any) -> float | None:
+    """The smoothing weight a trend rule judges by (its chart shows that smoothing)."""
+    if getattr(rule, "kind", None) in ("drop", "rise"):
+        from ..health.trends import DEFAULT_WEIGHT
+
+        return rule.weight if rule.weight is not None else DEFAULT_WEIGHT
+    return None
+
+
 def health(store: "Store") -> dict[str, Any]:
     from ..health.evaluate import check
     from ..health.rules import KL_METRICS
@@ -109,8 +120,10 @@ def health(store: "Store") -> dict[str, Any]:
     return {
         "summary": result.summary(),
         "kl_threshold": plain(settings.get("kl_threshold")),
-        "rules": [{"rule": rule.name, "metrics": _metrics(rule), "checked": result.checked[i],
-                   "fired": result.fired[i]} for i, rule in enumerate(result.rules)],
+        "rules": [{"rule": rule.name, "kind": getattr(rule, "kind", "threshold"),
+                   "metrics": _metrics(rule), "smooth": _smooth(rule),
+                   "checked": result.checked[i], "fired": result.fired[i]}
+                  for i, rule in enumerate(result.rules)],
         "n_runs": result.runs,
         "firings": firings,
         "kl_health": kl,

@@ -3,13 +3,14 @@
 import { h, clear, get, url, table, errorBox, selectedRuns, query } from "../lib.js";
 
 // The Charts page URL that shows `keys` for `run`, marked at `step`.
-export function chartLink(run, keys, step) {
-  return "/charts" + query({ run: [run], metric: keys, step });
+// A trend rule's chart shows the smoothing it judges by (`smooth`).
+export function chartLink(run, keys, step, smooth) {
+  return "/charts" + query({ run: [run], metric: keys, step, smooth: smooth ? smooth.toFixed(2) : null });
 }
 
-function link(run, keys, step, label) {
+function link(run, keys, step, label, smooth) {
   if (!keys || !keys.length) return h("span", { class: "muted", title: "this rule reads no metric to chart" }, label || "–");
-  return h("a", { href: chartLink(run, keys, step), "data-nav": "1", class: "chart-link",
+  return h("a", { href: chartLink(run, keys, step, smooth), "data-nav": "1", class: "chart-link",
     title: `chart of ${keys.join(", ")} for ${run}` + (step !== null && step !== undefined ? `, at step ${step}` : "") },
   label || (step !== null && step !== undefined ? `chart @ step ${step}` : "chart"));
 }
@@ -31,6 +32,7 @@ export async function mount(root) {
     clear(out);
     const sel = new Set(selectedRuns());
     const keep = (name) => !(only.checked && sel.size) || sel.has(name);
+    const smoothOf = new Map(data.rules.map((r) => [r.rule, r.smooth]));
     const firings = objects(data.firings).filter((f) => keep(f.run_name));
     const byRun = new Map();
     for (const f of firings) { if (!byRun.has(f.run_name)) byRun.set(f.run_name, []); byRun.get(f.run_name).push(f); }
@@ -39,8 +41,8 @@ export async function mount(root) {
 
     out.append(h("h2", {}, `Rules (${data.rules.length})`),
       h("div", { id: "health-rules" }, table({
-        columns: ["rule", "metrics", "fired", "checked", "runs"], types: ["varchar", "varchar", "int64", "int64", "int64"],
-        rows: data.rules.map((r) => [r.rule, r.metrics.join(", "), r.fired, r.checked, data.n_runs]),
+        columns: ["rule", "kind", "metrics", "fired", "checked", "runs"], types: ["varchar", "varchar", "varchar", "int64", "int64", "int64"],
+        rows: data.rules.map((r) => [r.rule, r.kind, r.metrics.join(", "), r.fired, r.checked, data.n_runs]),
       }, { cls: { rule: "name", metrics: "name" }, render: { fired: (v) => v ? h("span", { class: "pill flag" }, String(v)) : h("span", { class: "pill ok" }, "0") } })));
 
     // Every run, flagged first (the server's order): the rules firing for it, each a chart link.
@@ -58,7 +60,7 @@ export async function mount(root) {
           status: (v) => v === null ? "–" : h("span", { class: "pill " + v }, v),
           kl_flagged: (v) => v === null ? h("span", { class: "muted", title: "logs no KL" }, "–") : v ? h("span", { class: "pill flag" }, "flagged") : h("span", { class: "pill ok" }, "ok"),
           rules: (v, row) => v.length ? h("span", { class: "row" }, (byRun.get(row[0]) || []).map((f) =>
-            link(f.run_name, f.chart_keys, f.first_step, `${f.rule} @ ${f.first_step}`))) : h("span", { class: "muted" }, "none"),
+            link(f.run_name, f.chart_keys, f.first_step, `${f.rule} @ ${f.first_step}`, smoothOf.get(f.rule)))) : h("span", { class: "muted" }, "none"),
         },
       })));
 
@@ -72,7 +74,7 @@ export async function mount(root) {
         cls: { run_name: "name", rule: "name" },
         render: {
           status: (v) => v === null ? "–" : h("span", { class: "pill " + v }, v),
-          chart: (f) => link(f.run_name, f.chart_keys, f.first_step),
+          chart: (f) => link(f.run_name, f.chart_keys, f.first_step, null, smoothOf.get(f.rule)),
         },
       })) : h("div", { class: "empty", id: "health-firings" }, "no rule fires"));
 
