@@ -193,8 +193,9 @@ def test_charts_overlay_the_selected_runs_and_smooth(ui_server: UiServer, browse
 def test_adding_a_panel_and_log_y(ui_server: UiServer, browser: Any, ui_tree: Path, errors: list[str]) -> None:
     run = "math_rl_sweep/qwen3-8b/lr_1e-4"
     page = open_page(browser, ui_server.url + f"/charts?run={q(run)}&metric={q(REWARD)}", "charts", errors)
-    page.fill("#metric-input", "optim/entropy")
-    page.press("#metric-input", "Enter")
+    page.wait_for_selector('#key-list .key[data-key="optim/entropy"]')
+    page.fill("#key-filter", "optim/entropy")
+    page.press("#key-filter", "Enter")
     page.wait_for_selector('.panel[data-metric="optim/entropy"] .plot[data-lines="1"]')
     (t,) = traces(page, "optim/entropy")
     want = sorted((s, float(v)) for (s, k), v in oracle.live_metrics(ui_tree / run).items()

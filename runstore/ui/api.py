@@ -141,6 +141,13 @@ class Api:
         shared with the Runs page's `rules` column."""
         return self.cached("health", lambda _: health.health(self.store))(Params())
 
+    def keys(self, p: Params) -> dict[str, Any]:
+        """Every metric key (`Store.keys`) of the named runs (every run when none), with
+        `n_runs, n_points, first_step, last_step, type`; `like` filters as `keys --like`."""
+        runs = [r for r in p.all("run") if r] or None
+        like = (p.get("like") or "").strip() or None
+        return tabular(self.store.keys(runs=runs, like=like).to_arrow())
+
     def config_keys(self, p: Params) -> dict[str, Any]:
         return tabular(self.store.arrow(queries.CONFIG_KEYS))
 
@@ -198,9 +205,17 @@ class Api:
 
     # -- charts -------------------------------------------------------------------------
     def series(self, p: Params) -> dict[str, Any]:
+        """Chart lines of one metric: one per run (`lines`), or with `group_by` or `x=time`
+        one per group of `Store.compare` (`groups`), downsampled on the server."""
         metric = p.text("metric")
         runs = [r for r in p.all("run") if r] or None
         smooth = series.check_smooth(p.number("smooth"))
+        x = p.get("x") or "step"
+        if x not in ("step", "time"):
+            raise QueryError(f"x is step or time (wall time since the run's first step), got {x!r}")
+        group_by = [g for g in p.all("group_by") if g]
+        if group_by or x == "time":
+            return self._groups(p, metric, runs, smooth, x, group_by)
         step_min, step_max = p.integer("step_min"), p.integer("step_max")
         frame = self.store.sql(*queries.series(metric, runs, step_min, step_max))
         n_runs = frame["run_name"].n_unique() if frame.height else 0
@@ -208,8 +223,47 @@ class Api:
         max_points = series.points_per_line(n_runs, smoothed=smooth is not None, asked=asked)
         lines = series.lines(frame, smooth=smooth, max_points=max_points)
         return {"metric": metric, "smooth": smooth, "max_points": max_points,
-                "step_min": step_min, "step_max": step_max,
+                "step_min": step_min, "step_max": step_max, "x": "step", "group_by": None,
                 "lines": [line.to_json() for line in lines]}
+
+    def _groups(self, p: Params, metric: str, runs: list[str] | None, smooth: float | None,
+                x: str, group_by: list[str]) -> dict[str, Any]:
+        import polars as pl
+
+        from ..analysis.groups import groups
+
+        band = p.get("band") or "std"
+        if band not in ("std", "minmax"):
+            raise QueryError(f"band is std (mean ± one standard deviation) or minmax, got {band!r}")
+        by: str | list[str] | None = group_by or None
+        if by == ["auto"]:
+            by = "auto"
+        frame = self.store.compare(metric, runs=runs, group_by=by, smooth=smooth,
+                                   x=x)  # type: ignore[arg-type]
+        xcol = "step" if x == "step" else "time_s"
+        lo, hi = p.number("step_min"), p.number("step_max")
+        if lo is not None:
+            frame = frame.filter(pl.col(xcol) >= lo)
+        if hi is not None:
+            frame = frame.filter(pl.col(xcol) <= hi)
+        members = groups(self.store, runs=runs, group_by=by)
+        runs_of: dict[str, list[str]] = {}
+        for name, label in zip(members["run_name"].to_list(), members["group"].to_list()):
+            runs_of.setdefault(label, []).append(name)
+        n_groups = frame["group"].n_unique() if frame.height else 0
+        max_points = series.points_per_line(3 * n_groups, smoothed=smooth is not None,
+                                            asked=p.integer("max_points"))
+        settings = self.store.settings()
+        threshold = settings.get("kl_threshold")
+        over = float(threshold) if metric in KL_KEYS and isinstance(threshold, (int, float)) \
+            else None
+        lines = series.group_lines(frame, x=xcol, band=band, smoothed=smooth is not None,
+                                   max_points=max_points, over=over)
+        for line in lines:
+            line["runs"] = runs_of.get(line["group"], [])
+        return {"metric": metric, "smooth": smooth, "max_points": max_points, "x": x,
+                "group_by": by, "band": band, "step_min": lo, "step_max": hi,
+                "groups": plain(lines), "lines": []}
 
     # -- checkpoints --------------------------------------------------------------------
     def checkpoints(self, p: Params) -> dict[str, Any]:
