@@ -355,8 +355,8 @@ def test_message_search_and_the_iteration_slider(ui_server: UiServer, browser: A
 
 # -- every page, no console error, shareable URLs ------------------------------------------
 
-@pytest.mark.parametrize("page_name", ["runs", "charts", "health", "sql", "checkpoints", "timing",
-                                       "rollouts"])
+@pytest.mark.parametrize("page_name", ["runs", "charts", "compare", "health", "sql", "checkpoints",
+                                       "timing", "rollouts"])
 def test_every_page_loads_without_errors(ui_server: UiServer, browser: Any, page_name: str,
                                          errors: list[str]) -> None:
     page = open_page(browser, f"{ui_server.url}/{page_name}", page_name, errors)

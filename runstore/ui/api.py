@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 CACHE_ENTRIES = 32  # answers kept per snapshot (a chart answer is up to ~1.3 MB)
 SQL_ROW_LIMIT = 5000  # rows /api/sql returns to the page; downloads carry every row
 SEARCH_LIMIT = 200
+CODE_LIMIT = 1_000_000  # characters of one code.diff (or of their unified diff) sent to a page
 # Every stored spelling of the KL metrics, `optim/` ones first (for the charts page).
 KL_KEYS = tuple(spelling for i in range(2) for spelling in
                 (family(m)[i] for m in KL_METRICS))
@@ -264,6 +265,31 @@ class Api:
         return {"metric": metric, "smooth": smooth, "max_points": max_points, "x": x,
                 "group_by": by, "band": band, "step_min": lo, "step_max": hi,
                 "groups": plain(lines), "lines": []}
+
+    # -- compare ------------------------------------------------------------------------
+    def diff(self, p: Params) -> dict[str, Any]:
+        """The Compare page: `Store.diff` of the runs (differences only unless `all=1`), the
+        unified diffs of their code.diffs against the first run's (`Store.code_diff`), and
+        each run's code.diff (texts longer than CODE_LIMIT characters are cut, and say so)."""
+        runs = [r for r in p.all("run") if r]
+        if not runs:
+            raise QueryError("give the runs to compare: run=NAME, repeated")
+        every = p.get("all") in ("1", "true")
+        table = self.store.diff(runs, all=every)
+        names = [c for c in table.columns if c not in ("key", "differs")]
+        unified = self.store.code_diff(runs) if len(names) > 1 else ""
+        texts = {r["run_name"]: r["code_diff"] for r in
+                 self.store.arrow(*queries.code_diffs(names)).to_pylist()}
+        code = []
+        for name in names:
+            text = texts.get(name)
+            code.append({"run_name": name, "text": None if text is None else text[:CODE_LIMIT],
+                         "bytes": None if text is None else len(text.encode("utf-8")),
+                         "lines": None if text is None else len(text.splitlines()),
+                         "truncated": text is not None and len(text) > CODE_LIMIT})
+        return {"runs": names, "all": every, "diff": tabular(table.to_arrow()),
+                "code_diff": unified[:CODE_LIMIT], "code_diff_truncated": len(unified) > CODE_LIMIT,
+                "code": code}
 
     # -- checkpoints --------------------------------------------------------------------
     def checkpoints(self, p: Params) -> dict[str, Any]:

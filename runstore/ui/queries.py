@@ -289,3 +289,13 @@ left join n as na on na.run_name = $a
 left join n as nb on nb.run_name = $b
 order by added_s desc, x.name
 """
+
+
+def code_diffs(runs: Sequence[str]) -> Statement:
+    """`run_name, code_diff` of the named runs (their code.diff as ingested)."""
+    from sqlglot import exp
+
+    cond, params = _in_list("run_name", runs, "r")
+    query = (exp.select("run_name", "code_diff").from_("runs").where(cond)
+             .order_by("run_name"))
+    return query.sql(dialect="duckdb"), params

@@ -120,7 +120,7 @@ export async function mount(root) {
     }));
     const sel = selectedRuns();
     const qs = new URLSearchParams(); sel.forEach((r) => qs.append("run", r));
-    for (const [page, label] of [["charts", "Charts"], ["timing", "Timing"], ["rollouts", "Rollouts"], ["checkpoints", "Checkpoints"]]) {
+    for (const [page, label] of [["charts", "Charts"], ["compare", "Compare"], ["timing", "Timing"], ["rollouts", "Rollouts"], ["checkpoints", "Checkpoints"]]) {
       actions.append(h("a", { href: `/${page}?${qs}`, "data-nav": "1", class: sel.length ? "" : "muted" },
         `${label} →`));
     }
