@@ -95,7 +95,7 @@ def test_compare_api_says_which_run_got_slower(server: UiServer, timing_tree: tu
         for col, value in want["steps"][run].items():
             assert close(res["steps"][side][col], value), (side, col)
     assert res["slower"] == SLOW
-    assert close(res["ratio"], want["steps"][SLOW]["median_step_s"] / want["steps"][FAST]["median_step_s"])
+    assert close(res["ratio"], want["steps"][SLOW]["mean_step_s"] / want["steps"][FAST]["mean_step_s"])
     cols = res["spans"]["columns"]
     rows = [dict(zip(cols, row)) for row in res["spans"]["rows"]]
     assert {r["name"] for r in rows} == set(want["names"])
@@ -130,7 +130,7 @@ def test_the_timing_page_compares_two_runs(server: UiServer, timing_tree: tuple[
         page.wait_for_selector(f'body[data-compared="{SLOW}"]')
         assert f"vs={quote(SLOW, safe='')}" in page.url
         verdict = page.inner_text("#compare-verdict")
-        slow, fast = want["steps"][SLOW]["median_step_s"], want["steps"][FAST]["median_step_s"]
+        slow, fast = want["steps"][SLOW]["mean_step_s"], want["steps"][FAST]["mean_step_s"]
         assert verdict.startswith(f"{SLOW} is slower")
         assert f"{(slow / fast - 1) * 100:.1f}% more than {FAST}" in verdict
         rows = page.eval_on_selector("#compare-spans", """(root) => {

@@ -326,7 +326,9 @@ class Api:
             if name not in steps:
                 raise QueryError(f"run {name!r} has no timing spans; pick one that "
                                  "/api/timing/runs lists")
-        sa, sb = steps[a]["median_step_s"], steps[b]["median_step_s"]
+        # The mean, not the median: a run's time is the sum of its steps' times, and a slow
+        # tail (every tenth step saving a checkpoint) leaves the median where it was.
+        sa, sb = steps[a]["mean_step_s"], steps[b]["mean_step_s"]
         ratio = sb / sa if sa else None
         return {"run": a, "vs": b, "steps": {"run": plain(steps[a]), "vs": plain(steps[b])},
                 "ratio": plain(ratio),

@@ -63,11 +63,11 @@ function compareView(res) {
   const a = res.steps.run, b = res.steps.vs;
   const pct = (x) => `${(Math.abs(x - 1) * 100).toFixed(1)}%`;
   let verdict;
-  if (res.slower === null) verdict = "Both runs have the same median step time.";
+  if (res.slower === null) verdict = "Both runs have the same mean step time.";
   else {
     const [slow, fast] = res.slower === res.vs ? [b, a] : [a, b];
-    verdict = `${slow.run_name} is slower: its median step takes ${fmt(slow.median_step_s)} s, ` +
-      `${pct(slow.median_step_s / fast.median_step_s)} more than ${fast.run_name} (${fmt(fast.median_step_s)} s).`;
+    verdict = `${slow.run_name} is slower: its steps take ${fmt(slow.mean_step_s)} s on average, ` +
+      `${pct(slow.mean_step_s / fast.mean_step_s)} more than ${fast.run_name} (${fmt(fast.mean_step_s)} s).`;
   }
   const steps = { columns: ["run", "n_steps", "median_step_s", "mean_step_s", "max_step_s"],
     types: ["varchar", "int64", "double", "double", "double"],
