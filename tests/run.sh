@@ -15,4 +15,8 @@ if [ "$(id -u)" = 0 ] && ! command -v chromium >/dev/null 2>&1; then
         || echo "run.sh: could not install chromium; the browser test will skip" >&2
 fi
 
+# Imports go one way along the pipeline (docs/architecture.md): a broken contract fails here,
+# before the tests run.
+lint-imports
+
 python3 -m pytest -q -p no:cacheprovider "$@"

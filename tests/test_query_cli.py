@@ -508,3 +508,14 @@ def test_help_does_not_import_polars() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONWARNINGS": "error"}, check=True)
     assert out.stdout.strip() == "none"
+
+
+@pytest.mark.parametrize("dialect", ["spark", "trino"])
+def test_views_dialect_prints_every_view_for_that_engine(store_dir: Path, dialect: str) -> None:
+    import sqlglot
+
+    result = run(store_dir, "views", "--dialect", dialect)
+    assert result.exit_code == 0, result.output
+    created = {s.this.name for s in sqlglot.parse(result.output, read=dialect)
+               if s is not None and s.key == "create"}
+    assert {v.name for v in views()} <= created, created

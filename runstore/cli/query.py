@@ -201,10 +201,10 @@ def views(dialect: str | None, fmt: str | None, output: str | None) -> None:
         runstore views
         runstore views --dialect spark > runstore_views.sql
     """
-    from ..query import catalog
+    from ..query import catalog, dialects
 
     if dialect is not None:
-        write_text(catalog.views_ddl(dialect), output)
+        write_text(dialects.views_ddl(dialect), output)
     elif output_format(fmt, output) is not None:
         emit(catalog.views_table(), fmt, output)
     else:

@@ -212,7 +212,7 @@ def floats(values: Any) -> "np.ndarray":
         if values.dtype == object else values.astype(float)
 
 
-def hover(run: str, key: str | None, what: str = "value") -> str:
+def hover_text(run: str, key: str | None, what: str = "value") -> str:
     head = f"<b>{label(run)}</b><br>" + (f"{label(key)}<br>" if key else "")
     return head + "step %{x}<br>" + what + " %{y:.6g}<extra></extra>"
 
@@ -251,7 +251,7 @@ class Lines:
             x=xs, y=ys, mode="lines", name=label(legend_name), legendgroup=group,
             showlegend=show, legendrank=rank, opacity=opacity,
             line={"color": color, "dash": dash, "width": width},
-            hovertemplate=hover or hover(run, key),
+            hovertemplate=hover or hover_text(run, key),
             meta={"run_name": run, "key": key, "kind": kind}))
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from ...errors import QueryError
 from ...query.statements import named
 from ..scope import no_data_error
-from .lines import (DASHES, MAX_POINTS, Lines, downsample_note, ema, floats, groups, hover,
+from .lines import (DASHES, MAX_POINTS, Lines, downsample_note, ema, floats, groups, hover_text,
                     isnull, label, layout, plotly_go, run_colors, subtitle)
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def plot_metric(store: "Reader", keys: str | Sequence[str], *, runs: str | None 
             lines.add(run, key, "raw", x, y, name=name, dash=dash, width=1.0, opacity=0.25,
                       legend=False)
             lines.add(run, key, "ema", x, ema(y, smooth), name=name, dash=dash,
-                      hover=hover(run, key, f"EMA({smooth})"))
+                      hover=hover_text(run, key, f"EMA({smooth})"))
         else:
             lines.add(run, key, "raw", x, y, name=name, dash=dash)
     n_runs = len(set(run_names))
@@ -123,7 +123,7 @@ def plot_kl(store: "Reader", *, runs: str | None = None, threshold: float | None
             lines.add(run, kind, kind, x[keep], y[keep], name=name, dash=dash,
                       legend=(kind == "kl_v1" or not (~isnull(cols["v1"])).any())
                       and (is_flagged or not many),
-                      hover=hover(run, "KL " + column), width=2.4 if is_flagged else 1.2,
+                      hover=hover_text(run, "KL " + column), width=2.4 if is_flagged else 1.2,
                       opacity=1.0 if is_flagged else 0.55, legendrank=1 if is_flagged else 1000)
     fig.add_hline(y=thr, line_dash="dash", line_color="#d62728", line_width=1.5,
                   annotation_text=f"kl_threshold {thr:g}", annotation_position="top left")
@@ -160,9 +160,9 @@ def plot_rewards(store: "Reader", *, runs: str | None = None, color_by: str | No
     for (run,), cols in parts:
         x = cols["step"]
         lines.add(run, REWARD_KEY, "reward", x, floats(cols["reward"]), width=1.0,
-                  opacity=0.3, legend=False, hover=hover(run, "reward"))
+                  opacity=0.3, legend=False, hover=hover_text(run, "reward"))
         lines.add(run, REWARD_KEY, "reward_ma10", x, floats(cols["reward_ma10"]),
-                  hover=hover(run, "reward_ma10"))
+                  hover=hover_text(run, "reward_ma10"))
     sub = subtitle([f"{len(parts)} run{'s' if len(parts) != 1 else ''}"
                      + (f" matching {label(runs)}" if runs else ""),
                      "reward_ma10 (10-step mean) solid, each step's reward faint",
