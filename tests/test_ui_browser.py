@@ -15,7 +15,7 @@ import pytest
 
 import oracle
 import runstore
-from ui_harness import UiServer, chromium_context, have_chromium, open_page, wait_ready
+from ui_harness import UiServer, have_chromium, open_page, wait_ready
 
 pytestmark = pytest.mark.skipif(
     not have_chromium(), reason="needs Playwright (the test extra) and Debian's chromium at "
@@ -23,12 +23,6 @@ pytestmark = pytest.mark.skipif(
 
 REWARD = "env/all/reward/total"
 KL = "optim/kl_sample_train_v1"
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    with chromium_context(tmp_path_factory.mktemp("chromium")) as ctx:
-        yield ctx
 
 
 @pytest.fixture

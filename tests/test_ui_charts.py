@@ -6,17 +6,15 @@ never against runstore's own answers."""
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import pytest
 
 import analysis_oracle as ao
-import oracle
-from ui_harness import UiServer, chromium_context, have_chromium, http, open_page
+from ui_harness import UiServer, have_chromium, http, open_page
 
 REWARD = "env/all/reward/total"
 KL = "optim/kl_sample_train_v1"
@@ -183,14 +181,6 @@ def test_series_group_errors_are_400(ui_server: UiServer, params: dict[str, Any]
 # -- browser ---------------------------------------------------------------------------------
 
 needs_browser = pytest.mark.skipif(not have_chromium(), reason="needs Playwright and Debian's chromium")
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    if not have_chromium():
-        pytest.skip("no chromium")
-    with chromium_context(tmp_path_factory.mktemp("chromium")) as ctx:
-        yield ctx
 
 
 def traces(page: Any, metric: str) -> list[dict[str, Any]]:

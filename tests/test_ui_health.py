@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 import oracle
-from ui_harness import UiServer, chromium_context, have_chromium, http, open_page
+from ui_harness import UiServer, have_chromium, http, open_page
 
 KL = ("optim/kl_sample_train_v1", "optim/kl_sample_train_v2")
 BARE_KL = ("kl_sample_train_v1", "kl_sample_train_v2")
@@ -207,14 +207,6 @@ def test_a_broken_rule_file_is_a_400_and_the_runs_page_still_answers(ui_demo: tu
 needs_browser = pytest.mark.skipif(
     not have_chromium(), reason="needs Playwright (the test extra) and Debian's chromium at "
     "/usr/bin/chromium (tests/run.sh installs both as root)")
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    if not have_chromium():
-        pytest.skip("no chromium")
-    with chromium_context(tmp_path_factory.mktemp("chromium")) as ctx:
-        yield ctx
 
 
 def read_table(page: Any, selector: str) -> tuple[list[str], list[list[str]]]:
