@@ -321,3 +321,43 @@ def test_the_runs_page_shows_the_rules_firing(health_server: UiServer, browser: 
         page.wait_for_timeout(50)
     assert errors == []
     page.close()
+
+
+@needs_browser
+def test_the_health_page_updates_live_when_a_rule_starts_firing(small_tree: Path, tmp_path: Path,
+                                                                browser: Any) -> None:
+    """Under --watch, a KL spike appended to a run's metrics.jsonl shows up on the open page
+    as a new firing, without a reload."""
+    import json
+
+    import runstore
+
+    store = tmp_path / "store"
+    runstore.open(store).ingest([small_tree])
+    quiet = [n for n, row in oracle.kl_health(small_tree).items() if not row["flagged"]]
+    assert quiet
+    run = quiet[0]
+    last = max(s for s, _ in oracle.live_metrics(small_tree / run))
+    errors: list[str] = []
+    with UiServer(store, str(small_tree), "--watch", "0.5", cwd=tmp_path) as s:
+        page = open_page(browser, s.url + "/health", "health", errors)
+        page.wait_for_selector("#health-kl tbody tr")
+        before = {r[0] for r in read_table(page, "#health-runs")[1] if r[2] == "flagged"}
+        assert run not in before
+        page.evaluate("() => { window.__notReloaded = true; }")
+        with (small_tree / run / "metrics.jsonl").open("a") as f:
+            f.write(json.dumps({"step": last + 1, KL[0]: 0.5}) + "\n")
+        deadline = time.monotonic() + 30
+        while True:
+            heads, rows = read_table(page, "#health-firings") if page.locator(
+                "#health-firings table").count() else ([], [])
+            fired = {r[heads.index("run_name")] for r in rows} if rows else set()
+            if run in fired or time.monotonic() > deadline:
+                break
+            page.wait_for_timeout(200)
+        assert run in fired
+        row = next(r for r in rows if r[heads.index("run_name")] == run)
+        assert num(row[heads.index("first_step")]) == last + 1
+        assert page.evaluate("() => window.__notReloaded") is True
+        assert errors == []
+        page.close()
