@@ -5,13 +5,17 @@ request's parameters (`Params`: query-string values, repeated keys allowed, and 
 for POSTs) and returns a JSON-ready value (dicts, lists, str, finite floats, None) or a
 `Download`. Nothing here writes: results come from `Store.arrow` (the CLI's read-only guard
 and connection, so whatever sandbox settings `Store` applies apply here too), `Store.runs`,
-`Store.trace`, `Store.views` and `Store.settings`. Bad input is a `RunstoreError` whose
-message says what to send instead (the app turns it into HTTP 400 `{"error": ...}`).
+`Store.keys`, `Store.compare`, `Store.diff`, `Store.code_diff`, `Store.trace`, `Store.views`,
+`Store.settings`, `runstore check`'s evaluation (ui/health.py) and the run groups of
+`analysis.groups` (which runs make each group `compare` draws). Bad input is a
+`RunstoreError` whose message says what to send instead (the app turns it into HTTP 400
+`{"error": ...}`).
 
 Answers of the read endpoints are cached per store snapshot (`cached`): the same request
 against the same snapshot is answered once; a new snapshot empties the cache, and `warm()`
 recomputes the Runs page's default answer right away (the server calls it when a snapshot
-lands), so the first visit after an ingest does not pay for `run_summary`.
+lands; it includes the Health answer, whose rules the Runs page shows), so the first visit
+after an ingest does not pay for `run_summary` and `check`.
 
 Tabular answers have the shape of `POST /api/sql`: `{"columns": [...], "rows": [[...]]}`,
 with NaN and ±Infinity as the strings "NaN", "Infinity", "-Infinity" (JSON has no such

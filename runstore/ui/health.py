@@ -19,8 +19,11 @@ Contract: `health(store)` returns a JSON-ready dict:
 * `runs`: every run (`run_name, status, kl_flagged, rules`), the runs that fire a rule or
   are KL-flagged first (most rules first), then the others by name.
 
-`fired_rules(store)`: run name -> names of the rules that fire for it, for the Runs page.
-Both are read-only: `check` and plain queries through `Store.arrow`.
+* `n_runs`: the runs `check` looked at (every run of the store).
+
+`fired_rules(answer)`: run name -> names of the rules that fire for it, from a `health`
+answer, for the Runs page. Read-only: `check`, `keys.logged_keys` and plain queries through
+`Store.arrow`. A rule file `check` refuses raises its `UsageError` (HTTP 400).
 """
 
 from __future__ import annotations
