@@ -28,6 +28,7 @@ from typing import Any, Iterable
 from ..errors import StoreCorrupt, one_line
 from ..resources import sql_dir
 from ..storage import schema as schema_mod
+from ..storage.location import location
 from ..storage.manifest import Manifest, Root
 from ..storage.settings import merged, value_parts
 from ..storage.snapshot import damaged_file, table_files
@@ -48,6 +49,7 @@ class Database:
                  params: dict[str, Any] | None = None, *, allow_read: Iterable[str] | None = None):
         import duckdb
 
+        root = location(root)  # a plain path or URI too
         self.root, self.manifest = root, manifest
         self.settings = merged(manifest.settings, params)
         self.files = {name: table_files(root, manifest, name) for name in schema_mod.TABLES}

@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import StoreCorrupt, StoreNotFound
-from .location import Location
+from .location import Location, location
 from .versions import check_version, latest_version
 
 MANIFESTS = "_runstore/manifests"
@@ -247,7 +247,7 @@ def mend(data: dict[str, Any]) -> tuple[Manifest, dict[str, str]]:
 
 
 def manifest_paths(root: Root) -> list[tuple[int, Any]]:
-    d = root / MANIFESTS
+    d = location(root) / MANIFESTS
     out = []
     for n in d.list():
         if n.endswith(".json") and n[:-5].isdigit():
@@ -266,8 +266,9 @@ def load(path: Any, seq: int | None = None) -> Manifest:
 
 
 def read_manifest(root: Root) -> Manifest | None:
-    """The newest published manifest, or None for a store with none yet."""
-    paths = manifest_paths(root)
+    """The newest published manifest, or None for a store with none yet. `root` may also be
+    a plain path or URI."""
+    paths = manifest_paths(location(root))
     if not paths:
         return None
     seq, path = paths[-1]
@@ -290,6 +291,7 @@ def read_manifest(root: Root) -> Manifest | None:
 
 
 def require_store(root: Root) -> Manifest:
+    root = location(root)
     m = read_manifest(root)  # None when there is no manifests directory at all
     if m is None and _has_data_files(root):
         raise StoreCorrupt(f"the store at {root} has tables but no manifest in "
@@ -322,4 +324,4 @@ def _has_data_files(root: Root) -> bool:
 def publish_manifest(root: Root, m: Manifest) -> None:
     """Publish snapshot `m`: its file appears whole, once (`Location.create`); when another
     writer published this number first, it fails."""
-    root.create(f"{MANIFESTS}/{m.seq:08d}.json", m.to_json().encode())
+    location(root).create(f"{MANIFESTS}/{m.seq:08d}.json", m.to_json().encode())

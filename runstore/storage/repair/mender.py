@@ -22,7 +22,7 @@ from ..manifest import (LEDGERS, MANIFESTS, Manifest, check_core, manifest_paths
 from ..settings import bad_settings
 from ..versions import available, latest_version
 from .ledger import LedgerSteps
-from .report import DIRECTORIES, QUARANTINE, RepairReport, Sources, _Lost
+from .report import DIRECTORIES, QUARANTINE, RepairReport, Sources, Lost
 from .tables import TableSteps
 
 
@@ -37,7 +37,7 @@ class Mender(TableSteps, LedgerSteps):
         self.check = check
         self.report = RepairReport(check=check)
         self.stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-        self.lost: list[_Lost] = []
+        self.lost: list[Lost] = []
         self.rebuild_ledger = False
 
     def _found(self, problem: str, action: str | None = None) -> None:

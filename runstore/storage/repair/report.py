@@ -58,7 +58,8 @@ class RepairReport:
         return f"repaired (snapshot {self.snapshot}){tail}"
 
 
-class _Lost:
+@dataclass
+class Lost:
     """A live file dropped from a table, and what its Delta statistics say it held."""
 
     table: str

@@ -11,7 +11,7 @@ from ...crashpoints import pause_point
 from .. import integrity
 from .. import schema as schema_mod
 from ..failures import writing
-from .report import _Lost
+from .report import Lost
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -50,7 +50,7 @@ class TableSteps:
         if bad:
             bounds = _bounds(dt, name, bad) if dt is not None else {}
             for rel, why in bad.items():
-                self.lost.append(_Lost(name, rel, why, bounds.get(rel)))
+                self.lost.append(Lost(name, rel, why, bounds.get(rel)))
                 if why != "missing":
                     self._set_aside(self.root / rel, None)
                 self._found(f"table {name}: {rel} is {why}",
@@ -87,7 +87,7 @@ class TableSteps:
             return
         bounds = _bounds(dt, name, {rel: "" for rel in extra})
         for rel in sorted(extra):
-            self.lost.append(_Lost(name, rel, "listed by the Delta log only", bounds.get(rel)))
+            self.lost.append(Lost(name, rel, "listed by the Delta log only", bounds.get(rel)))
         self.report.actions.append(
             f"table {name}: its Delta log also listed {len(extra)} file"
             f"{'s' if len(extra) != 1 else ''} the snapshot does not; the sources whose rows "
