@@ -331,6 +331,79 @@ class Store:
         assert isinstance(df, pl.DataFrame)
         return df
 
+    # -- comparing runs (runstore.analysis) ------------------------------------------------
+    def keys(self, *, runs: "str | Sequence[str] | None" = None,
+             like: str | None = None) -> "pl.DataFrame":
+        """One row per metric key logged by a run in scope: `key, n_runs, n_points,
+        first_step, last_step, type` (`number`, `string` or `both`), ordered by key.
+
+        `runs` is a GLOB over `run_name` or a list of run names; `like` keeps keys that
+        contain it (any case), or match it as an ILIKE pattern when it holds a `%`.
+        `n_points` counts live points (the `metrics` view's rows of the key). See
+        docs/compare.md.
+
+        Example:
+            >>> store.keys(like="reward/total", runs="math_rl_sweep/*").rows()
+            [('env/all/reward/total', 4, 160, 0, 39, 'number'), ('test/env/all/reward/total', 4, 20, 0, 40, 'number')]
+        """
+        from .analysis.keys import keys
+
+        return keys(self, runs=runs, like=like)
+
+    def diff(self, runs: Sequence[str], all: bool = False) -> "pl.DataFrame":  # noqa: A002
+        """Config diff: one row per flattened config key (dotted path), one column per run
+        (named by `run_name`, in the order given), only keys whose values differ unless
+        `all=True` (which adds a `differs` column). A cell is the value's JSON text; a key a
+        run lacks is null (missing, never a JSON null, which is the text `null`). A last row
+        `code.diff` summarises each run's code.diff (`A: 12 lines, 3456 bytes`; same letter,
+        same content). Each of `runs` is a run name, or a GLOB or prefix naming exactly one
+        run. `code_diff(runs)` gives the unified diff.
+
+        Example:
+            >>> df = store.diff(["gsm8k_tool_rl/sweep/lr_1e-4/seed_0", "gsm8k_tool_rl/sweep/lr_1e-3"])
+            >>> df.filter(df["key"] == "learning_rate").rows()
+            [('learning_rate', '0.0001', '0.001')]
+        """
+        from .analysis.diff import diff
+
+        return diff(self, runs, all=all)
+
+    def code_diff(self, runs: Sequence[str]) -> str:
+        """Unified diff of each run's code.diff against the first run's (`runstore diff
+        --code`); runs are resolved as in `diff`.
+
+        Example:
+            >>> store.code_diff(["sl/tulu3_qwen3-8b_lr2e-4", "dpo/*"])
+            "# dpo/hh_llama-3.1-8b_beta0.1/code.diff: identical to sl/tulu3_qwen3-8b_lr2e-4's\\n"
+        """
+        from .analysis.diff import code_diffs
+
+        return code_diffs(self, runs)
+
+    def compare(self, metric: str, *, runs: "str | Sequence[str] | None" = None,
+                group_by: "str | Sequence[str] | None" = None, smooth: float | None = None,
+                x: str = "step") -> "pl.DataFrame":
+        """Grouped curves with bands: per group and x, `n, n_nan, n_inf, mean, std, min,
+        max` of `metric`'s live values (and `smooth_n, smooth_mean, smooth_std, smooth_min,
+        smooth_max` with `smooth=W`, the debiased EMA per run before grouping).
+
+        `group_by`: config keys (dotted) or run columns (`model_name`, `learning_rate`,
+        `kind`), or `"auto"` (runs whose configs differ only in seed-like keys); None: one
+        group per run. `x="time"` puts points at wall time since the run's first step
+        (`time_s`, from `time/total`). NaN and ±Infinity are counted in `n_nan`/`n_inf`,
+        never aggregated. See docs/compare.md.
+
+        Example:
+            >>> df = store.compare("env/all/reward/total", runs="gsm8k_tool_rl/*",
+            ...                    group_by="learning_rate", smooth=0.9)
+            >>> df.filter(df["step"] == 0).select("group", "n").rows()
+            [('learning_rate=0.0001', 2), ('learning_rate=0.0003', 2), ('learning_rate=0.001', 1)]
+        """
+        from .analysis.compare import compare
+
+        return compare(self, metric, runs=runs, group_by=group_by, smooth=smooth,
+                       x=x)  # type: ignore[arg-type]
+
     def views(self) -> tuple[View, ...]:
         """The canned views (name, description, documented columns, SQL), in dependency order.
 

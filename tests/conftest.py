@@ -94,6 +94,19 @@ def ui_server(ui_demo: tuple[Path, Path]):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A headless Chromium (a Playwright context, tests/ui_harness.py) per test module;
+    skips the test where Playwright or Debian's chromium is missing."""
+    from ui_harness import chromium_context, have_chromium
+
+    if not have_chromium():
+        pytest.skip("needs Playwright (the test extra) and Debian's chromium at /usr/bin/chromium "
+                    "(tests/run.sh installs both as root)")
+    with chromium_context(tmp_path_factory.mktemp("chromium")) as ctx:
+        yield ctx
+
+
+@pytest.fixture(scope="module")
 def ui_tree(ui_demo: tuple[Path, Path]) -> Path:
     """The run tree the `ui_demo` store was ingested from (the oracle reads it)."""
     return ui_demo[0]
