@@ -1,18 +1,26 @@
 """Web UI benchmark: the issue's targets for `runstore ui`, measured against a real server.
 
     python bench/bench_ui.py --store DIR [--runs N] [--no-browser]
+    python bench/bench_ui.py --make 1000 [--steps 200] [--out bench/out/ui] [--runs 100]
+    python bench/bench_ui.py --make 100 --steps 2000 [--out bench/out/ui]
 
-Starts `runstore ui` on 127.0.0.1 (any free port) over the store (e.g. the 100-run × 2000-step
-benchmark store of bench_ingest.py, or a 1,000-run store of bench_scale.py) and measures, each
-the best of 3 after one warm-up request:
+`--store` names an existing store (e.g. the 100-run × 2000-step benchmark store of
+bench_ingest.py). `--make N` writes bench_scale.py's tree for N runs (`demo.bench_specs(N,
+steps)`, seed 0: the same tree bench_scale.py measures) under `--out` and ingests it, unless
+both are there already. Then it starts `runstore ui` on 127.0.0.1 (any free port) and
+measures, each the best of 3 after one warm-up request:
 
-1. `GET /api/runs` (targets: ≤ 0.3 s);
+1. `GET /api/runs` (target: ≤ 0.3 s), and the Health page's `GET /api/health`;
 2. `GET /api/series` for `env/all/reward/total` over the first N runs (default 100), raw and
    with `smooth=0.9`, wall time and body size (targets: ≤ 0.3 s and ≤ 1.5 MB), plus one cold
-   request for a metric not asked before (the per-snapshot cache cannot help it);
-3. navigation to a drawn chart in headless Chromium: from `page.goto(/charts?...)` to the
-   reward panel holding its lines (target: ≤ 2 s), unless --no-browser;
-4. the server process's peak RSS from /proc (target: ≤ 500 MB).
+   request for a metric not asked before (the per-snapshot cache cannot help it); and the
+   `Store.compare` lines: grouped `auto` and by `learning_rate` with smoothing, and by wall
+   time, each cold (a first request) and warm;
+3. `GET /api/keys`, `GET /api/diff` of 10 runs, `GET /api/timing/compare` of two runs;
+4. navigation to a drawn chart in headless Chromium: from `page.goto(/charts?...)` to the
+   reward panel holding its lines (target: ≤ 2 s), raw and grouped, and to a drawn Health
+   page, unless --no-browser;
+5. the server process's peak RSS from /proc (target: ≤ 500 MB).
 
 Prints a Markdown table for docs/benchmarks.md. Run it on a quiet machine: the figures are
 wall times.
@@ -58,12 +66,47 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def make_store(n: int, steps: int, out: Path) -> Path:
+    """bench_scale.py's tree of `n` runs under `out`, ingested into `out/store_N_STEPS`."""
+    import subprocess
+
+    from runstore import demo
+
+    tree, store = out / f"tree_{n}_{steps}", out / f"store_{n}_{steps}"
+    if not tree.is_dir():
+        demo.generate_tree(tree, demo.bench_specs(n, steps), seed=0, workers=2)
+    if not store.is_dir():
+        subprocess.run([sys.executable, "-m", "runstore", "--store", str(store), "ingest", "-q",
+                        str(tree)], check=True)
+    return store
+
+
+def browse(ctx: object, url: str, selector: str) -> float:
+    times = []
+    for _ in range(3):
+        page = ctx.new_page()  # type: ignore[attr-defined]
+        t = time.perf_counter()
+        page.goto(url)
+        page.wait_for_selector(selector, state="attached", timeout=60_000)
+        times.append(time.perf_counter() - t)
+        page.close()
+    return min(times)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--store", required=True)
+    ap.add_argument("--store")
+    ap.add_argument("--make", type=int, metavar="N", help="build bench_scale.py's N-run store")
+    ap.add_argument("--steps", type=int, default=200, help="steps per run for --make")
+    ap.add_argument("--out", type=Path, default=HERE / "out" / "ui")
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--no-browser", action="store_true")
     args = ap.parse_args()
+    if (args.store is None) == (args.make is None):
+        ap.error("give --store DIR or --make N")
+    if args.make is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        args.store = str(make_store(args.make, args.steps, args.out))
     rows: list[tuple[str, str, str]] = []
     with UiServer(args.store) as server:
         base = server.url
@@ -80,20 +123,40 @@ def main() -> None:
                                                          doseq=True))
         rows.append((f"GET /api/series, {len(names)} runs, first request", f"{t:.3f} s",
                      f"{size / 1e3:.0f} kB"))
+        for label, extra in [("group_by=auto", {"group_by": "auto"}),
+                             ("group_by=learning_rate, smooth=0.9",
+                              {"group_by": "learning_rate", "smooth": 0.9}),
+                             ("x=time", {"x": "time"})]:
+            path = "/api/series?" + urlencode({**q, **extra}, doseq=True)
+            t, size = cold(base, path)
+            rows.append((f"GET /api/series, {len(names)} runs, {label}, first request",
+                         f"{t:.3f} s", f"{size / 1e3:.0f} kB"))
+            t, size = timed(base, path)
+            rows.append((f"GET /api/series, {len(names)} runs, {label}", f"{t:.3f} s",
+                         f"{size / 1e3:.0f} kB"))
+        for label, path in [("GET /api/health", "/api/health"), ("GET /api/keys", "/api/keys"),
+                            ("GET /api/diff, 10 runs",
+                             "/api/diff?" + urlencode({"run": names[:10]}, doseq=True))]:
+            t, size = cold(base, path)
+            rows.append((f"{label}, first request", f"{t:.3f} s", f"{size / 1e3:.0f} kB"))
+            t, size = timed(base, path)
+            rows.append((label, f"{t:.3f} s", f"{size / 1e3:.0f} kB"))
+        timing = [r[0] for r in http(base, "GET", "/api/timing/runs").json()["rows"]]
+        if len(timing) >= 2:
+            t, size = timed(base, "/api/timing/compare?" + urlencode({"run": timing[0],
+                                                                     "vs": timing[1]}))
+            rows.append(("GET /api/timing/compare", f"{t:.3f} s", f"{size / 1e3:.0f} kB"))
         if not args.no_browser and have_chromium():
             runs_q = "&".join(f"run={quote(n, safe='')}" for n in names)
             url = f"{base}/charts?{runs_q}&metric={quote('env/all/reward/total', safe='')}"
+            drawn = '.panel[data-metric="env/all/reward/total"] .plot[data-drawn]'
             with chromium_context() as ctx:
-                times = []
-                for _ in range(3):
-                    page = ctx.new_page()
-                    t = time.perf_counter()
-                    page.goto(url)
-                    page.wait_for_selector('.panel[data-metric="env/all/reward/total"] '
-                                           '.plot[data-drawn]', state="attached", timeout=60_000)
-                    times.append(time.perf_counter() - t)
-                    page.close()
-            rows.append(("navigation to a drawn chart (Chromium)", f"{min(times):.3f} s", ""))
+                rows.append(("navigation to a drawn chart (Chromium)",
+                             f"{browse(ctx, url, drawn):.3f} s", ""))
+                rows.append(("navigation to a drawn grouped chart (auto, smooth=0.9)",
+                             f"{browse(ctx, url + '&group_by=auto&smooth=0.90', drawn):.3f} s", ""))
+                rows.append(("navigation to a drawn Health page",
+                             f"{browse(ctx, base + '/health', '#health-kl'):.3f} s", ""))
         rows.append(("server peak RSS", f"{peak_rss_mb(server.pid):.0f} MB", ""))
     print("| measure | time | size |\n|---|---|---|")
     for r in rows:

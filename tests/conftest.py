@@ -30,7 +30,7 @@ SMALL_SPECS = [
 @pytest.fixture(scope="session")
 def _demo_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("template") / "runs"
-    demo.generate_tree(root, seed=7)
+    demo.generate_tree(root, seed=demo.DEMO_SEED)
     return root
 
 
@@ -91,6 +91,19 @@ def ui_server(ui_demo: tuple[Path, Path]):  # type: ignore[no-untyped-def]
 
     with UiServer(ui_demo[1]) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A headless Chromium (a Playwright context, tests/ui_harness.py) per test module;
+    skips the test where Playwright or Debian's chromium is missing."""
+    from ui_harness import chromium_context, have_chromium
+
+    if not have_chromium():
+        pytest.skip("needs Playwright (the test extra) and Debian's chromium at /usr/bin/chromium "
+                    "(tests/run.sh installs both as root)")
+    with chromium_context(tmp_path_factory.mktemp("chromium")) as ctx:
+        yield ctx
 
 
 @pytest.fixture(scope="module")

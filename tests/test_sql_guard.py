@@ -269,3 +269,33 @@ def test_allowed_answers_match_the_oracle(store_dir: Path, _small_template: Path
             want[oracle.run_name(_small_template, run)] = live[(max(steps),
                                                                 "env/all/reward/total")]
     assert {r["run_name"]: r["value"] for r in json.loads(result.stdout)} == want
+
+
+def test_verdicts_are_kept_per_text_and_refusals_never(monkeypatch: pytest.MonkeyPatch) -> None:
+    import duckdb
+
+    from runstore.query import guard
+
+    con = duckdb.connect()
+    monkeypatch.setattr(guard, "_verdicts", type(guard._verdicts)())
+    allowed = "select $x as a from runs"
+    first = guard.guard(allowed, con)
+    assert first.params == ("x",) and first.tables == frozenset({"runs"})
+    parsed: list[str] = []
+    real = guard._guard
+    monkeypatch.setattr(guard, "_guard", lambda q, c: parsed.append(q) or real(q, c))
+    assert guard.guard(allowed, con) is first and parsed == []  # kept: not parsed again
+    # Another text is another verdict, even one that differs only in a literal or in case.
+    other = guard.guard("select $y as a from checkpoints", con)
+    assert other.params == ("y",) and other.tables == frozenset({"checkpoints"})
+    assert guard.guard("SELECT $x AS a FROM runs", con) is not first
+    # A refusal is not kept: each time the statement is checked and refused again.
+    for _ in range(2):
+        with pytest.raises(QueryError, match="found DELETE"):
+            guard.guard("delete from runs", con)
+    assert parsed.count("delete from runs") == 2
+    # Bounded: the oldest verdict goes first.
+    monkeypatch.setattr(guard, "VERDICTS", 2)
+    guard.guard("select 1", con)
+    guard.guard("select 2", con)
+    assert allowed not in guard._verdicts and list(guard._verdicts) == ["select 1", "select 2"]

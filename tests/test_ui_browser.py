@@ -15,7 +15,7 @@ import pytest
 
 import oracle
 import runstore
-from ui_harness import UiServer, chromium_context, have_chromium, open_page, wait_ready
+from ui_harness import UiServer, have_chromium, open_page, wait_ready
 
 pytestmark = pytest.mark.skipif(
     not have_chromium(), reason="needs Playwright (the test extra) and Debian's chromium at "
@@ -23,12 +23,6 @@ pytestmark = pytest.mark.skipif(
 
 REWARD = "env/all/reward/total"
 KL = "optim/kl_sample_train_v1"
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    with chromium_context(tmp_path_factory.mktemp("chromium")) as ctx:
-        yield ctx
 
 
 @pytest.fixture
@@ -193,8 +187,9 @@ def test_charts_overlay_the_selected_runs_and_smooth(ui_server: UiServer, browse
 def test_adding_a_panel_and_log_y(ui_server: UiServer, browser: Any, ui_tree: Path, errors: list[str]) -> None:
     run = "math_rl_sweep/qwen3-8b/lr_1e-4"
     page = open_page(browser, ui_server.url + f"/charts?run={q(run)}&metric={q(REWARD)}", "charts", errors)
-    page.fill("#metric-input", "optim/entropy")
-    page.press("#metric-input", "Enter")
+    page.wait_for_selector('#key-list .key[data-key="optim/entropy"]')
+    page.fill("#key-filter", "optim/entropy")
+    page.press("#key-filter", "Enter")
     page.wait_for_selector('.panel[data-metric="optim/entropy"] .plot[data-lines="1"]')
     (t,) = traces(page, "optim/entropy")
     want = sorted((s, float(v)) for (s, k), v in oracle.live_metrics(ui_tree / run).items()
@@ -354,7 +349,8 @@ def test_message_search_and_the_iteration_slider(ui_server: UiServer, browser: A
 
 # -- every page, no console error, shareable URLs ------------------------------------------
 
-@pytest.mark.parametrize("page_name", ["runs", "charts", "sql", "checkpoints", "timing", "rollouts"])
+@pytest.mark.parametrize("page_name", ["runs", "charts", "compare", "health", "sql", "checkpoints",
+                                       "timing", "rollouts"])
 def test_every_page_loads_without_errors(ui_server: UiServer, browser: Any, page_name: str,
                                          errors: list[str]) -> None:
     page = open_page(browser, f"{ui_server.url}/{page_name}", page_name, errors)

@@ -38,7 +38,9 @@ def test_token_is_printed_once_in_the_url(token_server: UiServer) -> None:
 
 
 @pytest.mark.parametrize("path", ["/api/status", "/api/runs", "/runs", "/static/js/main.js",
-                                  "/api/events"])
+                                  "/api/events", "/api/health", "/health",
+                                  "/api/timing/compare?run=a&vs=b", "/api/keys", "/compare",
+                                  "/api/diff?run=a&run=b"])
 def test_no_token_no_access(token_server: UiServer, path: str) -> None:
     r = http(token_server.url, "GET", path)
     assert r.status == 401
@@ -342,6 +344,11 @@ def test_using_every_endpoint_writes_neither_store_nor_tree(ui_demo: tuple[Path,
             "timing/steps?" + urlencode({"run": run}),
             "timing/spans?" + urlencode({"run": run, "step": 3}),
             "timing/slowest?" + urlencode({"run": run}), "trace?" + urlencode({"run": run, "step": 3}),
+            "timing/compare?" + urlencode({"run": run, "vs": "gsm8k_tool_rl/sweep/lr_1e-4/seed_0"}),
+            "health", "keys", "keys?" + urlencode({"run": run, "like": "reward"}),
+            "diff?" + urlencode({"run": [run, "gsm8k_tool_rl/sweep/lr_1e-4/seed_0"], "all": 1}, doseq=True),
+            "series?" + urlencode({"metric": "env/all/reward/total", "group_by": "auto", "smooth": 0.5}),
+            "series?" + urlencode({"metric": "env/all/reward/total", "x": "time"}),
             "rollouts/runs", "rollouts/index?" + urlencode({"run": run}),
             "rollouts/trajectories?" + urlencode(where), "rollouts/conversations?" + urlencode(where),
             "rollouts/conversation?" + urlencode({**where, "group": 0, "traj": 3}),

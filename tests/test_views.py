@@ -251,6 +251,47 @@ def test_kl_runs_without_kl_are_absent(tree: tuple[Path, runstore.Store]) -> Non
 # The other views
 
 
+def summary_rows(store: runstore.Store) -> dict[str, dict]:
+    got = keyed(rows(store, "select * from run_summary"), "run_name")
+    for r in got.values():
+        r.pop("status")  # depends on file times and the clock; the oracle leaves it out
+    return got
+
+
+def test_run_summary_matches_oracle(tree: tuple[Path, runstore.Store]) -> None:
+    root, store = tree
+    assert_rows_equal(summary_rows(store), oracle.run_summary(root))
+
+
+def test_run_summary_rewards_at_the_edges(tmp_path: Path) -> None:
+    # The moving average at the last reward step is null when its 10 steps are all NaN (not
+    # the average at an earlier step); the best reward ignores NaN and keeps +Infinity; a
+    # step logged twice counts once, its later reward wins; steps without a reward count.
+    def write(name: str, lines: list[str]) -> None:
+        run = tmp_path / "runs" / name
+        run.mkdir(parents=True)
+        (run / "metrics.jsonl").write_text("".join(line + "\n" for line in lines))
+
+    r = '"env/all/reward/total"'
+    write("nan_tail", [f'{{"step": {s}, {r}: {0.5 if s < 5 else "NaN"}}}' for s in range(20)])
+    write("all_nan", [f'{{"step": {s}, {r}: NaN}}' for s in range(3)])
+    write("infinity", [f'{{"step": 0, {r}: 1.0}}', f'{{"step": 1, {r}: Infinity}}',
+                       f'{{"step": 2, {r}: NaN}}'])
+    write("rewritten", [f'{{"step": 0, {r}: 0.1}}', f'{{"step": 1, {r}: 0.9}}',
+                        f'{{"step": 1, {r}: 0.2}}', '{"step": 2, "optim/entropy": 1.0}',
+                        f'{{"step": 3, {r}: "oops"}}'])
+    store = runstore.open(tmp_path / "store")
+    store.ingest([tmp_path / "runs"], on_warning=lambda text: None)
+    got = summary_rows(store)
+    assert got["nan_tail"]["last_reward_ma10"] is None and got["nan_tail"]["best_reward"] == 0.5
+    assert got["all_nan"]["best_reward"] is None and got["all_nan"]["n_steps"] == 3
+    assert got["infinity"]["best_reward"] == math.inf
+    assert got["infinity"]["last_reward_ma10"] == math.inf  # avg(1.0, inf) over steps 0-2
+    assert (got["rewritten"]["n_steps"], got["rewritten"]["last_step"]) == (4, 3)
+    assert got["rewritten"]["best_reward"] == 0.2
+    assert_rows_equal(got, oracle.run_summary(tmp_path / "runs"))
+
+
 def test_reward_trends_matches_oracle(tree: tuple[Path, runstore.Store]) -> None:
     root, store = tree
     got = {(r["run_name"], r["step"]): (r["reward"], r["reward_ma10"], r["best_so_far"])

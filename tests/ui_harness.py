@@ -29,15 +29,16 @@ URL_LINE = re.compile(r"runstore ui: serving .* at (http://\S+)")
 
 
 class UiServer:
-    """`runstore ui` in a child process; `.url` (without token), `.token`, `.pid`."""
+    """`runstore ui` in a child process (in `cwd`, where a runstore.toml may be); `.url`
+    (without token), `.token`, `.pid`."""
 
     def __init__(self, store: Path | str, *args: str, env: dict[str, str] | None = None,
-                 timeout: float = 60.0):
+                 timeout: float = 60.0, cwd: Path | str | None = None):
         cmd = [sys.executable, "-m", "runstore", "--store", str(store), "ui", "--port", "0",
                *args]
         full_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=full_env, text=True)
+                                     env=full_env, text=True, cwd=cwd)
         self.pid = self.proc.pid
         self.output: list[str] = []
         deadline = time.monotonic() + timeout

@@ -103,7 +103,9 @@ def demo(ctx: click.Context, directory: str | None) -> None:
 
     Example:
 
-        runstore demo /tmp/runstore-demo
+    \b
+        runstore demo     # writes ./runstore-demo/runs and ./runstore-demo/store
+        cd runstore-demo && export RUNSTORE_STORE=$PWD/store   # the docs' examples run here
     """
     from ..demo.showcase import run_demo
 

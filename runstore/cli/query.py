@@ -42,7 +42,7 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
     \b
         runstore sql "select run_name, max_kl_v1 from kl_health where flagged" -F json
         runstore sql "select * from kl_health where flagged" --param kl_threshold=0.02
-        runstore sql 'select * from runs where run_name glob $g' --param g='math_rl/*'
+        runstore sql 'select * from runs where run_name glob $g' --param g='math_rl_sweep/*'
         runstore sql -f question.sql -o answer.parquet --format parquet
         runstore sql "from runs join read_csv('teams.csv') using (run_name)" \\
             --allow-read teams.csv
@@ -152,9 +152,9 @@ def check(ctx: click.Context, threshold: float | None, rules: tuple[str, ...],
     Example:
 
     \b
-        runstore ingest runs/ && runstore check          # gate a CI job
-        runstore check --threshold 0.02 --rule "optim/entropy < 0.05" -F json
-        runstore check --runs 'math_rl_sweep/*' --since-step 100
+        runstore ingest runs/ && runstore check   # gate a CI job: exit 1 when a rule fires
+        runstore check --threshold 0.02 --rule "optim/entropy < 0.05" -F json  # exit 1
+        runstore check --runs 'math_rl_sweep/*' --since-step 20
         runstore check --rule "drop(env/all/reward/total) > 0.2" --rule "stale > 30"
     """
     from ..health import evaluate

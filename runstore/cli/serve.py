@@ -24,7 +24,8 @@ from .common import handle_errors, open_store
 @handle_errors
 def ui(ctx: click.Context, paths: tuple[str, ...], watch: float | None, host: str, port: int,
        token: str | None) -> None:
-    """Serve the store as a local web app: runs, charts, SQL, checkpoints, timing, rollouts.
+    """Serve the store as a local web app: runs, charts, compare, health, SQL, checkpoints,
+    timing, rollouts.
 
     Prints the URL to open and serves until Ctrl-C; it opens no browser and reads no
     network. PATHS are ingested once before serving (with --watch: every SECONDS). Nothing

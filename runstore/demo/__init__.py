@@ -9,7 +9,8 @@ Contract
 * `append_steps(run_dir, n, *, seed=0)` appends `n` steps (metrics rows and timing-span lines)
   to an existing generated run, continuing after the largest `step` in its `metrics.jsonl`. It
   leaves the mtimes fresh, like a live trainer would.
-* `default_specs()`, `awkward_specs()` and `bench_specs()` are the three canned trees.
+* `default_specs()`, `awkward_specs()` and `bench_specs()` are the three canned trees;
+  `DEMO_SEED` is the seed `runstore demo` writes `default_specs()` with (the docs show it).
 * The files follow `FORMATS.md` (tinker-cookbook 0.6.1 and the flat-layout releases): JSON is
   written by `json.dumps` with default options (ASCII escapes, bare `NaN`/`Infinity`), JSON-lines
   compact with `\\n` endings, `config.json` and `*_logtree.json` with `indent=2`.
@@ -34,7 +35,7 @@ Layout (the names above are the whole public API; the modules are internal):
 * `encoding` — JSON bytes exactly as upstream's `json.dumps` writes them.
 """
 
-from .specs import (DECOYS, FAKE_HOME, FAKE_MODULE_PATH, FAKE_RUNS_ROOT, KINDS, LAYOUTS, MTIME_AGE_SECONDS, RESUME_STYLES, RunSpec, awkward_specs, bench_specs, default_specs)
+from .specs import (DECOYS, DEMO_SEED, FAKE_HOME, FAKE_MODULE_PATH, FAKE_RUNS_ROOT, KINDS, LAYOUTS, MTIME_AGE_SECONDS, RESUME_STYLES, RunSpec, awkward_specs, bench_specs, default_specs)
 from .tree import append_steps, generate_tree
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "generate_tree",
     # The closed sets a RunSpec takes and the fixed values that appear inside generated files.
     "DECOYS",
+    "DEMO_SEED",
     "FAKE_HOME",
     "FAKE_MODULE_PATH",
     "FAKE_RUNS_ROOT",

@@ -1,10 +1,11 @@
 """`runstore demo`: write a realistic run tree, ingest it, and answer a few questions.
 
-Contract: `run_demo(base, store=None, echo=print)` writes the demo tree (`demo.default_specs()`)
-into `base/runs` unless it is already there, ingests it into `store` (default `base/store`),
-and prints the answers to the questions the design names (which runs went unstable, reward
-trends, slow spans, checkpoints, status), each with the SQL that answered it, so the output
-doubles as a tutorial; it ends with the `runstore sql` and `runstore ui` lines to try next. Returns the ingest report.
+Contract: `run_demo(base, store=None, echo=print)` writes the demo tree (`demo.default_specs()`
+with seed `DEMO_SEED`) into `base/runs` unless it is already there, ingests it into `store`
+(default `base/store`), and prints the answers to the questions the design names (which runs
+went unstable, reward trends, slow spans, checkpoints, status), each with the SQL that answered
+it, so the output doubles as a tutorial; it ends with the `runstore sql` and `runstore ui`
+lines to try next. Returns the ingest report.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Callable
 from ..ingest.report import IngestReport
 from ..present import render as output
 from ..store import Store
+from .specs import DEMO_SEED
 from .tree import generate_tree
 
 QUESTIONS: list[tuple[str, str]] = [
@@ -42,7 +44,7 @@ def run_demo(base: Path, *, store: str | None = None,
     base = Path(base)
     runs_dir = base / "runs"
     if not runs_dir.is_dir():
-        generate_tree(runs_dir, seed=0)
+        generate_tree(runs_dir, seed=DEMO_SEED)
         echo(f"wrote a demo run tree to {runs_dir}")
     st = Store(store if store else base / "store")
     report = st.ingest([runs_dir])

@@ -17,6 +17,9 @@ FAKE_RUNS_ROOT = FAKE_HOME + "/runs"
 FAKE_MODULE_PATH = FAKE_HOME + "/.venv/lib/python3.11/site-packages/tinker_cookbook"
 
 MTIME_AGE_SECONDS = 24 * 3600
+# The seed of the demo tree: `runstore demo` writes it, and the docs' shown outputs, screenshots
+# and the tests' demo fixtures come from it, so what the docs show is what the demo answers.
+DEMO_SEED = 7
 
 KINDS = ("rl", "sl", "dpo")
 LAYOUTS = ("iteration_dirs", "flat")

@@ -17,7 +17,10 @@ Contract:
   `extract_statements`; the parse tree, `json_serialize_sql`), so it needs no sqlglot and
   takes any depth DuckDB takes; sqlglot is the slow path, for the messages of statements
   DuckDB cannot parse and for the few it parses but cannot serialize (`PIVOT` without `IN`).
-  The guard gives clear messages; the guarantee is the sandbox (`sandbox.py`).
+  The guard gives clear messages; the guarantee is the sandbox (`sandbox.py`). A verdict
+  that lets a query through depends on its text alone and is kept per text (the last
+  `VERDICTS` of them): a process asking the same question again (the web UI, `runstore
+  check` in a loop, a notebook) does not parse it again (~6 ms for `check`'s statement).
 * `condition(text, what)` parses one SQL condition (a `--where` filter) into a sqlglot
   expression, refusing anything that is not a plain expression (statements, subqueries,
   parameters, forbidden functions) and what nests too deeply for sqlglot.
@@ -35,6 +38,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -108,7 +113,7 @@ _READ_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NOD
 class Checked:
     """What the guard found in a query it lets through."""
 
-    params: list[str]  # names of the $name parameters it uses
+    params: tuple[str, ...]  # names of the $name parameters it uses
     tables: frozenset[str] | None  # tables and views it reads; None: any may be needed
 
 
@@ -173,8 +178,28 @@ def refuse(found: str) -> QueryError:
     return QueryError(f"runstore sql only runs queries (found {found})")
 
 
+VERDICTS = 256
+_verdicts: OrderedDict[str, Checked] = OrderedDict()
+_verdicts_lock = threading.Lock()
+
+
 def guard(query: str, con: Any) -> Checked:
-    """Check that `query` is one read-only query, with DuckDB's parser (through `con`) first."""
+    """Check that `query` is one read-only query, with DuckDB's parser (through `con`) first;
+    a query let through before gets the same verdict again without being parsed."""
+    with _verdicts_lock:
+        found = _verdicts.get(query)
+        if found is not None:
+            _verdicts.move_to_end(query)
+            return found
+    checked = _guard(query, con)  # raises for what may not run: refusals are not kept
+    with _verdicts_lock:
+        _verdicts[query] = checked
+        while len(_verdicts) > VERDICTS:
+            _verdicts.popitem(last=False)
+    return checked
+
+
+def _guard(query: str, con: Any) -> Checked:
     import duckdb
 
     try:
@@ -188,16 +213,16 @@ def guard(query: str, con: Any) -> Checked:
         raise refuse(f"{len(words)} statements: {', '.join(words)}")
     kind = statements[0].type.name
     if kind == "MULTI":  # DuckDB runs it as several statements (PIVOT without IN): sqlglot
-        return Checked(_guard_sqlglot(query), None)
+        return Checked(tuple(_guard_sqlglot(query)), None)
     if kind != "SELECT":
         raise refuse(words[0] if words[0] in NON_QUERY_KEYWORDS else kind)
     tree = _serialized(con, query)
     if tree is None:
-        return Checked(_guard_sqlglot(query), None)
+        return Checked(tuple(_guard_sqlglot(query)), None)
     found = _offence(tree)
     if found:
         raise refuse(found)
-    return Checked(sorted(statements[0].named_parameters), _reads(tree))
+    return Checked(tuple(sorted(statements[0].named_parameters)), _reads(tree))
 
 
 def too_deep(what: str) -> QueryError:

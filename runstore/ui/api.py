@@ -5,13 +5,17 @@ request's parameters (`Params`: query-string values, repeated keys allowed, and 
 for POSTs) and returns a JSON-ready value (dicts, lists, str, finite floats, None) or a
 `Download`. Nothing here writes: results come from `Store.arrow` (the CLI's read-only guard
 and connection, so whatever sandbox settings `Store` applies apply here too), `Store.runs`,
-`Store.trace`, `Store.views` and `Store.settings`. Bad input is a `RunstoreError` whose
-message says what to send instead (the app turns it into HTTP 400 `{"error": ...}`).
+`Store.keys`, `Store.compare`, `Store.diff`, `Store.code_diff`, `Store.trace`, `Store.views`,
+`Store.settings`, `runstore check`'s evaluation (ui/health.py) and the run groups of
+`analysis.groups` (which runs make each group `compare` draws). Bad input is a
+`RunstoreError` whose message says what to send instead (the app turns it into HTTP 400
+`{"error": ...}`).
 
 Answers of the read endpoints are cached per store snapshot (`cached`): the same request
 against the same snapshot is answered once; a new snapshot empties the cache, and `warm()`
 recomputes the Runs page's default answer right away (the server calls it when a snapshot
-lands), so the first visit after an ingest does not pay for `run_summary`.
+lands; it includes the Health answer, whose rules the Runs page shows), so the first visit
+after an ingest does not pay for `run_summary` and `check`.
 
 Tabular answers have the shape of `POST /api/sql`: `{"columns": [...], "rows": [[...]]}`,
 with NaN and ±Infinity as the strings "NaN", "Infinity", "-Infinity" (JSON has no such
@@ -20,106 +24,28 @@ numbers), timestamps as ISO-8601 text and DECIMALs as numbers.
 
 from __future__ import annotations
 
-import json
-import math
 import re
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
-from datetime import date, datetime, time as dtime
-from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import QueryError
+from ..errors import QueryError, RunstoreError
 from ..health.rules import KL_METRICS
-from ..numbers import nonfinite_name
 from ..query.keys import family
-from . import queries, series
+from . import health, queries, series
+from .answers import Download, Params, json_value, plain, tabular
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from ..store import Store
 
 CACHE_ENTRIES = 32  # answers kept per snapshot (a chart answer is up to ~1.3 MB)
 SQL_ROW_LIMIT = 5000  # rows /api/sql returns to the page; downloads carry every row
 SEARCH_LIMIT = 200
+CODE_LIMIT = 1_000_000  # characters of one code.diff (or of their unified diff) sent to a page
 # Every stored spelling of the KL metrics, `optim/` ones first (for the charts page).
 KL_KEYS = tuple(spelling for i in range(2) for spelling in
                 (family(m)[i] for m in KL_METRICS))
-
-
-class Params:
-    """Request parameters: the query string (`get`, `all`) and a JSON body (`body`)."""
-
-    def __init__(self, items: Sequence[tuple[str, str]] = (), body: Any = None):
-        self.items = list(items)
-        self.body = body if body is not None else {}
-
-    def all(self, name: str) -> list[str]:
-        return [v for k, v in self.items if k == name]
-
-    def get(self, name: str, default: str | None = None) -> str | None:
-        values = self.all(name)
-        return values[-1] if values else default
-
-    def text(self, name: str) -> str:
-        value = self.get(name)
-        if value is None or value == "":
-            raise QueryError(f"missing parameter {name!r}")
-        return value
-
-    def integer(self, name: str, default: int | None = None) -> int | None:
-        value = self._typed(name, int, "an integer")
-        return default if value is None else value
-
-    def number(self, name: str) -> float | None:
-        return self._typed(name, float, "a number")
-
-    def _typed(self, name: str, cast: Callable[[str], Any], what: str) -> Any:
-        value = self.get(name)
-        if value is None or value == "":
-            return None
-        try:
-            return cast(value)
-        except ValueError:
-            raise QueryError(f"parameter {name!r} must be {what}, got {value!r}") from None
-
-
-@dataclass(frozen=True)
-class Download:
-    """A file answer: bytes, media type and the file name offered to the browser."""
-
-    body: bytes
-    media_type: str
-    filename: str
-
-
-def plain(v: Any) -> Any:
-    """One value as JSON can carry it (see the module docstring)."""
-    if isinstance(v, float):
-        return v if math.isfinite(v) else nonfinite_name(v)
-    if isinstance(v, (datetime, date, dtime)):
-        return v.isoformat()
-    if isinstance(v, Decimal):
-        return float(v)
-    if isinstance(v, bytes):
-        return v.decode("utf-8", errors="replace")
-    if isinstance(v, dict):
-        return {str(k): plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [plain(x) for x in v]
-    return v
-
-
-def tabular(table: "pa.Table", limit: int | None = None) -> dict[str, Any]:
-    """`{"columns", "types", "rows", "row_count", "truncated"}` of an Arrow table."""
-    shown = table if limit is None or table.num_rows <= limit else table.slice(0, limit)
-    columns = [c.to_pylist() for c in shown.columns]
-    rows = [[plain(v) for v in row] for row in zip(*columns)] if columns else []
-    return {"columns": table.column_names, "types": [str(t) for t in table.schema.types],
-            "rows": rows, "row_count": table.num_rows, "truncated": shown.num_rows < table.num_rows}
 
 
 def _safe_filename(text: str) -> str:
@@ -179,16 +105,18 @@ class Api:
                 "kl_keys": list(KL_KEYS), **self.status_extra()}
 
     def runs(self, p: Params) -> dict[str, Any]:
-        """run_summary (filtered by `where`, `runs --where` semantics) plus chosen config keys."""
+        """run_summary (filtered by `where`, `runs --where` semantics), the rules firing for
+        each run (`rules`), then the chosen config keys."""
         where = (p.get("where") or "").strip() or None
         frame = self.store.runs(where=where)
         out = tabular(frame.to_arrow())
+        self._add_rules(out, frame["run_name"].to_list())
         keys = [k for k in p.all("config") if k]
         if keys:
             table = self.store.arrow(*queries.config_columns(keys))
             values: dict[tuple[str, str], Any] = {}
             for row in table.to_pylist():
-                values[(row["run_name"], row["key"])] = _json_value(row["value"])
+                values[(row["run_name"], row["key"])] = json_value(row["value"])
             names = frame["run_name"].to_list()
             for key in keys:
                 out["columns"].append(f"config.{key}")
@@ -198,6 +126,32 @@ class Api:
         out["config_keys"] = keys
         out["snapshot"] = self.store.snapshot()
         return out
+
+    def _add_rules(self, out: dict[str, Any], names: list[str]) -> None:
+        """The `rules` column: the rules of `check` firing for each run. A check that cannot
+        run (a bad runstore.toml) leaves it null and says why in `rules_error`, so the run
+        list still shows."""
+        try:
+            fired = health.fired_rules(self.health(Params()))
+        except RunstoreError as e:
+            fired, out["rules_error"] = {}, str(e)
+        out["columns"].append("rules")
+        out["types"].append("list<string>")
+        for row, name in zip(out["rows"], names):
+            row.append(fired.get(name, []) if "rules_error" not in out else None)
+
+    # -- health -------------------------------------------------------------------------
+    def health(self, p: Params) -> dict[str, Any]:
+        """kl_health and every rule of `check` (see ui/health.py); one answer per snapshot,
+        shared with the Runs page's `rules` column."""
+        return self.cached("health", lambda _: health.health(self.store))(Params())
+
+    def keys(self, p: Params) -> dict[str, Any]:
+        """Every metric key (`Store.keys`) of the named runs (every run when none), with
+        `n_runs, n_points, first_step, last_step, type`; `like` filters as `keys --like`."""
+        runs = [r for r in p.all("run") if r] or None
+        like = (p.get("like") or "").strip() or None
+        return tabular(self.store.keys(runs=runs, like=like).to_arrow())
 
     def config_keys(self, p: Params) -> dict[str, Any]:
         return tabular(self.store.arrow(queries.CONFIG_KEYS))
@@ -256,9 +210,17 @@ class Api:
 
     # -- charts -------------------------------------------------------------------------
     def series(self, p: Params) -> dict[str, Any]:
+        """Chart lines of one metric: one per run (`lines`), or with `group_by` or `x=time`
+        one per group of `Store.compare` (`groups`), downsampled on the server."""
         metric = p.text("metric")
         runs = [r for r in p.all("run") if r] or None
         smooth = series.check_smooth(p.number("smooth"))
+        x = p.get("x") or "step"
+        if x not in ("step", "time"):
+            raise QueryError(f"x is step or time (wall time since the run's first step), got {x!r}")
+        group_by = [g for g in p.all("group_by") if g]
+        if group_by or x == "time":
+            return self._groups(p, metric, runs, smooth, x, group_by)
         step_min, step_max = p.integer("step_min"), p.integer("step_max")
         frame = self.store.sql(*queries.series(metric, runs, step_min, step_max))
         n_runs = frame["run_name"].n_unique() if frame.height else 0
@@ -266,8 +228,72 @@ class Api:
         max_points = series.points_per_line(n_runs, smoothed=smooth is not None, asked=asked)
         lines = series.lines(frame, smooth=smooth, max_points=max_points)
         return {"metric": metric, "smooth": smooth, "max_points": max_points,
-                "step_min": step_min, "step_max": step_max,
+                "step_min": step_min, "step_max": step_max, "x": "step", "group_by": None,
                 "lines": [line.to_json() for line in lines]}
+
+    def _groups(self, p: Params, metric: str, runs: list[str] | None, smooth: float | None,
+                x: str, group_by: list[str]) -> dict[str, Any]:
+        import polars as pl
+
+        from ..analysis.groups import groups
+
+        band = p.get("band") or "std"
+        if band not in ("std", "minmax"):
+            raise QueryError(f"band is std (mean ± one standard deviation) or minmax, got {band!r}")
+        by: str | list[str] | None = group_by or None
+        if by == ["auto"]:
+            by = "auto"
+        frame = self.store.compare(metric, runs=runs, group_by=by, smooth=smooth,
+                                   x=x)  # type: ignore[arg-type]
+        xcol = "step" if x == "step" else "time_s"
+        lo, hi = p.number("step_min"), p.number("step_max")
+        if lo is not None:
+            frame = frame.filter(pl.col(xcol) >= lo)
+        if hi is not None:
+            frame = frame.filter(pl.col(xcol) <= hi)
+        members = groups(self.store, runs=runs, group_by=by)
+        runs_of: dict[str, list[str]] = {}
+        for name, label in zip(members["run_name"].to_list(), members["group"].to_list()):
+            runs_of.setdefault(label, []).append(name)
+        n_groups = frame["group"].n_unique() if frame.height else 0
+        max_points = series.points_per_line(3 * n_groups, smoothed=smooth is not None,
+                                            asked=p.integer("max_points"))
+        settings = self.store.settings()
+        threshold = settings.get("kl_threshold")
+        over = float(threshold) if metric in KL_KEYS and isinstance(threshold, (int, float)) \
+            else None
+        lines = series.group_lines(frame, x=xcol, band=band, smoothed=smooth is not None,
+                                   max_points=max_points, over=over)
+        for line in lines:
+            line["runs"] = runs_of.get(line["group"], [])
+        return {"metric": metric, "smooth": smooth, "max_points": max_points, "x": x,
+                "group_by": by, "band": band, "step_min": lo, "step_max": hi,
+                "groups": plain(lines), "lines": []}
+
+    # -- compare ------------------------------------------------------------------------
+    def diff(self, p: Params) -> dict[str, Any]:
+        """The Compare page: `Store.diff` of the runs (differences only unless `all=1`), the
+        unified diffs of their code.diffs against the first run's (`Store.code_diff`), and
+        each run's code.diff (texts longer than CODE_LIMIT characters are cut, and say so)."""
+        runs = [r for r in p.all("run") if r]
+        if not runs:
+            raise QueryError("give the runs to compare: run=NAME, repeated")
+        every = p.get("all") in ("1", "true")
+        table = self.store.diff(runs, all=every)
+        names = [c for c in table.columns if c not in ("key", "differs")]
+        unified = self.store.code_diff(runs) if len(names) > 1 else ""
+        texts = {r["run_name"]: r["code_diff"] for r in
+                 self.store.arrow(*queries.code_diffs(names)).to_pylist()}
+        code = []
+        for name in names:
+            text = texts.get(name)
+            code.append({"run_name": name, "text": None if text is None else text[:CODE_LIMIT],
+                         "bytes": None if text is None else len(text.encode("utf-8")),
+                         "lines": None if text is None else len(text.splitlines()),
+                         "truncated": text is not None and len(text) > CODE_LIMIT})
+        return {"runs": names, "all": every, "diff": tabular(table.to_arrow()),
+                "code_diff": unified[:CODE_LIMIT], "code_diff_truncated": len(unified) > CODE_LIMIT,
+                "code": code}
 
     # -- checkpoints --------------------------------------------------------------------
     def checkpoints(self, p: Params) -> dict[str, Any]:
@@ -292,6 +318,26 @@ class Api:
 
     def timing_slowest(self, p: Params) -> dict[str, Any]:
         return tabular(self.store.arrow(queries.SLOWEST_SPANS, {"run": p.text("run")}))
+
+    def timing_compare(self, p: Params) -> dict[str, Any]:
+        """Which of two runs got slower: their step times, and per span name the seconds per
+        step each spends, the names that cost `vs` the most extra time first."""
+        a, b = p.text("run"), p.text("vs")
+        params = {"a": a, "b": b}
+        steps = {r["run_name"]: r for r in
+                 self.store.arrow(queries.TIMING_COMPARE_STEPS, params).to_pylist()}
+        for name in (a, b):
+            if name not in steps:
+                raise QueryError(f"run {name!r} has no timing spans; pick one that "
+                                 "/api/timing/runs lists")
+        # The mean, not the median: a run's time is the sum of its steps' times, and a slow
+        # tail (every tenth step saving a checkpoint) leaves the median where it was.
+        sa, sb = steps[a]["mean_step_s"], steps[b]["mean_step_s"]
+        ratio = sb / sa if sa else None
+        return {"run": a, "vs": b, "steps": {"run": plain(steps[a]), "vs": plain(steps[b])},
+                "ratio": plain(ratio),
+                "slower": None if sa == sb else (b if sb > sa else a),
+                "spans": tabular(self.store.arrow(queries.TIMING_COMPARE_SPANS, params))}
 
     def trace(self, p: Params) -> Download:
         from ..present.trace_export import dumps
@@ -351,7 +397,7 @@ class Api:
                 "group_idx": head["group_idx"], "traj_idx": head["traj_idx"],
                 "messages": [{"message_idx": r["message_idx"], "role": r["role"],
                               "name": r["name"], "content": r["content"],
-                              "tool_calls": _json_value(r["tool_calls"]),
+                              "tool_calls": json_value(r["tool_calls"]),
                               "tool_call_id": r["tool_call_id"]} for r in rows]})
         return {"run": run, "exact": exact, "conversations": plain(conversations)}
 
@@ -377,13 +423,3 @@ def snippet(text: str, q: str, width: int = 160) -> dict[str, Any]:
     end = min(len(text), at + len(q) + width // 2)
     return {"before": ("…" if start else "") + text[start:at], "match": text[at:at + len(q)],
             "after": text[at + len(q):end] + ("…" if end < len(text) else "")}
-
-
-def _json_value(text: str | None) -> Any:
-    """A JSON-text column as a value (config values, tool calls); text that is not JSON as is."""
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text

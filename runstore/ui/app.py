@@ -3,7 +3,7 @@
 Contract: `create_app(store, policy, ...)` returns an ASGI app whose every request first
 passes `security.Guard` (Host, token, same-origin writes, headers). Routes:
 
-* `/`, `/runs`, `/charts`, `/sql`, `/checkpoints`, `/timing`, `/rollouts`: the one page
+* `/`, `/runs`, `/charts`, `/compare`, `/health`, `/sql`, `/checkpoints`, `/timing`, `/rollouts`: the one page
   (`static/index.html`); the page's script reads the path and query string, so each page
   state is a shareable URL.
 * `/static/<name>`: only the files that `static/` holds when the app starts (a fixed table
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from ..store import Store
 
 UNCACHED = ("status", "settings")  # what the server knows now (watch state), not the snapshot
-PAGES = ("runs", "charts", "sql", "checkpoints", "timing", "rollouts")
+PAGES = ("runs", "charts", "compare", "health", "sql", "checkpoints", "timing", "rollouts")
 STATIC = Path(__file__).with_name("static")
 
 
@@ -224,6 +224,8 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
         "checkpoints": api.checkpoints, "timing/runs": api.timing_runs,
         "timing/steps": api.timing_steps,
         "timing/spans": api.timing_spans, "timing/slowest": api.timing_slowest,
+        "timing/compare": api.timing_compare, "health": api.health, "keys": api.keys,
+        "diff": api.diff,
         "trace": api.trace, "rollouts/runs": api.rollouts_runs,
         "rollouts/index": api.rollouts_index,
         "rollouts/trajectories": api.trajectories, "rollouts/conversations": api.conversations,

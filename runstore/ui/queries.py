@@ -240,3 +240,62 @@ from information_schema.columns
 where table_schema = 'main'
 order by table_name, ordinal_position
 """
+
+# "Which run got slower": two runs (`$a`, `$b`) side by side, per span name and per step.
+# A step's wall time is the latest end of its spans (as `TIMING_STEPS`); a name's seconds per
+# step are its summed durations over the run's steps with spans, so runs of different lengths
+# compare; `added_s` is how many seconds per step the name costs `b` more than `a`.
+TIMING_COMPARE_STEPS = """
+with steps as (
+    select r.run_name, s.step, max(s.wall_end_s) as wall_s
+    from spans as s
+    join runs as r on r.run_id = s.run_id
+    where r.run_name in ($a, $b)
+    group by r.run_name, s.step
+)
+select run_name, count(*) as n_steps,
+       median(wall_s) as median_step_s, avg(wall_s) as mean_step_s, max(wall_s) as max_step_s
+from steps
+group by run_name
+"""
+
+TIMING_COMPARE_SPANS = """
+with n as (
+    select r.run_name, count(distinct s.step) as n_steps
+    from spans as s
+    join runs as r on r.run_id = s.run_id
+    where r.run_name in ($a, $b)
+    group by r.run_name
+),
+per_name as (
+    select r.run_name, s.name, count(*) as calls, avg(s.duration_s) as mean_s,
+           sum(s.duration_s) as total_s
+    from spans as s
+    join runs as r on r.run_id = s.run_id
+    where r.run_name in ($a, $b)
+    group by r.run_name, s.name
+),
+names as (select distinct name from per_name)
+select x.name,
+       a.calls as calls_a, b.calls as calls_b,
+       a.mean_s as mean_s_a, b.mean_s as mean_s_b,
+       b.mean_s / nullif(a.mean_s, 0) as mean_ratio,
+       a.total_s / na.n_steps as per_step_s_a, b.total_s / nb.n_steps as per_step_s_b,
+       coalesce(b.total_s / nb.n_steps, 0) - coalesce(a.total_s / na.n_steps, 0) as added_s
+from names as x
+left join per_name as a on a.name = x.name and a.run_name = $a
+left join per_name as b on b.name = x.name and b.run_name = $b
+left join n as na on na.run_name = $a
+left join n as nb on nb.run_name = $b
+order by added_s desc, x.name
+"""
+
+
+def code_diffs(runs: Sequence[str]) -> Statement:
+    """`run_name, code_diff` of the named runs (their code.diff as ingested)."""
+    from sqlglot import exp
+
+    cond, params = _in_list("run_name", runs, "r")
+    query = (exp.select("run_name", "code_diff").from_("runs").where(cond)
+             .order_by("run_name"))
+    return query.sql(dialect="duckdb"), params

@@ -13,13 +13,17 @@ returns one `Line` per run, ordered by run name, with
   as a gap); +Infinity is the largest value and -Infinity the smallest, so they survive too;
 * `smoothed` (when `W` is given): the debiased exponential moving average with weight `W`
   in [0, 1) as TensorBoard and W&B draw it: s_t = sum_i W^(t-i) x_i / sum_i W^(t-i) over the
-  run's finite points up to t (polars `ewm_mean(alpha=1 - W, adjust=True)`), carried
+  run's finite points up to t (`analysis.smooth.ema`, the smoothing of `compare`), carried
   unchanged over non-finite points, computed on every raw point before downsampling and then
   downsampled on its own in the same way;
 * `points_per_line(n_runs, smoothed=)`: the `max_points` that keeps an answer for many runs
   within `BUDGET` points in all (never below `MIN_POINTS` per line);
 * `n_points` (raw points before downsampling), `n_nan`, `n_inf` and `inf_steps`/`inf_signs`
   (where the line is ±Infinity, which JSON cannot carry: values hold null there).
+
+`group_lines(frame, x=, band=, smoothed=, max_points=, over=)` does the same for the groups
+of a `Store.compare` answer: one line per group (mean, a std or min-max band, the count of
+runs per point), see its docstring.
 
 Values are sent rounded to `SIG_DIGITS` (7) significant digits.
 
@@ -135,12 +139,68 @@ def keep_mask(frame: "pl.DataFrame", column: str, max_points: int,
 
 
 def smoothed(frame: "pl.DataFrame", weight: float, by: str = "run_name") -> "pl.Series":
-    """The debiased EMA of `value` per run (see module), as a Series aligned with `frame`."""
+    """The debiased EMA of `value` per run (`analysis.smooth.ema`, the one `compare` uses),
+    as a Series aligned with `frame` (sorted by `by`, then step)."""
+    from ..analysis.smooth import ema
+
+    return frame.select(ema("value", weight).over(by).alias("smoothed"))["smoothed"]
+
+
+def _sig(name: str, alias: str | None = None) -> "pl.Expr":
+    """A column as JSON carries it: non-finite values null, SIG_DIGITS significant digits."""
     import polars as pl
 
-    finite = pl.when(pl.col("value").is_finite()).then(pl.col("value")).otherwise(None)
-    ema = finite.ewm_mean(alpha=1.0 - weight, adjust=True, ignore_nulls=True)
-    return frame.select(ema.forward_fill().over(by).alias("smoothed"))["smoothed"]
+    return (pl.when(pl.col(name).is_finite()).then(pl.col(name)).otherwise(None)
+            .round_sig_figs(SIG_DIGITS).alias(alias or name))
+
+
+def group_lines(frame: "pl.DataFrame", *, x: str, band: str, smoothed: bool,
+                max_points: int = MAX_POINTS, over: float | None = None) -> list[dict[str, Any]]:
+    """One line per group of a `compare` answer (see `analysis.compare`): `x`, `mean`,
+    `lo`/`hi` (mean ± std for `band="std"`, where a one-run point has lo = hi = mean; min and
+    max for `band="minmax"`), `n` runs per point, and with `smoothed` the same of the smoothed
+    values (`smooth_x`, `smooth_mean`, `smooth_lo`, `smooth_hi`). Downsampled like run lines:
+    the min/max buckets of mean, lo and hi each keep a third of `max_points`, so a spike in
+    the mean or in the band's edge survives. `over`: also `over_x`/`over_y`, the kept points
+    where the group's largest value (`max`) is above it (the KL panels' marks)."""
+    import polars as pl
+
+    def edges(prefix: str) -> list[pl.Expr]:
+        mean, std = pl.col(prefix + "mean"), pl.col(prefix + "std")
+        if band == "minmax":
+            return [pl.col(prefix + "min").alias("_lo"), pl.col(prefix + "max").alias("_hi")]
+        spread = pl.when(std.is_finite()).then(std).otherwise(0.0)
+        return [(mean - spread).alias("_lo"), (mean + spread).alias("_hi")]
+
+    def reduce(df: pl.DataFrame, prefix: str, out: str) -> pl.DataFrame:
+        df = df.with_columns(*edges(prefix))
+        third = max(4, max_points // 3)
+        keep = np_or(keep_mask(df, prefix + "mean", third, by="group"),
+                     keep_mask(df, "_lo", third, by="group"),
+                     keep_mask(df, "_hi", third, by="group"))
+        kept = df.filter(pl.Series(keep))
+        aggs = [pl.col(x).alias(out + "x"), _sig(prefix + "mean", out + "mean"),
+                _sig("_lo", out + "lo"), _sig("_hi", out + "hi")]
+        if not prefix:
+            aggs.append(pl.col("n"))
+            if over is not None:
+                hit = pl.col("max") > over
+                aggs += [pl.col(x).filter(hit).alias("over_x"),
+                         _sig("max", "over_y").filter(hit)]
+        return kept.group_by("group", maintain_order=True).agg(aggs)
+
+    df = frame  # compare's order: by group as `groups` orders them, then x (contiguous)
+    table = (df.group_by("group", maintain_order=True).agg(n_points=pl.len())
+             .join(reduce(df, "", ""), on="group", maintain_order="left"))
+    if smoothed:
+        table = table.join(reduce(df, "smooth_", "smooth_"), on="group", maintain_order="left")
+    return table.to_dicts()
+
+
+def np_or(*masks: "np.ndarray") -> "np.ndarray":
+    import numpy as np
+
+    return np.logical_or.reduce(masks)
 
 
 def lines(frame: "pl.DataFrame", *, smooth: float | None = None,

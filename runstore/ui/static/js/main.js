@@ -5,6 +5,8 @@ import { h, clear, url, selectedRuns, errorBox } from "./lib.js";
 const PAGES = {
   runs: () => import("./pages/runs.js"),
   charts: () => import("./pages/charts.js"),
+  compare: () => import("./pages/compare.js"),
+  health: () => import("./pages/health.js"),
   sql: () => import("./pages/sql.js"),
   checkpoints: () => import("./pages/checkpoints.js"),
   timing: () => import("./pages/timing.js"),

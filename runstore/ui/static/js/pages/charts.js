@@ -1,14 +1,23 @@
-// Charts: one panel per metric key, the selected runs overlaid (every run when none is
-// selected); a smoothing slider (debiased EMA, raw kept faint beside it); log-y; KL panels
-// mark the threshold and the steps over it. Lines come downsampled from /api/series (min/max
-// buckets, so spikes survive); zooming asks again for the visible step range.
-// The searchable list of every metric key and grouping with bands come with `keys` and
-// `compare` (issue 15).
+// Charts: a searchable list of every metric key (/api/keys: `Store.keys`), one panel per
+// chosen key, the selected runs overlaid (every run when none is selected); x by step or wall
+// time; a smoothing slider (the debiased EMA of `compare`, raw kept faint beside it); log-y;
+// group by config keys or `auto` (seeds) → the mean line with a std or min–max band
+// (`Store.compare`); KL panels mark the threshold and the points over it; `step=` marks one
+// step. Lines come downsampled from /api/series (min/max buckets, so spikes survive); zooming
+// asks again for the visible range. Every choice lives in the query string.
 import { h, clear, get, url, errorBox, plotly, selectedRuns, colorFor, debounce } from "../lib.js";
 
 const DEFAULT_METRICS = ["env/all/reward/total", "optim/kl_sample_train_v1"];
+// Group keys that are run columns (analysis.groups.RUN_COLUMNS), offered before config keys.
+const RUN_COLUMNS = ["learning_rate", "model_name", "kind"];
 
 function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
+const esc = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;"); // plotly hover text is HTML
+
+function rgba(hex, a) {
+  const n = parseInt(hex.slice(1), 16);
+  return `rgba(${(n >> 16) & 255},${(n >> 8) & 255},${n & 255},${a})`;
+}
 
 export async function mount(root) {
   const P = await plotly();
@@ -16,92 +25,212 @@ export async function mount(root) {
   const klKeys = new Set(status.kl_keys);
   const threshold = typeof status.kl_threshold === "number" ? status.kl_threshold : 0.01;
 
-  const keyInput = h("input", { type: "text", id: "metric-input", class: "mono", size: 36, placeholder: "metric key, e.g. optim/entropy" });
-  const add = h("button", { id: "metric-add" }, "Add panel");
+  // -- controls ------------------------------------------------------------------------
+  const keyFilter = h("input", { type: "search", id: "key-filter", class: "mono", placeholder: "search metric keys…", size: 30 });
+  const keyList = h("div", { class: "key-list", id: "key-list" });
+  const keyCount = h("div", { class: "sub", id: "key-count" });
+  const xSel = h("select", { id: "x-axis" }, h("option", { value: "step" }, "step"), h("option", { value: "time" }, "wall time"));
+  xSel.value = url.get("x") === "time" ? "time" : "step";
+  const groupSel = h("select", { id: "group-add" }, h("option", { value: "" }, "+ group by…"),
+    h("option", { value: "auto" }, "auto (seeds)"), RUN_COLUMNS.map((k) => h("option", { value: k }, k)));
+  const groupChips = h("span", { class: "row", id: "group-chips" });
+  const bandSel = h("select", { id: "band" }, h("option", { value: "std" }, "mean ± std"), h("option", { value: "minmax" }, "min–max"));
+  bandSel.value = url.get("band") === "minmax" ? "minmax" : "std";
   const smooth = h("input", { type: "range", id: "smooth", min: 0, max: 0.99, step: 0.01, value: url.get("smooth", "0") });
   const smoothLabel = h("span", { class: "mono", id: "smooth-label" });
   const logy = h("input", { type: "checkbox", id: "logy" }); logy.checked = url.get("logy") === "1";
   const legend = h("div", { class: "legend", id: "chart-legend" });
   const panels = h("div", { class: "panels", id: "panels" });
+  const stepNote = h("span", { class: "sub", id: "step-note" });
   root.append(h("h1", {}, "Charts"),
-    h("div", { class: "toolbar" }, keyInput, add,
-      h("label", {}, "smoothing", smooth, smoothLabel), h("label", {}, logy, "log y"),
+    h("div", { class: "toolbar" },
+      h("label", {}, "x", xSel), h("label", {}, "group", groupSel), groupChips, h("label", { id: "band-label" }, "band", bandSel),
+      h("label", {}, "smoothing", smooth, smoothLabel), h("label", {}, logy, "log y"), stepNote,
       h("span", { class: "sub" }, selectedRuns().length ? `${selectedRuns().length} selected runs` : "all runs (select some on the Runs page)")),
-    legend, panels);
+    h("div", { class: "charts-layout" },
+      h("div", { class: "card keys" }, keyFilter, keyCount, keyList),
+      h("div", {}, legend, panels)));
 
   const metrics = () => { const m = url.all("metric"); return m.length ? m : DEFAULT_METRICS; };
+  const groupBy = () => url.all("group_by").filter((g) => g);
   const weight = () => parseFloat(smooth.value) || 0;
+  const markedStep = () => { const v = parseInt(url.get("step"), 10); return Number.isFinite(v) && xSel.value === "step" ? v : null; };
   const showSmooth = () => { smoothLabel.textContent = weight() ? weight().toFixed(2) : "off"; };
   showSmooth();
   const colors = new Map();
   const color = (name) => { if (!colors.has(name)) colors.set(name, colorFor(colors.size)); return colors.get(name); };
-  const panelState = new Map(); // metric -> {el, range}
+  const panelState = new Map(); // metric -> {el, plot, note, range}
 
-  function drawLegend(names) {
-    clear(legend);
-    for (const n of names) legend.append(h("span", {}, h("span", { class: "sw", style: { background: color(n) } }), n));
+  function drawControls() {
+    clear(groupChips);
+    for (const g of groupBy()) {
+      groupChips.append(h("span", { class: "pill chip", dataset: { key: g } }, g === "auto" ? "auto (seeds)" : g, " ",
+        h("button", { class: "small", title: "stop grouping by this", onclick: () => { url.set({ group_by: groupBy().filter((k) => k !== g) }); drawControls(); drawAll(); } }, "×")));
+    }
+    document.getElementById("band-label").style.display = groupBy().length ? "" : "none";
+    const s = markedStep();
+    clear(stepNote);
+    if (s !== null) stepNote.append(`step ${s} marked `, h("button", { class: "small", onclick: () => { url.set({ step: null }); drawControls(); drawAll(); } }, "×"));
   }
 
-  async function drawPanel(metric, st) {
-    const { plot, note } = st;
-    const params = { metric, run: selectedRuns(), smooth: weight() || null };
-    if (st.range) { params.step_min = Math.floor(st.range[0]); params.step_max = Math.ceil(st.range[1]); }
-    let res;
-    try { res = await get("series", params); } catch (e) { clear(plot); plot.append(errorBox(e)); return []; }
+  // -- the metric key list ---------------------------------------------------------------
+  let keyRows = null;
+  async function loadKeys() {
+    try {
+      const res = await get("keys", { run: selectedRuns() });
+      keyRows = res.rows.map((r) => Object.fromEntries(res.columns.map((c, i) => [c, r[i]])));
+    } catch (e) { clear(keyList); keyList.append(errorBox(e)); return; }
+    drawKeys();
+  }
+  function drawKeys() {
+    if (!keyRows) return;
+    const q = keyFilter.value.trim().toLowerCase();
+    const chosen = new Set(metrics());
+    // The keys drawn come first, then the others, each in key order.
+    const shown = keyRows.filter((k) => !q || k.key.toLowerCase().includes(q))
+      .sort((a, b) => (chosen.has(b.key) - chosen.has(a.key)) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    keyCount.textContent = `${shown.length} of ${plural(keyRows.length, "key")}`;
+    clear(keyList);
+    for (const k of shown.slice(0, 500)) {
+      const on = chosen.has(k.key);
+      keyList.append(h("div", { class: "key" + (on ? " on" : ""), dataset: { key: k.key },
+        title: `${k.key}\n${plural(k.n_runs, "run")}, ${k.n_points} points, steps ${k.first_step ?? "–"}–${k.last_step ?? "–"} (${k.type})`,
+        onclick: () => toggleMetric(k.key) },
+      h("span", { class: "mono" }, k.key), h("span", { class: "muted" }, String(k.n_runs))));
+    }
+    if (shown.length > 500) keyList.append(h("div", { class: "muted" }, `… ${shown.length - 500} more: refine the search`));
+  }
+  function toggleMetric(key) {
+    const now = metrics();
+    url.set({ metric: now.includes(key) ? now.filter((m) => m !== key) : [...now, key] });
+    drawKeys(); drawAll();
+  }
+  keyFilter.addEventListener("input", debounce(drawKeys, 80));
+  keyFilter.addEventListener("keydown", (e) => {
+    if (e.key !== "Enter") return;
+    const q = keyFilter.value.trim();
+    const exact = keyRows && keyRows.find((k) => k.key === q);
+    const first = keyList.querySelector(".key");
+    const key = exact ? exact.key : first ? first.dataset.key : null;
+    if (key && !metrics().includes(key)) toggleMetric(key);
+  });
+
+  // -- one panel -------------------------------------------------------------------------
+  function runTraces(res, isKL, w, over) {
     const traces = [];
-    const w = weight();
-    let downsampled = false, nInf = 0;
-    const isKL = klKeys.has(metric);
-    const over = { x: [], y: [], text: [] };
     for (const line of res.lines) {
       const c = color(line.run_name);
-      if (line.n_points > line.steps.length) downsampled = true;
-      nInf += line.n_inf;
       traces.push({ type: "scatter", mode: "lines", x: line.steps, y: line.values, name: line.run_name,
         line: { color: c, width: w ? 1 : 1.6 }, opacity: w ? 0.25 : 1, connectgaps: false,
-        hovertemplate: `${line.run_name.replace(/</g, "&lt;")}<br>step %{x}: %{y:.6g}<extra></extra>`, meta: { run: line.run_name, kind: "raw" } });
+        hovertemplate: `${esc(line.run_name)}<br>step %{x}: %{y:.6g}<extra></extra>`, meta: { run: line.run_name, kind: "raw" } });
       if (w && line.smoothed) {
         traces.push({ type: "scatter", mode: "lines", x: line.smooth_steps, y: line.smoothed, name: line.run_name + " (smoothed)",
-          line: { color: c, width: 1.8 }, hovertemplate: `${line.run_name.replace(/</g, "&lt;")} (smoothed)<br>step %{x}: %{y:.6g}<extra></extra>`, meta: { run: line.run_name, kind: "smoothed" } });
+          line: { color: c, width: 1.8 }, hovertemplate: `${esc(line.run_name)} (smoothed)<br>step %{x}: %{y:.6g}<extra></extra>`, meta: { run: line.run_name, kind: "smoothed" } });
       }
       if (isKL) {
         line.steps.forEach((s, i) => { const v = line.values[i]; if (v !== null && v > threshold) { over.x.push(s); over.y.push(v); over.text.push(line.run_name); } });
         line.inf_steps.forEach((s, i) => { if (line.inf_signs[i] > 0) { over.x.push(s); over.y.push(null); over.text.push(line.run_name + " (+Infinity)"); } });
       }
     }
+    return traces;
+  }
+
+  function groupTraces(res, isKL, w, over) {
+    const traces = [];
+    const xname = res.x === "time" ? "s" : "step";
+    for (const g of res.groups) {
+      const c = color(g.group);
+      const label = esc(g.group);
+      const bandOf = (prefix) => {
+        const xs = g[prefix + "x"], lo = g[prefix + "lo"], hi = g[prefix + "hi"];
+        return [
+          { type: "scatter", mode: "lines", x: xs, y: lo, line: { width: 0, color: c }, hoverinfo: "skip", showlegend: false,
+            connectgaps: false, meta: { group: g.group, kind: prefix ? "smooth-lo" : "band-lo" } },
+          { type: "scatter", mode: "lines", x: xs, y: hi, line: { width: 0, color: c }, fill: "tonexty", fillcolor: rgba(c, 0.16),
+            hoverinfo: "skip", showlegend: false, connectgaps: false, meta: { group: g.group, kind: prefix ? "smooth-hi" : "band-hi" } },
+        ];
+      };
+      if (!w) traces.push(...bandOf(""));
+      traces.push({ type: "scatter", mode: "lines", x: g.x, y: g.mean, name: g.group, line: { color: c, width: w ? 1 : 1.8 }, opacity: w ? 0.3 : 1,
+        connectgaps: false, customdata: g.n,
+        hovertemplate: `${label}<br>${xname} %{x}: mean %{y:.6g} over %{customdata} run(s)<extra></extra>`, meta: { group: g.group, kind: "mean" } });
+      if (w && g.smooth_x) {
+        traces.push(...bandOf("smooth_"));
+        traces.push({ type: "scatter", mode: "lines", x: g.smooth_x, y: g.smooth_mean, name: g.group + " (smoothed)", line: { color: c, width: 2 },
+          connectgaps: false, hovertemplate: `${label} (smoothed)<br>${xname} %{x}: %{y:.6g}<extra></extra>`, meta: { group: g.group, kind: "smoothed" } });
+      }
+      if (isKL && g.over_x) g.over_x.forEach((s, i) => { over.x.push(s); over.y.push(g.over_y[i]); over.text.push(g.group); });
+    }
+    return traces;
+  }
+
+  async function drawPanel(metric, st) {
+    const { plot, note } = st;
+    const params = { metric, run: selectedRuns(), smooth: weight() || null, x: xSel.value === "time" ? "time" : null,
+      group_by: groupBy(), band: groupBy().length ? bandSel.value : null };
+    if (st.range) { params.step_min = Math.floor(st.range[0]); params.step_max = Math.ceil(st.range[1]); }
+    let res;
+    try { res = await get("series", params); } catch (e) { clear(plot); plot.dataset.lines = "0"; plot.append(errorBox(e)); return []; }
+    const w = weight();
+    const isKL = klKeys.has(metric);
+    const over = { x: [], y: [], text: [] };
+    const isGrouped = Array.isArray(res.groups); // group_by or x=time: the lines of Store.compare
+    const traces = isGrouped ? groupTraces(res, isKL, w, over) : runTraces(res, isKL, w, over);
     if (isKL && over.x.length) {
       traces.push({ type: "scatter", mode: "markers", x: over.x, y: over.y.map((v) => v === null ? threshold * 10 : v), text: over.text,
         marker: { color: "#c9352b", size: 6, symbol: "x" }, name: "over threshold",
-        hovertemplate: "%{text}<br>step %{x}: %{y:.4g} > " + threshold + "<extra></extra>", meta: { kind: "flagged" } });
+        hovertemplate: "%{text}<br>%{x}: %{y:.4g} > " + threshold + "<extra></extra>", meta: { kind: "flagged" } });
     }
     const shapes = isKL ? [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: threshold, y1: threshold, line: { color: "#c9352b", dash: "dash", width: 1 } }] : [];
+    const mark = markedStep();
+    if (mark !== null) shapes.push({ type: "line", yref: "paper", y0: 0, y1: 1, x0: mark, x1: mark, name: "step", line: { color: "#8e5bd0", dash: "dot", width: 1.5 } });
     const layout = {
       margin: { l: 52, r: 10, t: 6, b: 30 }, showlegend: false, plot_bgcolor: "#fff", hovermode: "closest",
-      xaxis: { title: { text: "step" }, zeroline: false, ...(st.range ? { range: st.range } : {}) },
+      xaxis: { title: { text: res.x === "time" ? "wall time since the run's first step (s)" : "step" }, zeroline: false, ...(st.range ? { range: st.range } : {}) },
       yaxis: { type: logy.checked ? "log" : "linear", zeroline: false }, shapes,
-      annotations: isKL ? [{ xref: "paper", x: 1, y: threshold, yref: "y", text: `threshold ${threshold}`, showarrow: false, xanchor: "right", yanchor: "bottom", font: { size: 10, color: "#c9352b" } }] : [],
+      annotations: [...(isKL ? [{ xref: "paper", x: 1, y: threshold, yref: "y", text: `threshold ${threshold}`, showarrow: false, xanchor: "right", yanchor: "bottom", font: { size: 10, color: "#c9352b" } }] : []),
+        ...(mark !== null ? [{ x: mark, xref: "x", y: 1, yref: "paper", text: `step ${mark}`, showarrow: false, xanchor: "left", yanchor: "top", font: { size: 10, color: "#8e5bd0" } }] : [])],
     };
     st.ignoreRelayout = true;
     await P.react(plot, traces, layout, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] });
     st.ignoreRelayout = false;
-    const pts = res.lines.reduce((a, l) => a + l.steps.length, 0);
-    note.textContent = `${plural(res.lines.length, "run")} · ${pts} points drawn` + (downsampled ? ` (min/max of ${res.max_points}-point buckets per line)` : "") +
-      (nInf ? ` · ${nInf} ±Infinity` : "") + (isKL && over.x.length ? ` · ${plural(new Set(over.text).size, "run")} over ${threshold}` : "");
-    plot.dataset.lines = String(res.lines.length);
+    let text;
+    if (isGrouped) {
+      const pts = res.groups.reduce((a, g) => a + g.x.length, 0);
+      const down = res.groups.some((g) => g.n_points > g.x.length);
+      text = `${plural(res.groups.length, res.group_by ? "group" : "run")} · ${pts} points` + (down ? ` (downsampled, ${res.max_points} per line)` : "") +
+        (res.group_by ? ` · band ${res.band === "minmax" ? "min–max" : "mean ± std"}` : "");
+    } else {
+      const pts = res.lines.reduce((a, l) => a + l.steps.length, 0);
+      const down = res.lines.some((l) => l.n_points > l.steps.length);
+      const nInf = res.lines.reduce((a, l) => a + l.n_inf, 0);
+      text = `${plural(res.lines.length, "run")} · ${pts} points drawn` + (down ? ` (min/max of ${res.max_points}-point buckets per line)` : "") +
+        (nInf ? ` · ${nInf} ±Infinity` : "");
+    }
+    note.textContent = text + (isKL && over.x.length ? ` · ${plural(new Set(over.text).size, isGrouped && res.group_by ? "group" : "run")} over ${threshold}` : "");
+    plot.dataset.lines = String(isGrouped ? res.groups.length : res.lines.length);
     plot.dataset.drawn = String(Date.now());
-    return res.lines.map((l) => l.run_name);
+    return isGrouped ? res.groups.map((g) => ({ name: g.group, runs: g.runs })) : res.lines.map((l) => ({ name: l.run_name, runs: [l.run_name] }));
+  }
+
+  function drawLegend(entries) {
+    clear(legend);
+    for (const e of entries) {
+      legend.append(h("span", { class: "entry", title: e.runs.join("\n"), dataset: { name: e.name } }, h("span", { class: "sw", style: { background: color(e.name) } }), e.name,
+        e.runs.length > 1 || (e.runs.length === 1 && e.runs[0] !== e.name) ? h("span", { class: "muted" }, ` (${plural(e.runs.length, "run")})`) : null));
+    }
   }
 
   async function drawAll() {
     const wanted = metrics();
     for (const [m, st] of panelState) if (!wanted.includes(m)) { st.el.remove(); panelState.delete(m); }
-    const names = new Set();
+    const entries = new Map();
     await Promise.all(wanted.map(async (m) => {
       let st = panelState.get(m);
       if (!st) {
         const plot = h("div", { class: "plot" });
         const note = h("span", { class: "note" });
-        const close = h("button", { class: "small", title: "remove panel", onclick: () => { url.set({ metric: metrics().filter((x) => x !== m) }); drawAll(); } }, "×");
+        const close = h("button", { class: "small", title: "remove panel", onclick: () => toggleMetric(m) }, "×");
         const el = h("div", { class: "panel", dataset: { metric: m } }, h("div", { class: "head" }, h("span", { class: "title" }, m), note, h("span", { class: "grow" }), close), plot);
         st = { el, plot, note, range: null, ignoreRelayout: false };
         panelState.set(m, st);
@@ -113,28 +242,32 @@ export async function mount(root) {
           else if (ev["xaxis.range[0]"] !== undefined) { st.range = [ev["xaxis.range[0]"], ev["xaxis.range[1]"]]; refine(); }
         });
       }
-      for (const n of await drawPanel(m, st)) names.add(n);
-      if (st.bind) { st.bind(); st.bind = null; }
+      for (const e of await drawPanel(m, st)) entries.set(e.name, e);
+      if (st.bind && st.plot.on) { st.bind(); st.bind = null; }
     }));
-    // Panels in the order of the URL.
-    for (const m of wanted) panels.append(panelState.get(m).el);
-    drawLegend([...names].sort());
+    for (const m of wanted) panels.append(panelState.get(m).el); // panels in the URL's order
+    drawLegend([...entries.values()]);
     document.body.dataset.charts = String(Date.now());
   }
 
-  const addMetric = () => {
-    const k = keyInput.value.trim();
+  // Group keys: run columns first, then every config key.
+  get("config-keys").then((res) => {
+    for (const [key, n] of res.rows) if (!RUN_COLUMNS.includes(key)) groupSel.append(h("option", { value: key }, `${key}  (${n})`));
+  }).catch(() => {});
+  groupSel.addEventListener("change", () => {
+    const k = groupSel.value; groupSel.value = "";
     if (!k) return;
-    const now = metrics();
-    if (!now.includes(k)) url.set({ metric: [...now, k] });
-    keyInput.value = "";
-    drawAll();
-  };
-  add.addEventListener("click", addMetric);
-  keyInput.addEventListener("keydown", (e) => { if (e.key === "Enter") addMetric(); });
+    const next = k === "auto" ? ["auto"] : [...groupBy().filter((g) => g !== "auto" && g !== k), k];
+    url.set({ group_by: next }); drawControls(); drawAll();
+  });
+  const resetRanges = () => { for (const st of panelState.values()) st.range = null; };
+  xSel.addEventListener("change", () => { url.set({ x: xSel.value === "time" ? "time" : null }); resetRanges(); drawControls(); drawAll(); });
+  bandSel.addEventListener("change", () => { url.set({ band: bandSel.value === "minmax" ? "minmax" : null }); drawAll(); });
   smooth.addEventListener("input", showSmooth);
   smooth.addEventListener("change", () => { url.set({ smooth: weight() ? weight().toFixed(2) : null }); drawAll(); });
   logy.addEventListener("change", () => { url.set({ logy: logy.checked ? "1" : null }); drawAll(); });
+  drawControls();
+  loadKeys();
   await drawAll();
-  return { refresh: drawAll };
+  return { refresh: async () => { await loadKeys(); await drawAll(); } };
 }

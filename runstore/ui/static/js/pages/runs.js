@@ -1,17 +1,18 @@
 // Runs: every run with its summary; config keys as extra columns; filter by text or by a SQL
 // condition (`runs --where`); sort; select runs for the other pages.
-import { h, clear, get, url, table, errorBox, selectedRuns, debounce } from "../lib.js";
+import { h, clear, get, url, table, errorBox, selectedRuns, debounce, query } from "../lib.js";
 
 // Hidden to keep the table one screen wide: the step count is last_step + 1 for most runs,
 // and the Checkpoints page has the checkpoint names.
 const HIDDEN = new Set(["run_id", "n_steps", "last_checkpoint"]);
 const LABELS = { run_name: "run", model_name: "model", learning_rate: "lr",
   last_reward_ma10: "reward (ma10)", best_reward: "best reward", kl_flagged: "KL", last_step: "last step",
-  n_checkpoints: "ckpts", last_checkpoint: "last ckpt", n_steps: "steps", max_kl: "max KL" };
+  n_checkpoints: "ckpts", last_checkpoint: "last ckpt", n_steps: "steps", max_kl: "max KL",
+  rules: "rules firing" };
 
 // Display order: the name, the config columns the user added (where they are seen), then
 // what tells a run's health first; columns the API adds later come last.
-const ORDER = ["run_name", "status", "kl_flagged", "kind", "model_name", "learning_rate",
+const ORDER = ["run_name", "status", "kl_flagged", "rules", "kind", "model_name", "learning_rate",
   "last_step", "last_reward_ma10", "best_reward", "max_kl", "n_checkpoints"];
 
 function reorder(res) {
@@ -64,6 +65,7 @@ export async function mount(root) {
       msg.append(errorBox(e));
       data = null;
     }
+    if (data && data.rules_error) msg.append(h("div", { class: "error" }, "rules not checked: " + data.rules_error));
     draw();
   }
 
@@ -110,12 +112,15 @@ export async function mount(root) {
       },
       render: {
         status: (v) => v === null ? "–" : h("span", { class: "pill " + v }, v),
+        rules: (v) => v === null ? h("span", { class: "muted", title: data.rules_error || "" }, "?")
+          : v.length ? h("a", { href: "/health" + query({ run: selectedRuns(), only: null }), "data-nav": "1", title: "see the Health page" },
+            v.map((r) => h("span", { class: "pill flag rule" }, r))) : h("span", { class: "muted" }, "none"),
         kl_flagged: (v) => v === null ? h("span", { class: "muted" }, "–") : v ? h("span", { class: "pill flag", title: "kl_health.flagged: KL above the threshold at some step" }, "flagged") : h("span", { class: "pill ok" }, "ok"),
       },
     }));
     const sel = selectedRuns();
     const qs = new URLSearchParams(); sel.forEach((r) => qs.append("run", r));
-    for (const [page, label] of [["charts", "Charts"], ["timing", "Timing"], ["rollouts", "Rollouts"], ["checkpoints", "Checkpoints"]]) {
+    for (const [page, label] of [["charts", "Charts"], ["compare", "Compare"], ["timing", "Timing"], ["rollouts", "Rollouts"], ["checkpoints", "Checkpoints"]]) {
       actions.append(h("a", { href: `/${page}?${qs}`, "data-nav": "1", class: sel.length ? "" : "muted" },
         `${label} →`));
     }

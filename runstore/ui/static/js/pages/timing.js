@@ -1,5 +1,6 @@
 // Timing: per run, a step picker (step-time bars) → that step's span waterfall with nesting,
-// the step's slowest spans, the run's slowest spans over all steps, and a Perfetto download.
+// the step's slowest spans, the run's slowest spans over all steps, a Perfetto download, and
+// "which run got slower" against a second run (`vs=`).
 import { h, clear, get, url, table, errorBox, plotly, runPicker, focusRun, download, fmt } from "../lib.js";
 
 const EPS = 1e-6;
@@ -56,6 +57,33 @@ function niceTicks(max) {
   return out;
 }
 
+// "Which run got slower": the verdict on median step time, both runs' step times, and every
+// span name's seconds per step in each run, the names that cost `vs` the most extra first.
+function compareView(res) {
+  const a = res.steps.run, b = res.steps.vs;
+  const pct = (x) => `${(Math.abs(x - 1) * 100).toFixed(1)}%`;
+  let verdict;
+  if (res.slower === null) verdict = "Both runs have the same mean step time.";
+  else {
+    const [slow, fast] = res.slower === res.vs ? [b, a] : [a, b];
+    verdict = `${slow.run_name} is slower: its steps take ${fmt(slow.mean_step_s)} s on average, ` +
+      `${pct(slow.mean_step_s / fast.mean_step_s)} more than ${fast.run_name} (${fmt(fast.mean_step_s)} s).`;
+  }
+  const steps = { columns: ["run", "n_steps", "median_step_s", "mean_step_s", "max_step_s"],
+    types: ["varchar", "int64", "double", "double", "double"],
+    rows: [a, b].map((x) => [x.run_name, x.n_steps, x.median_step_s, x.mean_step_s, x.max_step_s]) };
+  const labels = { calls_a: "calls (run)", calls_b: "calls (vs)", mean_s_a: "mean s (run)", mean_s_b: "mean s (vs)",
+    mean_ratio: "mean vs/run", per_step_s_a: "s/step (run)", per_step_s_b: "s/step (vs)", added_s: "added s/step (vs − run)" };
+  return h("div", {},
+    h("div", { class: "head" }, h("span", { class: "title" }, "which run got slower"),
+      h("span", { class: "note" }, `run = ${res.run} · vs = ${res.vs}`)),
+    h("p", { id: "compare-verdict" }, verdict),
+    h("div", { id: "compare-steps" }, table(steps, { cls: { run: "name" } })),
+    h("h2", {}, "Seconds per step of each span name (most added time first)"),
+    h("div", { id: "compare-spans" }, table(res.spans, { label: (c) => labels[c] || c, cls: { name: "name" }, tall: true,
+      render: { added_s: (v) => v === null ? "–" : h("span", { class: v > 0 ? "slower" : v < 0 ? "faster" : "" }, (v > 0 ? "+" : "") + fmt(v, "double")) } })));
+}
+
 function objects(t) { return t.rows.map((r) => Object.fromEntries(t.columns.map((c, i) => [c, r[i]]))); }
 
 export async function mount(root) {
@@ -90,14 +118,19 @@ export async function mount(root) {
     const trace = h("button", { id: "trace-download", onclick: async () => {
       try { await download("GET", "trace", { run, step: parseInt(stepSel.value, 10) }, "trace.json"); }
       catch (e) { body.prepend(errorBox(e)); } } }, "Perfetto trace of this step");
+    const vsSel = h("select", { id: "vs-picker" }, h("option", { value: "" }, "(none)"),
+      runs.filter((r) => r !== run).map((r) => h("option", { value: r, selected: r === url.get("vs") }, r)));
+    vsSel.addEventListener("change", () => { url.set({ vs: vsSel.value || null, focus: run }); drawVs(); });
     head.append(h("label", {}, "step", prev, stepSel, next), slowest, trace,
-      h("span", { class: "sub" }, `${steps.length} steps with spans`));
+      h("span", { class: "sub" }, `${steps.length} steps with spans`),
+      h("label", { title: "which run got slower: step times and seconds per step of every span name" }, "compare with", vsSel));
+    const vsPanel = h("div", { id: "timing-compare" });
 
     const bars = h("div", { style: { height: "150px" }, id: "step-bars" });
     const title = h("h2", { id: "waterfall-title" });
     const fall = h("div", { class: "waterfall", id: "waterfall" });
     const tables = h("div", { class: "timing-layout" });
-    body.append(h("div", { class: "panel" }, h("div", { class: "head" }, h("span", { class: "title" }, "wall time per step"),
+    body.append(vsPanel, h("div", { class: "panel" }, h("div", { class: "head" }, h("span", { class: "title" }, "wall time per step"),
       h("span", { class: "note" }, "click a bar to open that step")), bars),
       h("div", { class: "panel" }, title, fall), tables);
     P.newPlot(bars, [{ type: "bar", x: stepNums, y: steps.map((s) => s.wall_s), marker: { color: "#9db8e3" },
@@ -126,7 +159,29 @@ export async function mount(root) {
       } catch (e) { tables.append(errorBox(e)); }
       document.body.dataset.step = String(s);
     }
+    async function drawVs() {
+      clear(vsPanel);
+      const vs = vsSel.value;
+      if (!vs) { vsPanel.className = ""; return; }
+      vsPanel.className = "panel";
+      let res;
+      try { res = await get("timing/compare", { run, vs }); } catch (e) { vsPanel.append(errorBox(e)); return; }
+      vsPanel.append(compareView(res));
+      // Both runs' step times, step by step.
+      try {
+        const other = objects(await get("timing/steps", { run: vs }));
+        const plot = h("div", { style: { height: "170px" }, id: "compare-plot" });
+        vsPanel.querySelector("#compare-steps").after(plot);
+        P.newPlot(plot, [[run, steps, "#2f6fd1"], [vs, other, "#e0532f"]].map(([name, rows, color]) => ({
+          type: "scatter", mode: "lines+markers", x: rows.map((r) => r.step), y: rows.map((r) => r.wall_s), name,
+          line: { color, width: 1.5 }, marker: { size: 4 }, hovertemplate: "step %{x}: %{y:.3f} s<extra></extra>" })),
+        { margin: { l: 46, r: 10, t: 6, b: 28 }, yaxis: { title: { text: "s per step" } }, plot_bgcolor: "#fff",
+          legend: { orientation: "h", y: 1.15, font: { size: 11 } } }, { displayModeBar: false, responsive: true });
+      } catch (e) { vsPanel.append(errorBox(e)); }
+      document.body.dataset.compared = vs;
+    }
     await drawStep(step);
+    await drawVs();
   }
   await load();
   return { refresh: load };

@@ -1,0 +1,107 @@
+"""How the UI's answers travel: request parameters in, JSON-ready values out.
+
+Contract: `Params` holds a request's query-string values (repeated keys allowed) and JSON
+body, with typed getters whose bad input is a `QueryError` naming the parameter; `plain(v)`
+turns one value into what JSON can carry (NaN and ±Infinity as the strings "NaN",
+"Infinity", "-Infinity", timestamps as ISO-8601 text, DECIMALs as numbers); `tabular(table)`
+is an Arrow table as `{"columns", "types", "rows", "row_count", "truncated"}`, the shape of
+`POST /api/sql`; `json_value(text)` reads a JSON-text column (config values, tool calls);
+`Download` is a file answer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import date, datetime, time as dtime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from ..errors import QueryError
+from ..numbers import nonfinite_name
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+class Params:
+    """Request parameters: the query string (`get`, `all`) and a JSON body (`body`)."""
+
+    def __init__(self, items: Sequence[tuple[str, str]] = (), body: Any = None):
+        self.items = list(items)
+        self.body = body if body is not None else {}
+
+    def all(self, name: str) -> list[str]:
+        return [v for k, v in self.items if k == name]
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        values = self.all(name)
+        return values[-1] if values else default
+
+    def text(self, name: str) -> str:
+        value = self.get(name)
+        if value is None or value == "":
+            raise QueryError(f"missing parameter {name!r}")
+        return value
+
+    def integer(self, name: str, default: int | None = None) -> int | None:
+        value = self._typed(name, int, "an integer")
+        return default if value is None else value
+
+    def number(self, name: str) -> float | None:
+        return self._typed(name, float, "a number")
+
+    def _typed(self, name: str, cast: Callable[[str], Any], what: str) -> Any:
+        value = self.get(name)
+        if value is None or value == "":
+            return None
+        try:
+            return cast(value)
+        except ValueError:
+            raise QueryError(f"parameter {name!r} must be {what}, got {value!r}") from None
+
+
+@dataclass(frozen=True)
+class Download:
+    """A file answer: bytes, media type and the file name offered to the browser."""
+
+    body: bytes
+    media_type: str
+    filename: str
+
+
+def plain(v: Any) -> Any:
+    """One value as JSON can carry it (see the module docstring)."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else nonfinite_name(v)
+    if isinstance(v, (datetime, date, dtime)):
+        return v.isoformat()
+    if isinstance(v, Decimal):
+        return float(v)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", errors="replace")
+    if isinstance(v, dict):
+        return {str(k): plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [plain(x) for x in v]
+    return v
+
+
+def tabular(table: "pa.Table", limit: int | None = None) -> dict[str, Any]:
+    """`{"columns", "types", "rows", "row_count", "truncated"}` of an Arrow table."""
+    shown = table if limit is None or table.num_rows <= limit else table.slice(0, limit)
+    columns = [c.to_pylist() for c in shown.columns]
+    rows = [[plain(v) for v in row] for row in zip(*columns)] if columns else []
+    return {"columns": table.column_names, "types": [str(t) for t in table.schema.types],
+            "rows": rows, "row_count": table.num_rows, "truncated": shown.num_rows < table.num_rows}
+
+
+def json_value(text: str | None) -> Any:
+    """A JSON-text column as a value (config values, tool calls); text that is not JSON as is."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
