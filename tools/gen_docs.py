@@ -372,7 +372,9 @@ def cookbook_markdown(store: Any) -> str:
             import polars as pl
 
             table = eval(q.call, {"store": store, "pl": pl}).to_arrow()  # noqa: S307 - ours
-            out += ["```sh", q.cli, "```", "", "```python", q.call, "```", ""]
+            opening = "import polars as pl\nimport runstore\n" if "pl." in q.call else "import runstore\n"
+            out += ["```sh", q.cli, "```", "", "```python",
+                    opening + "store = runstore.open()    # $RUNSTORE_STORE\n" + q.call, "```", ""]
         else:
             table = store.arrow(q.sql, q.params)
             out += ["```sql", q.sql, "```", ""]
