@@ -12,7 +12,9 @@ DuckDB's sandbox to the snapshot's files (`query.connect`, `query.sandbox`);
 `allow_read=[path, ...]` lets one query also read the files given, on a connection of its own.
 Queries are read-only (`query.guard`) and take values only as bound parameters; a parameter
 that the query does not use and that names no setting is an error (a typo in `kl_threshold`
-must not pass silently). Results are polars DataFrames (`sql`, `metrics`, `runs`, `check`), a
+must not pass silently). Comparing runs (`keys`, `diff`, `code_diff`, `compare`) is
+`runstore.analysis`, checks (`check`) `runstore.health`. Results are polars DataFrames (`sql`,
+`metrics`, `runs`, `check`, `keys`, `diff`, `compare`), a
 LazyFrame (`table`, `sql(lazy=True)`), Arrow (`arrow`), plotly figures (`plot_*`, from
 `present.charts`) or whatever `fetch`'s `convert` makes of DuckDB's result; polars and pyarrow
 are imported only when a method needs them, so importing runstore stays cheap. Used as a
@@ -303,8 +305,10 @@ class Store:
         Columns: `run_name, rule, first_step, last_step, steps_over, longest_streak, peak,
         latest, status`. The default rule is KL v1 or v2 (either spelling) above `threshold`
         (else runstore.toml's `[check] threshold`, else the `kl_threshold` setting, else
-        0.01), with `kl_health`'s semantics. `rules` adds `checks.Rule`s or text such as
-        `"optim/entropy < 0.05"`; `default_rules=False` drops the KL rule; `runs` is a GLOB
+        0.01), with `kl_health`'s semantics. `rules` adds `health.rules.Rule`s,
+        `health.trends.TrendRule`s or text such as `"optim/entropy < 0.05"` or the trend
+        rules `"drop(env/all/reward/total) > 0.2"`, `"rise(time/total) > 2"`,
+        `"stale > 30"`; `default_rules=False` drops the KL rule; `runs` is a GLOB
         over `run_name`; `since_step` ignores earlier steps. `config=True` also reads the
         `[[check.rule]]`s of the runstore.toml beside the store or in the working directory
         (`False`: none; a path: that file). A rule naming a metric that no run has logged
@@ -334,13 +338,10 @@ class Store:
     # -- comparing runs (runstore.analysis) ------------------------------------------------
     def keys(self, *, runs: "str | Sequence[str] | None" = None,
              like: str | None = None) -> "pl.DataFrame":
-        """One row per metric key logged by a run in scope: `key, n_runs, n_points,
-        first_step, last_step, type` (`number`, `string` or `both`), ordered by key.
-
-        `runs` is a GLOB over `run_name` or a list of run names; `like` keeps keys that
-        contain it (any case), or match it as an ILIKE pattern when it holds a `%`.
-        `n_points` counts live points (the `metrics` view's rows of the key). See
-        docs/compare.md.
+        """One row per metric key logged by a run in scope: `key, n_runs, n_points` (live
+        points: the `metrics` view's rows), `first_step, last_step, type` (`number`, `string`
+        or `both`). `runs`: a GLOB over `run_name` or a list of names; `like`: a substring
+        (any case), or an ILIKE pattern when it holds a `%`. See docs/compare.md.
 
         Example:
             >>> store.keys(like="reward/total", runs="math_rl_sweep/*").rows()
@@ -369,8 +370,7 @@ class Store:
         return diff(self, runs, all=all)
 
     def code_diff(self, runs: Sequence[str]) -> str:
-        """Unified diff of each run's code.diff against the first run's (`runstore diff
-        --code`); runs are resolved as in `diff`.
+        """Unified diff of each run's code.diff against the first's (`runstore diff --code`).
 
         Example:
             >>> store.code_diff(["sl/tulu3_qwen3-8b_lr2e-4", "dpo/*"])
@@ -401,8 +401,7 @@ class Store:
         """
         from .analysis.compare import compare
 
-        return compare(self, metric, runs=runs, group_by=group_by, smooth=smooth,
-                       x=x)  # type: ignore[arg-type]
+        return compare(self, metric, runs=runs, group_by=group_by, smooth=smooth, x=x)  # type: ignore[arg-type]
 
     def views(self) -> tuple[View, ...]:
         """The canned views (name, description, documented columns, SQL), in dependency order.

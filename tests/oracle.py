@@ -132,13 +132,17 @@ def messages_in(path: Path) -> int:
 
 
 def expected_counts(root: Path) -> dict[str, int]:
-    """Row counts per table for the runs under `root`."""
+    """Row counts per table for the runs under `root`, as one ingest from scratch writes them
+    (`metric_keys`: one row per metrics file and key it logs; appends add a row per key a
+    later read logs)."""
     c: dict[str, int] = defaultdict(int)
     for run in run_dirs(root):
         c["runs"] += 1
         for f in sorted(run.iterdir()):
             if f.name == "metrics.jsonl" or re.match(r"^metrics\.jsonl\.pre_resume_\d+$", f.name):
-                c["metrics_raw"] += len(metric_rows(f))
+                rows = metric_rows(f)
+                c["metrics_raw"] += len(rows)
+                c["metric_keys"] += len({key for _, key, _, _ in rows})
         ck = run / "checkpoints.jsonl"
         if ck.is_file():
             c["checkpoints"] += sum(1 for _, o in complete_lines(ck) if isinstance(o, dict))

@@ -1,8 +1,9 @@
 """runstore.analysis.keys: one row per metric key, checked against the metrics.jsonl files.
 
-The scan path (today's stores) and the summary path (the `metric_keys` table the ingest will
-keep) must both give the oracle's answer; the summary's incremental merge must equal the
-summary of the whole file, and say so when it cannot know (a resume logging steps again).
+Keys come from `metric_keys`, the summary the ingest keeps; chunked summaries must add up to
+the whole file's and say so when they cannot know (a resume logging steps again); stores
+ingested in steps (appends, resumes, rewrites: tests/test_analysis_keys_ingest.py) and v1
+stores (before and after the migration) must give the oracle's answer.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import analysis_oracle as ao
 import runstore
 from runstore.analysis import keys as keys_mod
 from runstore.errors import QueryError, UsageError
+from runstore.ingest.normalize import metric_keys as mk
+from runstore.query import keys as query_keys
 
 
 @pytest.fixture(scope="module")
@@ -93,11 +96,20 @@ def test_like_is_bound_not_pasted(demo: tuple[Path, runstore.Store]) -> None:
 
 def test_doctests(demo: tuple[Path, runstore.Store]) -> None:
     result = doctest.testmod(keys_mod, extraglobs={"store": demo[1]})
-    assert result.attempted >= 5 and result.failed == 0
+    assert result.attempted >= 3 and result.failed == 0
+
+
+def test_logged_keys_and_keys_agree(tree: tuple[Path, runstore.Store]) -> None:
+    # One summary answers both "which keys exist" (every command's check) and `keys`.
+    store = tree[1]
+    logged = query_keys.logged_keys(store)
+    got = as_dict(keys_mod.keys(store))
+    assert set(logged) == set(got)
+    assert {k: len(v) for k, v in logged.items()} == {k: v[0] for k, v in got.items()}
 
 
 # ---------------------------------------------------------------------------------------------
-# The summary kept at ingest
+# The summary kept at ingest (ingest/normalize/metric_keys.py)
 
 
 def truth(rows: list[dict]) -> dict[str, list]:
@@ -123,32 +135,60 @@ row = st.fixed_dictionaries({
 
 def to_table(rows: list[dict]) -> pa.Table:
     return pa.table({
+        "run_id": pa.array(["r"] * len(rows), pa.string()),
+        "source_id": pa.array([7] * len(rows), pa.int64()),
+        "pre_resume": pa.array([False] * len(rows), pa.bool_()),
         "step": pa.array([r["step"] for r in rows], pa.int64()),
         "key": pa.array([r["key"] for r in rows], pa.string()),
         "value": pa.array([1.5 if r["kind"] == "num" else None for r in rows], pa.float64()),
         "value_str": pa.array(["x" if r["kind"] == "str" else None for r in rows], pa.string())})
 
 
+def added_up(parts: list[pa.Table]) -> dict[str, list]:
+    """Per key: what a reader adds up from the chunk rows (n, first, last, numbers, strings,
+    step-less, exact)."""
+    out: dict[str, list] = {}
+    for part in parts:
+        for r in part.to_pylist():
+            o = out.setdefault(r["key"], [0, None, None, 0, 0, 0, True])
+            o[0] += r["n_points"]
+            if r["first_step"] is not None:
+                o[1] = r["first_step"] if o[1] is None else min(o[1], r["first_step"])
+                o[2] = r["last_step"] if o[2] is None else max(o[2], r["last_step"])
+            o[3] += r["n_numbers"]
+            o[4] += r["n_strings"]
+            o[5] += r["n_stepless"]
+            o[6] = o[6] and r["steps_exact"]
+    return out
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.lists(row, max_size=60), st.lists(st.integers(0, 60), max_size=5))
-def test_chunked_summary_equals_the_whole(rows: list[dict], cuts: list[int]) -> None:
+@given(st.lists(row, max_size=60), st.lists(st.integers(0, 60), max_size=5),
+       st.booleans())
+def test_chunked_summary_adds_up_to_the_whole(rows: list[dict], cuts: list[int],
+                                               read_before: bool) -> None:
+    """Chunks summarised one after another (as appends are read) add up to the whole file's
+    truth; distinct steps are exact unless a chunk went back to a step already passed (or
+    the file was read before the summary existed: `read_before` drops the state)."""
     for r in rows:
         r["value"] = 1.5 if r["kind"] == "num" else None
         r["value_str"] = "x" if r["kind"] == "str" else None
     bounds = sorted({0, len(rows), *(c for c in cuts if c <= len(rows))})
-    state: dict | None = None
-    for lo, hi in zip(bounds, bounds[1:]):
-        state = keys_mod.merge(state, keys_mod.summarize(to_table(rows[lo:hi])))
-    state = state or {}
+    state: dict = {}
+    parts = []
+    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+        if read_before and i == 1:
+            state.clear()  # the first chunk was read by a runstore without the summary
+        parts.append(mk.summarize(to_table(rows[lo:hi]), state, fresh=lo == 0))
+    got = added_up(parts)
     want = truth(rows)
-    assert set(state) == set(want)
-    for key, (n, first, last, nums, strs, stepless, exact) in state.items():
+    assert set(got) == set(want)
+    for key, (n, first, last, nums, strs, stepless, exact) in got.items():
         tn, tfirst, tlast, tnums, tstrs, tstepless = want[key]
         assert (first, last, nums, strs, stepless) == (tfirst, tlast, tnums, tstrs, tstepless)
         assert n >= tn
         if exact:
             assert n == tn
-        # Exact is only given up when a later chunk logs the key at a step it already passed.
         steps_by_chunk = [[r["step"] for r in rows[lo:hi] if r["key"] == key
                            and r["step"] is not None] for lo, hi in zip(bounds, bounds[1:])]
         monotone, seen = True, None
@@ -157,55 +197,53 @@ def test_chunked_summary_equals_the_whole(rows: list[dict], cuts: list[int]) -> 
                 monotone = False
             if steps:
                 seen = max(steps) if seen is None else max(seen, max(steps))
-        if monotone:
+        if monotone and not read_before:
             assert exact and n == tn
 
 
-def test_summary_path_gives_the_scan_answer(demo: tuple[Path, runstore.Store]) -> None:
-    """Replays each metrics file in chunks through summarize/merge (as the ingest will), with
-    a cut inside the pre-0.6 resume so one summary is inexact; keys over the summary table must
-    equal the oracle's answer (the inexact pairs recounted from metrics_raw)."""
-    root, store = demo
-    raw = store.arrow("select run_id, source_id, step, key, value, value_str, seq, pre_resume "
-                      "from metrics_raw order by run_id, source_id, seq")
-    runs = store.arrow("select * from runs")
-    parts = []
-    inexact = 0
-    by_source: dict[tuple, list[dict]] = {}
-    for r in raw.to_pylist():
-        by_source.setdefault((r["run_id"], r["source_id"], bool(r["pre_resume"])), []).append(r)
-    for (run_id, source_id, pre), rows in by_source.items():
-        table = pa.Table.from_pylist(rows)
-        # Cut in thirds, and where the steps go back (the resume's second writes).
-        cuts, top = {0, table.num_rows // 3, 2 * table.num_rows // 3, table.num_rows}, None
-        for i, r in enumerate(rows):
-            if r["step"] is not None:
-                if top is not None and r["step"] < top:
-                    cuts.add(i)
-                top = r["step"] if top is None else max(top, r["step"])
-        state: dict | None = None
-        bounds = sorted(cuts)
-        for lo, hi in zip(bounds, bounds[1:]):
-            state = keys_mod.merge(state, keys_mod.summarize(table.slice(lo, hi - lo)))
-        inexact += sum(not v[6] for v in (state or {}).values())
-        parts.append(keys_mod.summary_table(run_id, source_id, pre, state or {}))
-    assert inexact > 0  # math_rl_sweep/llama-3.1-8b-instruct/lr_4e-5 logs steps 21.. twice
-    fake = ao.SqlStore({"metric_keys": pa.concat_tables(parts), "runs": runs,
-                        "metrics_raw": raw})
-    assert as_dict(keys_mod.keys(fake)) == ao.keys(root)
-    assert as_dict(keys_mod.keys(fake, runs="gsm8k_tool_rl/*", like="kl")) == {
-        k: v for k, v in ao.keys(root, {n for n in ao.runs(root)
-                                        if n.startswith("gsm8k_tool_rl/")}).items() if "kl" in k}
+def test_migration_summary_equals_the_ingest_summary(demo: tuple[Path, runstore.Store]) -> None:
+    """summarize_files (the migration that adds metric_keys to a v1 store) gives, added up per
+    (source, key), what the ingest kept."""
+    from runstore.storage import snapshot
 
-
-def test_scan_matches_the_summary_of_whole_files(demo: tuple[Path, runstore.Store]) -> None:
-    # The SCAN statement (fallback and migration) and summarize() are one definition.
     store = demo[1]
-    scan = {(r["source_id"], r["key"]): r for r in store.arrow(keys_mod.SCAN).to_pylist()}
-    raw = store.arrow("select source_id, step, key, value, value_str from metrics_raw")
-    for sid in {s for s, _ in scan}:
-        rows = raw.filter(pa.compute.equal(raw.column("source_id"), sid))
-        for key, stats in keys_mod.summarize(rows).items():
-            r = scan[(sid, key)]
-            assert stats == [r["n_points"], r["first_step"], r["last_step"], r["n_numbers"],
-                             r["n_strings"], r["n_stepless"], True]
+    files = snapshot.table_files(store.path, store.manifest(), "metrics_raw")
+    built = mk.summarize_files(files, lambda p: snapshot.open_parquet(p).read())
+    kept = store.arrow("select * from metric_keys")
+
+    def per_source(t: pa.Table) -> dict:
+        out: dict = {}
+        for r in t.to_pylist():
+            o = out.setdefault((r["source_id"], r["key"]), [0, 0, 0, 0, None, None])
+            o[0] += r["n_points"]
+            o[1] += r["n_numbers"]
+            o[2] += r["n_strings"]
+            o[3] += r["n_stepless"]
+            o[4] = r["first_step"] if o[4] is None else min(o[4], r["first_step"] or o[4])
+            o[5] = r["last_step"] if o[5] is None else max(o[5], r["last_step"] or o[5])
+        return out
+
+    a, b = per_source(built), per_source(kept)
+    assert a.keys() == b.keys()
+    for k in a:  # distinct steps may only be bounded where a file logged steps again
+        assert a[k][1:] == b[k][1:], k
+
+
+def test_a_v1_store_is_answered_from_metrics_raw_then_migrated(
+        tmp_path: Path, demo: tuple[Path, runstore.Store]) -> None:
+    """The shipped v1 fixture: read unmigrated, keys come from metrics_raw; after `migrate`
+    (the 0002 migration fills metric_keys from the stored rows) the same answer from the
+    summary."""
+    import shutil
+
+    fixture = Path(__file__).parent / "fixtures" / "store_v1"
+    shutil.copytree(fixture, tmp_path / "v1")
+    store = runstore.open(tmp_path / "v1")
+    assert not query_keys.summarised(store)
+    before = keys_mod.keys(store)
+    raw = store.arrow("select run_id, step, key, value, value_str, pre_resume from metrics_raw")
+    assert before.height == len(set(raw.column("key").to_pylist())) > 0
+    assert "0002_metric_keys" in store.migrate()
+    assert query_keys.summarised(store)
+    assert store.arrow("select count(*) as n from metric_keys").column("n")[0].as_py() > 0
+    assert keys_mod.keys(store).equals(before)

@@ -3,7 +3,8 @@
 The tree is made read-only (`chmod -R a-w`) and, as root (for whom permissions do not bind),
 also reached through a read-only bind mount, so any write, create, rename, chmod or utime
 aimed at it fails with EROFS instead of passing unnoticed. Then every `runstore` command runs
-against it (ingest twice, sql, runs, views, schema, check, migrate --list, compact, repair,
+against it (ingest twice, sql, runs, check, keys, diff, compare, views, schema, migrate
+--list, compact, repair,
 report, plot, trace) and after EACH one the tree must be exactly as before: the same files
 and directories, the same bytes (sha256), sizes, modes and mtimes. A command added to the CLI
 must be added to COMMANDS here (a test fails until it is).
@@ -54,6 +55,10 @@ def commands(tree: Path, out: Path) -> list[list[str]]:
         ["sql", "select * from runs", "-o", str(out / "runs.parquet"), "-F", "parquet"],
         ["runs"],
         ["check"],
+        ["check", "--rule", "drop(env/all/reward/total) > 0.1", "--rule", "stale > 1"],
+        ["keys"],
+        ["diff", "a/rl_dirs", "--all"],
+        ["compare", "env/all/reward/total", "--group-by", "auto", "--smooth", "0.9"],
         ["views"],
         ["views", "--dialect", "spark"],
         ["schema"],

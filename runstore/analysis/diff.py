@@ -7,7 +7,7 @@ with a `key` column and one column per run, named by its `run_name`, in the orde
 
 * a cell is the value's JSON text, exactly the `config.value` column (strings in quotes, so
   the string "null" and a JSON null differ); a key that a run's config lacks is an empty cell
-  (null) — missing, never a null value;
+  (null) — missing, never a null value; one run alone is a `UsageError` unless `all`;
 * only the keys whose values differ are kept (missing in some runs counts as differing),
   unless `all=True`, which keeps every key and adds a `differs` column. Two numbers are equal
   when their values are (`1` and `1.0`, `1e-4` and `0.0001`), anything else when the JSON
@@ -90,6 +90,9 @@ def diff(store: "Queryable", runs: Sequence[str], *, all: bool = False  # noqa: 
     import polars as pl
 
     found = _runs(store, runs)
+    if len(found) < 2 and not all:
+        raise UsageError("a diff compares two or more runs (with all=True / --all, one run "
+                         "shows its whole config)")
     ids = [run_id for run_id, _ in found]
     names = [name for _, name in found]
     cells: dict[str, list[tuple[str, float | None] | None]] = {}

@@ -155,7 +155,7 @@ def check(ctx: click.Context, threshold: float | None, rules: tuple[str, ...],
         runstore ingest runs/ && runstore check   # gate a CI job: exit 1 when a rule fires
         runstore check --threshold 0.02 --rule "optim/entropy < 0.05" -F json  # exit 1
         runstore check --runs 'math_rl_sweep/*' --since-step 20
-        runstore check --rule "drop(env/all/reward/total) > 0.2" --rule "stale > 30"
+        runstore check --rule "drop(env/all/reward/total) > 0.2" --rule "stale > 30"  # exit 1
     """
     from ..health import evaluate
     from ..health.watch import Alert
