@@ -12,7 +12,9 @@ DuckDB's sandbox to the snapshot's files (`query.connect`, `query.sandbox`);
 `allow_read=[path, ...]` lets one query also read the files given, on a connection of its own.
 Queries are read-only (`query.guard`) and take values only as bound parameters; a parameter
 that the query does not use and that names no setting is an error (a typo in `kl_threshold`
-must not pass silently). Results are polars DataFrames (`sql`, `metrics`, `runs`, `check`), a
+must not pass silently). Comparing runs (`keys`, `diff`, `code_diff`, `compare`) is
+`runstore.analysis`, checks (`check`) `runstore.health`. Results are polars DataFrames (`sql`,
+`metrics`, `runs`, `check`, `keys`, `diff`, `compare`), a
 LazyFrame (`table`, `sql(lazy=True)`), Arrow (`arrow`), plotly figures (`plot_*`, from
 `present.charts`) or whatever `fetch`'s `convert` makes of DuckDB's result; polars and pyarrow
 are imported only when a method needs them, so importing runstore stays cheap. Used as a
@@ -303,8 +305,10 @@ class Store:
         Columns: `run_name, rule, first_step, last_step, steps_over, longest_streak, peak,
         latest, status`. The default rule is KL v1 or v2 (either spelling) above `threshold`
         (else runstore.toml's `[check] threshold`, else the `kl_threshold` setting, else
-        0.01), with `kl_health`'s semantics. `rules` adds `checks.Rule`s or text such as
-        `"optim/entropy < 0.05"`; `default_rules=False` drops the KL rule; `runs` is a GLOB
+        0.01), with `kl_health`'s semantics. `rules` adds `health.rules.Rule`s,
+        `health.trends.TrendRule`s or text such as `"optim/entropy < 0.05"` or the trend
+        rules `"drop(env/all/reward/total) > 0.2"`, `"rise(time/total) > 2"`,
+        `"stale > 30"`; `default_rules=False` drops the KL rule; `runs` is a GLOB
         over `run_name`; `since_step` ignores earlier steps. `config=True` also reads the
         `[[check.rule]]`s of the runstore.toml beside the store or in the working directory
         (`False`: none; a path: that file). A rule naming a metric that no run has logged
@@ -330,6 +334,74 @@ class Store:
                                         config=config).table)
         assert isinstance(df, pl.DataFrame)
         return df
+
+    # -- comparing runs (runstore.analysis) ------------------------------------------------
+    def keys(self, *, runs: "str | Sequence[str] | None" = None,
+             like: str | None = None) -> "pl.DataFrame":
+        """One row per metric key logged by a run in scope: `key, n_runs, n_points` (live
+        points: the `metrics` view's rows), `first_step, last_step, type` (`number`, `string`
+        or `both`). `runs`: a GLOB over `run_name` or a list of names; `like`: a substring
+        (any case), or an ILIKE pattern when it holds a `%`. See docs/compare.md.
+
+        Example:
+            >>> store.keys(like="reward/total", runs="math_rl_sweep/*").rows()
+            [('env/all/reward/total', 4, 160, 0, 39, 'number'), ('test/env/all/reward/total', 4, 20, 0, 40, 'number')]
+        """
+        from .analysis.keys import keys
+
+        return keys(self, runs=runs, like=like)
+
+    def diff(self, runs: Sequence[str], all: bool = False) -> "pl.DataFrame":  # noqa: A002
+        """Config diff: one row per flattened config key (dotted path), one column per run
+        (named by `run_name`, in the order given), only keys whose values differ unless
+        `all=True` (which adds a `differs` column). A cell is the value's JSON text; a key a
+        run lacks is null (missing, never a JSON null, which is the text `null`). A last row
+        `code.diff` summarises each run's code.diff (`A: 12 lines, 3456 bytes`; same letter,
+        same content). Each of `runs` is a run name, or a GLOB or prefix naming exactly one
+        run. `code_diff(runs)` gives the unified diff.
+
+        Example:
+            >>> df = store.diff(["gsm8k_tool_rl/sweep/lr_1e-4/seed_0", "gsm8k_tool_rl/sweep/lr_1e-3"])
+            >>> df.filter(df["key"] == "learning_rate").rows()
+            [('learning_rate', '0.0001', '0.001')]
+        """
+        from .analysis.diff import diff
+
+        return diff(self, runs, all=all)
+
+    def code_diff(self, runs: Sequence[str]) -> str:
+        """Unified diff of each run's code.diff against the first's (`runstore diff --code`).
+
+        Example:
+            >>> store.code_diff(["sl/tulu3_qwen3-8b_lr2e-4", "dpo/*"])
+            "# dpo/hh_llama-3.1-8b_beta0.1/code.diff: identical to sl/tulu3_qwen3-8b_lr2e-4's\\n"
+        """
+        from .analysis.diff import code_diffs
+
+        return code_diffs(self, runs)
+
+    def compare(self, metric: str, *, runs: "str | Sequence[str] | None" = None,
+                group_by: "str | Sequence[str] | None" = None, smooth: float | None = None,
+                x: str = "step") -> "pl.DataFrame":
+        """Grouped curves with bands: per group and x, `n, n_nan, n_inf, mean, std, min,
+        max` of `metric`'s live values (and `smooth_n, smooth_mean, smooth_std, smooth_min,
+        smooth_max` with `smooth=W`, the debiased EMA per run before grouping).
+
+        `group_by`: config keys (dotted) or run columns (`model_name`, `learning_rate`,
+        `kind`), or `"auto"` (runs whose configs differ only in seed-like keys); None: one
+        group per run. `x="time"` puts points at wall time since the run's first step
+        (`time_s`, from `time/total`). NaN and ±Infinity are counted in `n_nan`/`n_inf`,
+        never aggregated. See docs/compare.md.
+
+        Example:
+            >>> df = store.compare("env/all/reward/total", runs="gsm8k_tool_rl/*",
+            ...                    group_by="learning_rate", smooth=0.9)
+            >>> df.filter(df["step"] == 0).select("group", "n").rows()
+            [('learning_rate=0.0001', 2), ('learning_rate=0.0003', 2), ('learning_rate=0.001', 1)]
+        """
+        from .analysis.compare import compare
+
+        return compare(self, metric, runs=runs, group_by=group_by, smooth=smooth, x=x)  # type: ignore[arg-type]
 
     def views(self) -> tuple[View, ...]:
         """The canned views (name, description, documented columns, SQL), in dependency order.

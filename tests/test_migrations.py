@@ -118,10 +118,10 @@ def migrate(ctx):
 
 @pytest.fixture
 def later_migrations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A migrations directory holding the shipped migrations plus 0002_runs_note."""
+    """A migrations directory holding the shipped migrations plus a later one, runs_note."""
     d = tmp_path / "migrations"
     shutil.copytree(resources.migrations_dir(), d)
-    (d / "0002_runs_note.py").write_text(LATER_MIGRATION)
+    (d / f"{versions.latest_version() + 1:04d}_runs_note.py").write_text(LATER_MIGRATION)
     monkeypatch.setattr(versions, "migrations_dir", lambda: d)
     return d
 
@@ -132,13 +132,16 @@ def test_v1_store_upgrades_through_a_later_migration(v1: Path, later_migrations:
     store = runstore.open(v1)
     before = table_digest(store)
     m = store.manifest()
-    assert [x.name for x in versions.pending(m.schema_version)] == ["0002_runs_note"]
-    assert versions.pending(m.schema_version)[0].doc.startswith("Add `runs.note`")
+    last = versions.latest_version()
+    note = f"{last:04d}_runs_note"
+    shipped = [x.name for x in versions.pending(m.schema_version)][:-1]  # 0002_metric_keys, ...
+    assert [x.name for x in versions.pending(m.schema_version)] == [*shipped, note]
+    assert versions.pending(m.schema_version)[-1].doc.startswith("Add `runs.note`")
 
-    assert store.migrate() == ["0002_runs_note"]
+    assert store.migrate() == [*shipped, note]
     m = store.manifest()
-    assert m.schema_version == 2
-    assert [x["name"] for x in m.migrations] == ["0001_initial", "0002_runs_note"]
+    assert m.schema_version == last
+    assert [x["name"] for x in m.migrations] == ["0001_initial", *shipped, note]
     assert m.migrations[-1]["applied_at"] > m.migrations[0]["applied_at"]
     assert versions.pending(m.schema_version) == []
     assert "note" in DeltaTable(str(v1 / "tables" / "runs")).schema().to_arrow().names

@@ -64,12 +64,16 @@ def views_markdown() -> str:
 
 @dataclass(frozen=True)
 class Question:
-    """One cookbook entry: a cross-run question and the one statement that answers it."""
+    """One cookbook entry: a cross-run question and the one statement that answers it, or
+    (`call`, `cli`) the one library call and command that do (`runstore keys`, `diff`,
+    `compare`): `call` is Python over `store` (and `pl`), its result the answer shown."""
 
     title: str
     text: str
-    sql: str
+    sql: str = ""
     params: dict[str, Any] = field(default_factory=dict)
+    call: str = ""
+    cli: str = ""
 
 
 QUESTIONS: tuple[Question, ...] = (
@@ -143,7 +147,35 @@ from run_summary
 where kind = 'rl'
 order by final_reward_ma10 desc, run_name"""),
     Question(
-        "How does the reward curve of one sweep compare, every 10 steps?",
+        "Which metric keys do a sweep's runs log, and how much of each?",
+        "One row per key with the runs that log it, their live points (one per run and step, "
+        "the latest write counting), the step range and whether it holds numbers or strings; "
+        "`--like` filters (with `%`: an ILIKE pattern).",
+        call='store.keys(runs="gsm8k_tool_rl/*", like="reward/total")',
+        cli="runstore keys --runs 'gsm8k_tool_rl/*' --like reward/total"),
+    Question(
+        "What differs between two runs' configs?",
+        "One row per flattened config key whose values differ, one column per run (JSON "
+        "text; an empty cell is a key the run lacks), and the code.diff summary. A RUN can be "
+        "a unique prefix; `--all` shows every key.",
+        call='store.diff(["gsm8k_tool_rl/sweep/lr_1e-4/seed_0", "gsm8k_tool_rl/sweep/lr_1e-3"])',
+        cli="runstore diff gsm8k_tool_rl/sweep/lr_1e-4/seed_0 gsm8k_tool_rl/sweep/lr_1e-3"),
+    Question(
+        "How does the reward curve of one sweep compare, mean ± std over seeds, every 10 "
+        "steps?",
+        "`compare` groups runs (here by learning rate: the seeds of one rate are one group) "
+        "and gives per step the runs present, mean, std, min and max, raw and smoothed with "
+        "TensorBoard's debiased EMA (per run, before grouping). The command prints every "
+        "step; the Python call keeps every 10th.",
+        call='(store.compare("env/all/reward/total", runs="gsm8k_tool_rl/*",\n'
+             '               group_by="learning_rate", smooth=0.9)\n'
+             '      .filter(pl.col("step") % 10 == 9)\n'
+             '      .select("learning_rate", "step", "n",\n'
+             '              pl.col("mean", "std", "smooth_mean", "smooth_std").round(3)))',
+        cli="runstore compare env/all/reward/total --runs 'gsm8k_tool_rl/*' "
+            "--group-by learning_rate --smooth 0.9"),
+    Question(
+        "How does the reward curve of each run of one sweep go, every 10 steps?",
         "`reward_trends` has one row per run and step; `run_name` is the run's path, so a "
         "GLOB selects a sweep.",
         """\
@@ -322,15 +354,24 @@ def cookbook_markdown(store: Any) -> str:
            "",
            "Each answer below is the real output of its query on the demo data. Run any of "
            "them with `runstore sql \"...\"` (add `--param name=value` where shown) or "
-           "`store.sql(query, params={...})` in Python. `docs/views.md` documents every view.",
+           "`store.sql(query, params={...})` in Python. `docs/views.md` documents every view. "
+           "The sweep questions (keys, config diffs, grouped curves) are one command and one "
+           "`Store` method each: `docs/compare.md`.",
            ""]
     for i, q in enumerate(QUESTIONS, start=1):
         out += [f"{i}. [{q.title}](#q{i})"]
     out.append("")
     for i, q in enumerate(QUESTIONS, start=1):
-        table = store.arrow(q.sql, q.params)
         out += [f'<a id="q{i}"></a>', f"## {i}. {q.title}", "",
-                "\n".join(textwrap.wrap(q.text, 96)), "", "```sql", q.sql, "```", ""]
+                "\n".join(textwrap.wrap(q.text, 96)), ""]
+        if q.call:
+            import polars as pl
+
+            table = eval(q.call, {"store": store, "pl": pl}).to_arrow()  # noqa: S307 - ours
+            out += ["```sh", q.cli, "```", "", "```python", q.call, "```", ""]
+        else:
+            table = store.arrow(q.sql, q.params)
+            out += ["```sql", q.sql, "```", ""]
         if q.params:
             out += [f"Params: `{_cli_params(q.params)}`", ""]
         out += [output.render(table, "markdown").rstrip("\n"), ""]

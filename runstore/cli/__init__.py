@@ -4,17 +4,17 @@ Contract: every command builds the `Store` from `--store` / `$RUNSTORE_STORE` / 
 makes one library call and prints its result. Library errors become `Error: …` on stderr with
 exit 1 (usage errors exit 2); `--debug` shows the traceback instead. Commands that print rows
 share one set of output options (`--format`, `--output`, `--wide`): common.py. Commands by
-area: ingest.py (ingest, demo), query.py (sql, runs, check, views, schema), maintain.py
-(migrate, repair, compact), pictures.py (plot, report, trace), serve.py (ui). Modules import
-the library inside the commands, so `runstore --help` and `runstore sql` load only what they
-use.
+area: ingest.py (ingest, demo), query.py (sql, runs, check, views, schema), compare.py
+(keys, diff, compare), maintain.py (migrate, repair, compact), pictures.py (plot, report,
+trace), serve.py (ui). Modules import the library inside the commands, so `runstore --help`
+and `runstore sql` load only what they use.
 """
 
 from __future__ import annotations
 
 import click
 
-from . import ingest, maintain, pictures, query, serve
+from . import compare, ingest, maintain, pictures, query, serve
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--store", "-s", envvar="RUNSTORE_STORE", default=None,
@@ -44,7 +44,7 @@ def main(ctx: click.Context, store: str | None, debug: bool) -> None:
 
 
 for _command in (ingest.ingest, ingest.demo, query.sql, query.runs, query.check, query.views,
-                 query.schema, maintain.migrate, maintain.repair, maintain.compact,
+                 query.schema, compare.keys, compare.diff, compare.compare, maintain.migrate, maintain.repair, maintain.compact,
                  pictures.plot, pictures.report, pictures.trace, serve.ui):
     main.add_command(_command)
 

@@ -7,7 +7,9 @@ for commands that print rows (`--format` from `present.render.FORMATS`, `--outpu
 `--wide`); `emit(table, fmt, output)` writes rows in the format asked for, or the one the
 `--output` extension names, else a table on a terminal and CSV elsewhere. `parse_params`
 reads `--param NAME=VALUE` (numbers become numbers). `open_store(ctx)` is the `Store` of the
-group's `--store`.
+group's `--store`. `notify_option` is `--notify URL` (repeatable, `$RUNSTORE_NOTIFY`) of the
+commands that report firing rules, and `notifier(store, urls, warn)` the `health.notify.Notifier`
+for those URLs and runstore.toml's `[check] notify` (None when there are none).
 """
 
 from __future__ import annotations
@@ -65,6 +67,26 @@ def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                       help="Output format (default: from the --output extension: .json "
                            ".jsonl .csv .md .parquet; else table on a terminal, else csv).")(fn)
     return fn
+
+
+def notify_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--notify", "notify", multiple=True, metavar="URL", envvar="RUNSTORE_NOTIFY",
+        help="POST each (run, rule) that starts firing, once, as JSON with a Slack/Mattermost "
+             "`text` field to this webhook URL (repeatable; also $RUNSTORE_NOTIFY, URLs "
+             "separated by spaces, and runstore.toml's [check] notify list). A slow or "
+             "failing URL never stops the command: a few retries, then a warning.")(fn)
+
+
+def notifier(store: Any, given: tuple[str, ...], warn: Callable[[str], None]) -> Any:
+    """The Notifier for `given` URLs plus runstore.toml's, or None when there are none."""
+    from ..health.config import store_config
+    from ..health.notify import Notifier, urls
+
+    chosen = urls(given, config=store_config(store).notify)
+    if not chosen:
+        return None
+    return Notifier(chosen, store=str(store.path), on_warning=warn)
 
 
 def output_format(fmt: str | None, output: str | None) -> str | None:

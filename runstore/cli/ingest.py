@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
-from .common import Progress, handle_errors, open_store
+from .common import Progress, handle_errors, notifier, notify_option, open_store
 
 
 @click.command()
@@ -23,10 +24,11 @@ from .common import Progress, handle_errors, open_store
                    "On by default with --watch.")
 @click.option("--lock-timeout", type=float, default=60.0, show_default=True,
               help="Seconds to wait for another ingest holding the store.")
+@notify_option
 @click.pass_context
 @handle_errors
 def ingest(ctx: click.Context, paths: tuple[str, ...], quiet: bool, watch: float | None,
-           check: bool | None, lock_timeout: float) -> None:
+           check: bool | None, lock_timeout: float, notify: tuple[str, ...]) -> None:
     """Ingest every run found under PATHS (at any depth), incrementally.
 
     A path may be a directory or an s3://bucket/prefix (read with the AWS environment's
@@ -39,7 +41,7 @@ def ingest(ctx: click.Context, paths: tuple[str, ...], quiet: bool, watch: float
     With --watch, keep ingesting every SECONDS until Ctrl-C (or SIGTERM), which ends it
     cleanly. Paths and runs may appear and vanish meanwhile. Each (run, rule) that starts
     firing is printed once on stdout (also with --quiet) as
-    `FIRED run: rule since step N (...)`.
+    `FIRED run: rule since step N (...)`, and POSTed once to each --notify webhook.
 
     Example:
 
@@ -47,6 +49,7 @@ def ingest(ctx: click.Context, paths: tuple[str, ...], quiet: bool, watch: float
         runstore ingest runs/            # first time: everything
         runstore ingest runs/            # again: only what changed
         runstore ingest runs/ --watch 30 # live runs: ingest and check every 30 s
+        runstore ingest runs/ --watch 60 --notify https://hooks.slack.com/services/...
         runstore --store s3://team-logs/runstore ingest s3://team-logs/runs/
     """
     store = open_store(ctx)
@@ -54,6 +57,9 @@ def ingest(ctx: click.Context, paths: tuple[str, ...], quiet: bool, watch: float
     warn = None if quiet else (lambda text: click.echo(f"warning: {text}", err=True))
     summary = None if quiet else (lambda report: click.echo(report.summary(), err=True))
     if watch is None and not check:
+        if notify:
+            raise click.UsageError("--notify reports firing rules: use it with --watch or "
+                                   "--check")
         from ..ingest.interrupts import Interrupts
 
         # Ctrl-C or SIGTERM: publish what was read whole, then exit 130 saying what was kept;
@@ -70,9 +76,21 @@ def ingest(ctx: click.Context, paths: tuple[str, ...], quiet: bool, watch: float
         return
     from ..health.watch import watch as watch_runs
 
-    watch_runs(store, list(paths), interval=watch, check=check is not False,
-               on_alert=lambda alert: click.echo(alert.text()), on_report=summary,
-               on_warning=warn, progress=progress, lock_timeout=lock_timeout)
+    alerts = notifier(store, notify, lambda text: click.echo(f"warning: {text}", err=True)) \
+        if check is not False else None
+
+    def on_alert(alert: Any) -> None:
+        click.echo(alert.text())
+        if alerts is not None:
+            alerts.notify(alert)
+
+    try:
+        watch_runs(store, list(paths), interval=watch, check=check is not False,
+                   on_alert=on_alert, on_report=summary, on_warning=warn, progress=progress,
+                   lock_timeout=lock_timeout)
+    finally:
+        if alerts is not None:
+            alerts.close()
 
 
 

@@ -9,8 +9,8 @@ import click
 
 from ..errors import RunstoreError
 from ..query.dialects import DIALECTS
-from .common import (emit, existing, handle_errors, open_store, output_format, output_options,
-                     parse_params, write_text)
+from .common import (emit, existing, handle_errors, notifier, notify_option, open_store,
+                     output_format, output_options, parse_params, write_text)
 
 
 @click.command()
@@ -109,27 +109,36 @@ def runs(ctx: click.Context, kind: str | None, name: str | None, where: str | No
               help="Threshold of the default KL rule (default: runstore.toml's [check] "
                    "threshold, else the store's kl_threshold setting, else 0.01).")
 @click.option("--rule", "rules", multiple=True, metavar="EXPR",
-              help='Also check METRIC OP NUMBER, e.g. "optim/entropy < 0.05" (OP: > >= < <=; '
-                   "repeatable; double-quote a name with spaces, quotes, brackets or "
-                   "commas).")
+              help='Also check METRIC OP NUMBER, e.g. "optim/entropy < 0.05" (OP: > >= < <=), '
+                   'or a trend rule: "drop(METRIC) > X", "rise(METRIC) > X", "stale > '
+                   'MINUTES" (repeatable; double-quote a name with spaces, quotes, brackets '
+                   "or commas; see docs/checks.md).")
 @click.option("--default-rules/--no-default-rules", "default_rules", default=None,
               help="Include the default KL rule (default: yes, unless runstore.toml says "
                    "default_rules = false).")
 @click.option("--runs", metavar="GLOB",
               help="Only runs whose run_name matches GLOB (* matches / too).")
 @click.option("--since-step", type=int, metavar="N", help="Ignore steps before N.")
+@notify_option
 @output_options
 @click.pass_context
 @handle_errors
 def check(ctx: click.Context, threshold: float | None, rules: tuple[str, ...],
           default_rules: bool | None, runs: str | None, since_step: int | None,
-          fmt: str | None, output: str | None) -> None:
+          notify: tuple[str, ...], fmt: str | None, output: str | None) -> None:
     """Flag runs whose health rules fire: one row per (run, rule) that fires.
 
     The default rule is KL (optim/kl_sample_train_v1 or v2, with or without optim/)
     strictly above 0.01 at some step, with kl_health's semantics: only the latest write of a
     step counts, NaN never fires, +Infinity does. More rules come from --rule and from
     [[check.rule]] in a runstore.toml beside the store or in the working directory.
+
+    Trend rules: drop(METRIC) > X fires where the smoothed metric (debiased EMA, weight 0.9
+    unless drop(METRIC, W)) fell more than X below its best so far; rise(METRIC) > X where
+    it is above X times the running median of the earlier values (rise(time/total) > 2: step
+    time doubled); stale > MINUTES for a run not completed whose files have not changed for
+    MINUTES (as of the last ingest). Each fired (run, rule) is also POSTed to every --notify
+    URL.
 
     A rule naming a metric that no run in the store has logged is an error that names the
     closest logged keys (a misspelt rule would never fire). Fired or not, one line on stderr
@@ -146,21 +155,31 @@ def check(ctx: click.Context, threshold: float | None, rules: tuple[str, ...],
         runstore ingest runs/ && runstore check          # gate a CI job
         runstore check --threshold 0.02 --rule "optim/entropy < 0.05" -F json
         runstore check --runs 'math_rl_sweep/*' --since-step 100
+        runstore check --rule "drop(env/all/reward/total) > 0.2" --rule "stale > 30"
     """
     from ..health import evaluate
+    from ..health.watch import Alert
 
+    store = open_store(ctx)
     try:
-        result = evaluate.check(open_store(ctx), threshold=threshold, rules=rules, runs=runs,
+        alerts = notifier(store, notify, lambda text: click.echo(f"warning: {text}", err=True))
+        result = evaluate.check(store, threshold=threshold, rules=rules, runs=runs,
                                 since_step=since_step, default_rules=default_rules)
     except RunstoreError as e:
         e.exit_code = 2  # 1 means "a rule fired", so every error here is a 2
         raise
+    if alerts is not None:
+        # Every row is a firing of this check; the webhook gets them while the table prints.
+        for run_id, row in zip(result.run_ids, result.table.to_pylist()):
+            alerts.notify(Alert(run_id=run_id, **row))
     if output_format(fmt, output) == "markdown" and not result.table.num_rows:
         # For $GITHUB_STEP_SUMMARY: the verdict, not a table with a header and no rows.
         write_text(result.summary() + "\n", output)
     else:
         emit(result.table, fmt, output)
     click.echo(result.summary(), err=True)
+    if alerts is not None:
+        alerts.close()
     if result.table.num_rows:
         ctx.exit(1)
 

@@ -2,8 +2,10 @@
 
 Contract: `config_path(store_path)` is the runstore.toml in force: the one beside the store
 (local stores only), else the working directory's. `load_config(path)` reads its `[check]`
-table (`threshold`, `default_rules`, `[[check.rule]]` tables) into a `CheckConfig`; anything
-it does not know is a `UsageError` naming the file and the key. `resolve_rules(...)` orders
+table (`threshold`, `default_rules`, `notify`, `[[check.rule]]` tables: threshold rules, or
+trend rules with a `trend` key, trends.py) into a `CheckConfig`; anything it does not know
+is a `UsageError` naming the file and the key. Rule text (`--rule`) is a trend rule when it
+reads as one (`drop(...)`, `rise(...)`, `stale`), else a threshold rule. `resolve_rules(...)` orders
 the rules: the default KL rule (its threshold: the argument, else the config's, else the
 store's `kl_threshold` setting, else `DEFAULT_KL_THRESHOLD`), then the config's, then the
 caller's, without duplicates; `choose_rules(store, ...)` is that with the store's
@@ -23,6 +25,7 @@ from .rules import DEFAULT_KL_THRESHOLD, Rule, RuleLike, kl_rule, parse_rule
 
 if TYPE_CHECKING:
     from ..query.reader import Reader
+    from .trends import TrendRule
 
 CONFIG_FILE = "runstore.toml"
 
@@ -31,10 +34,11 @@ CONFIG_FILE = "runstore.toml"
 class CheckConfig:
     """The `[check]` part of a runstore.toml (empty when there is none)."""
 
-    rules: tuple[Rule, ...] = ()
+    rules: "tuple[Rule | TrendRule, ...]" = ()
     threshold: float | None = None
     default_rules: bool | None = None
     path: Path | None = None
+    notify: tuple[str, ...] = ()  # webhook URLs (notify.py)
 
 
 def config_path(store_path: str | os.PathLike[str] | None,
@@ -61,7 +65,15 @@ def load_config(path: str | os.PathLike[str] | None) -> CheckConfig:
     op = "<"
     value = 0.05
     name = "entropy collapse" # optional
+
+    [[check.rule]]
+    trend = "drop"            # a trend rule: drop | rise | stale (trends.py)
+    metric = "env/all/reward/total"
+    op = ">"
+    value = 0.2
     ```
+
+    `notify = ["https://hooks.slack.com/services/..."]` in `[check]` lists webhooks.
     """
     import tomllib
 
@@ -77,10 +89,10 @@ def load_config(path: str | os.PathLike[str] | None) -> CheckConfig:
     section = data.get("check", {})
     if not isinstance(section, dict):
         raise UsageError(f"{path}: `check` must be a table ([check])")
-    unknown = sorted(set(section) - {"rule", "threshold", "default_rules"})
+    unknown = sorted(set(section) - {"rule", "threshold", "default_rules", "notify"})
     if unknown:
         raise UsageError(f"{path}: unknown key check.{unknown[0]}; [check] takes threshold, "
-                         "default_rules and [[check.rule]] tables")
+                         "default_rules, notify and [[check.rule]] tables")
     threshold = section.get("threshold")
     if threshold is not None and (isinstance(threshold, bool)
                                   or not isinstance(threshold, (int, float))):
@@ -92,14 +104,21 @@ def load_config(path: str | os.PathLike[str] | None) -> CheckConfig:
     if not isinstance(entries, list):
         raise UsageError(f"{path}: rules are written as [[check.rule]] tables")
     rules = tuple(_toml_rule(path, i, entry) for i, entry in enumerate(entries, start=1))
+    from .notify import config_urls
+
     return CheckConfig(rules, None if threshold is None else float(threshold), default_rules,
-                       path)
+                       path, tuple(config_urls(section, str(path))))
 
 
-def _toml_rule(path: Path, index: int, entry: Any) -> Rule:
+def _toml_rule(path: Path, index: int, entry: Any) -> "Rule | TrendRule":
+    from .trends import toml_trend
+
     where = f"{path}: rule {index}"
     if not isinstance(entry, dict):
         raise UsageError(f"{where} must be a [[check.rule]] table")
+    trend = toml_trend(where, entry)
+    if trend is not None:
+        return trend
     unknown = sorted(set(entry) - {"metric", "op", "value", "name"})
     missing = [k for k in ("metric", "op", "value") if k not in entry]
     if unknown or missing:
@@ -122,7 +141,7 @@ def _toml_rule(path: Path, index: int, entry: Any) -> Rule:
 
 def resolve_rules(*, threshold: float | None = None, rules: Iterable[RuleLike] | None = None,
                   default_rules: bool | None = None, config: CheckConfig | None = None,
-                  store_threshold: float | None = None) -> list[Rule]:
+                  store_threshold: float | None = None) -> "list[Rule | TrendRule]":
     """The rules to evaluate, in order: the default KL rule, the config's, the caller's.
 
     The KL threshold is `threshold`, else the config's, else the store's `kl_threshold`
@@ -130,10 +149,12 @@ def resolve_rules(*, threshold: float | None = None, rules: Iterable[RuleLike] |
     leaves the KL rule out; an argument beats the config. Duplicates are dropped; two
     different rules with one name are an error.
     """
+    from .trends import TrendRule, parse_trend
+
     config = config or CheckConfig()
     use_default = default_rules if default_rules is not None else (
         config.default_rules if config.default_rules is not None else True)
-    chosen: list[Rule] = []
+    chosen: "list[Rule | TrendRule]" = []
     if use_default:
         t = next(v for v in (threshold, config.threshold, store_threshold, DEFAULT_KL_THRESHOLD)
                  if v is not None)
@@ -143,9 +164,10 @@ def resolve_rules(*, threshold: float | None = None, rules: Iterable[RuleLike] |
                          "--no-default-rules leaves out; give a --rule instead")
     for r in [*config.rules, *(rules or [])]:
         if isinstance(r, str):
-            r = parse_rule(r)
-        elif not isinstance(r, Rule):
-            raise UsageError(f"rules are Rule objects or text like \"optim/entropy < 0.05\", "
+            r = parse_trend(r) or parse_rule(r)
+        elif not isinstance(r, (Rule, TrendRule)):
+            raise UsageError(f"rules are Rule or TrendRule objects or text like "
+                             f"\"optim/entropy < 0.05\" or \"drop(env/all/reward/total) > 0.2\", "
                              f"got {r!r}")
         if r not in chosen:
             chosen.append(r)
@@ -161,14 +183,10 @@ def resolve_rules(*, threshold: float | None = None, rules: Iterable[RuleLike] |
 
 def choose_rules(store: "Reader", *, threshold: float | None = None,
                  rules: Iterable[RuleLike] | None = None, default_rules: bool | None = None,
-                 config: bool | str | os.PathLike[str] = True) -> list[Rule]:
+                 config: "bool | str | os.PathLike[str] | CheckConfig" = True
+                 ) -> "list[Rule | TrendRule]":
     """`resolve_rules` with the store's runstore.toml and `kl_threshold` setting."""
-    if config is True:
-        cfg = load_config(config_path(store.path))
-    elif config is False:
-        cfg = CheckConfig()
-    else:
-        cfg = load_config(cast("str | os.PathLike[str]", config))
+    cfg = store_config(store, config)
     try:
         setting = store.settings().get("kl_threshold")
     except StoreNotFound:
@@ -176,3 +194,16 @@ def choose_rules(store: "Reader", *, threshold: float | None = None,
     store_threshold = float(setting) if isinstance(setting, (int, float)) else None
     return resolve_rules(threshold=threshold, rules=rules, default_rules=default_rules,
                          config=cfg, store_threshold=store_threshold)
+
+
+def store_config(store: "Reader", config: "bool | str | os.PathLike[str] | CheckConfig" = True
+                 ) -> CheckConfig:
+    """The `CheckConfig` a check of `store` uses: `True` the runstore.toml in force (beside
+    the store, else the working directory's), `False` none, a path that file."""
+    if isinstance(config, CheckConfig):
+        return config
+    if config is True:
+        return load_config(config_path(store.path))
+    if config is False:
+        return CheckConfig()
+    return load_config(cast("str | os.PathLike[str]", config))

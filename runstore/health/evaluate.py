@@ -5,7 +5,10 @@ values only: the latest write of each step, no `pre_resume` copies), KL families
 `kl_steps` view that holds their rules, in one statement (`query.statements.check`, from
 `sql/statements/check.sql`), and returns one row per (run, rule) that fires: `run_name,
 rule, first_step, last_step, steps_over, longest_streak, peak, latest, status` (plus
-`run_id` for callers that track runs; `status` is `run_status`'s, as of the query).
+`run_id` for callers that track runs; `status` is `run_status`'s, as of the query). Trend
+rules (`drop`, `rise`, `stale`: trends.py) in the same list are evaluated beside that
+statement and merged into the same rows, ordered by run name, then rule order; a list of
+threshold rules alone imports neither polars nor pyarrow.compute.
 `check(store, ...)` is `runstore check`: it chooses the rules (config.py), refuses a rule
 whose metric no run in the store has logged (`keys.UnknownKey`, naming the closest logged
 keys; the default KL rule excepted) and returns a `CheckResult` whose `summary()` is one
@@ -34,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from ..errors import StoreNotFound, UsageError
 from ..query.keys import family
 from ..query.statements.check import check_statement
+from ..query.statements.frames import count_runs_query
 from .config import choose_rules
 from .rules import KL_METRICS, Rule, RuleLike, kl_rule
 
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from ..query.reader import Reader
+    from .trends import TrendRule
 
 COLUMNS = ("run_name", "rule", "first_step", "last_step", "steps_over", "longest_streak",
            "peak", "latest", "status")
@@ -141,10 +146,72 @@ def _answer(store: "Reader", rules: Sequence[Rule], runs: str | None,
     return table.slice(0, n_fired).select(["run_id", *COLUMNS, "rule_idx"]), counts.to_pylist()
 
 
-def evaluate(store: "Reader", rules: Sequence[Rule], *, runs: str | None = None,
+@dataclass(frozen=True)
+class _Evaluated:
+    table: pa.Table  # run_id, the COLUMNS, rule_idx; by run_name, then rule order
+    checked: tuple[int, ...]
+    fired: tuple[int, ...]
+    runs: int  # runs in scope
+
+
+def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | None,
+              since_step: int | None) -> _Evaluated:
+    """Threshold rules in one statement, trend rules (trends.py) beside them, merged in
+    rule order: one table with both kinds' rows and per-rule counts. Only trend rules load
+    polars and pyarrow.compute: a check of threshold rules stays as light as it was."""
+    from .trends import TrendRule
+
+    if not any(isinstance(r, TrendRule) for r in rules):
+        table, counts = _answer(store, rules, runs, since_step)  # type: ignore[arg-type]
+        by_rule = sorted(counts, key=lambda c: c["rule_idx"])
+        return _Evaluated(table, tuple(int(c["checked"]) for c in by_rule),
+                          tuple(int(c["fired_runs"]) for c in by_rule),
+                          int(by_rule[0]["scope_runs"]))
+    import pyarrow as pa
+
+    from .trends import evaluate as evaluate_trends
+
+    plain = [(i, r) for i, r in enumerate(rules) if not isinstance(r, TrendRule)]
+    trend = [(i, r) for i, r in enumerate(rules) if isinstance(r, TrendRule)]
+    checked, fired = [0] * len(rules), [0] * len(rules)
+    parts = []
+    scope_runs = None
+    if plain:
+        table, counts = _answer(store, [r for _, r in plain], runs, since_step)
+        where = [i for i, _ in plain]
+        for c in counts:
+            checked[where[c["rule_idx"]]] = int(c["checked"])
+            fired[where[c["rule_idx"]]] = int(c["fired_runs"])
+            scope_runs = int(c["scope_runs"])
+        parts.append(_renumber(table, where))
+    if trend:
+        result = evaluate_trends(store, [r for _, r in trend], runs=runs, since_step=since_step)
+        where = [i for i, _ in trend]
+        for j, i in enumerate(where):
+            checked[i], fired[i] = result.checked[j], result.fired[j]
+        parts.append(_renumber(result.table, where))
+    if scope_runs is None:
+        scope_runs = int(store.arrow(*count_runs_query(runs)).column(0)[0].as_py())
+    table = pa.concat_tables([p.cast(parts[0].schema) for p in parts])
+    if len(parts) > 1:
+        table = table.sort_by([("run_name", "ascending"), ("rule_idx", "ascending")])
+    return _Evaluated(table, tuple(checked), tuple(fired), scope_runs)
+
+
+def _renumber(table: pa.Table, where: list[int]) -> pa.Table:
+    """`table` with its `rule_idx` (a position in a subset of the rules) mapped to `where`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    idx = pc.take(pa.array(where, pa.int64()), table.column("rule_idx").cast(pa.int64()))
+    return table.set_column(table.schema.get_field_index("rule_idx"), "rule_idx", idx)
+
+
+def evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", *, runs: str | None = None,
              since_step: int | None = None) -> pa.Table:
-    """Every (run, rule) that fires, as Arrow: `run_id` then the `COLUMNS`, by run name."""
-    return _answer(store, rules, runs, since_step)[0].select(["run_id", *COLUMNS])
+    """Every (run, rule) that fires, as Arrow: `run_id` then the `COLUMNS`, by run name then
+    rule order. Trend rules (trends.py) and threshold rules alike."""
+    return _evaluate(store, rules, runs, since_step).table.select(["run_id", *COLUMNS])
 
 
 @dataclass(frozen=True)
@@ -163,6 +230,7 @@ class CheckResult:
     fired: tuple[int, ...]
     scope: str | None = None
     since_step: int | None = None
+    run_ids: tuple[str, ...] = ()  # the run_id of each row of `table`, for notifications
 
     def summary(self) -> str:
         """One line for people (and CI summaries), fired or not, e.g.
@@ -184,8 +252,13 @@ class CheckResult:
         return f"{hit} of {total} fired a rule{since}: {parts}"
 
 
-def _what(rule: Rule) -> str:
-    """How the summary names a rule's metrics: `KL` for the default rule's."""
+def _what(rule: "Rule | TrendRule") -> str:
+    """How the summary names a rule's metrics: `KL` for the default rule's; a stale rule
+    checks the runs whose source times are known."""
+    from .trends import TrendRule
+
+    if isinstance(rule, TrendRule):
+        return rule.metric if rule.metric is not None else "a known source time"
     return "KL" if rule.metrics == KL_METRICS else "|".join(rule.metrics)
 
 
@@ -199,9 +272,14 @@ def require_metrics(store: "Reader", rules: Sequence[Rule]) -> None:
     KL rule is exempt: a store of SL runs logs no KL, and its check is simply green."""
     from ..query import keys
 
+    from .trends import TrendRule
+
     named: dict[str, str] = {}  # metric -> the first rule naming it, for the message
     for rule in rules:
-        if not _is_default(rule):
+        if isinstance(rule, TrendRule):
+            if rule.metric is not None:
+                named.setdefault(rule.metric, rule.name)
+        elif not _is_default(rule):
             for m in rule.metrics:
                 named.setdefault(m, rule.name)
     if named:
@@ -222,14 +300,11 @@ def check(store: "Reader", *, threshold: float | None = None,
     chosen = choose_rules(store, threshold=threshold, rules=rules,
                           default_rules=default_rules, config=config)
     require_metrics(store, chosen)
-    fired, counts = _answer(store, chosen, runs, since_step)
-    by_rule = sorted(counts, key=lambda c: c["rule_idx"])
+    found = _evaluate(store, chosen, runs, since_step)
     return CheckResult(
-        table=fired.select(list(COLUMNS)), rules=tuple(chosen),
-        runs=int(by_rule[0]["scope_runs"]),
-        checked=tuple(int(c["checked"]) for c in by_rule),
-        fired=tuple(int(c["fired_runs"]) for c in by_rule),
-        scope=runs, since_step=since_step)
+        table=found.table.select(list(COLUMNS)), rules=tuple(chosen), runs=found.runs,
+        checked=found.checked, fired=found.fired, scope=runs, since_step=since_step,
+        run_ids=tuple(found.table.column("run_id").to_pylist()))
 
 
 def run_check(store: "Reader", **options: Any) -> pa.Table:

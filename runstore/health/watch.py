@@ -39,6 +39,7 @@ from ..storage.location import Location, location
 from .config import choose_rules
 from .evaluate import evaluate
 from .rules import Rule
+from .trends import TrendRule
 
 
 class Watched(Reader, Protocol):
@@ -54,21 +55,26 @@ TRANSIENT: tuple[type[BaseException], ...] = (StoreLocked, SourceNotFound, Store
 
 @dataclass(frozen=True)
 class Alert:
-    """A (run, rule) that started firing: one row of `runstore check`, plus the run's id."""
+    """A (run, rule) that started firing: one row of `runstore check`, plus the run's id.
+    A `stale` rule's row has no `steps_over`/`longest_streak` (it is not about steps) and
+    its `peak` is the minutes since the run's sources last changed."""
 
     run_id: str
     run_name: str
     rule: str
-    first_step: int
-    last_step: int
-    steps_over: int
-    longest_streak: int
+    first_step: int | None
+    last_step: int | None
+    steps_over: int | None
+    longest_streak: int | None
     peak: float
     latest: float
     status: str | None
 
     def text(self) -> str:
         """One line for people: `FIRED run: rule since step N (peak …, latest …, …)`."""
+        if self.steps_over is None:  # stale: minutes, not steps
+            return (f"FIRED {self.run_name}: {self.rule} at step {self.first_step} (no source "
+                    f"change for {_num(self.peak)} minutes, run {self.status or 'unknown'})")
         steps = f"{self.steps_over} step{'s' if self.steps_over != 1 else ''} over"
         return (f"FIRED {self.run_name}: {self.rule} since step {self.first_step} "
                 f"(peak {_num(self.peak)}, latest {_num(self.latest)}, {steps}, "
@@ -85,7 +91,7 @@ class Watcher:
     """The state of one watch: which paths were missing and which alerts were reported."""
 
     def __init__(self, store: "Watched", paths: Sequence[str | os.PathLike[str]], *,
-                 check: bool = True, rules: Sequence[Rule] | None = None,
+                 check: bool = True, rules: "Sequence[Rule | TrendRule] | None" = None,
                  on_alert: Callable[[Alert], None] | None = None,
                  on_report: Callable[[IngestReport], None] | None = None,
                  on_warning: Callable[[str], None] | None = None,
@@ -163,7 +169,7 @@ class Watcher:
 
 def watch(store: "Watched", paths: Sequence[str | os.PathLike[str]], *,
           interval: float | None, check: bool = True,
-          rules: Sequence[Rule] | None = None,
+          rules: "Sequence[Rule | TrendRule] | None" = None,
           on_alert: Callable[[Alert], None] | None = None,
           on_report: Callable[[IngestReport], None] | None = None,
           on_warning: Callable[[str], None] | None = None, progress: Progress | None = None,

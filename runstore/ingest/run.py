@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from ..crashpoints import pause_point
 from ..errors import NoRuns, SourceNotFound
-from ..storage import ledger, migrate
+from ..storage import ledger, migrate, schema
 from ..storage.location import Location, location
 from ..storage.manifest import Root, manifest_paths
 from ..storage.writer import writer
@@ -130,7 +130,9 @@ def ingest(root: Root, paths: Iterable[str | os.PathLike[str]], *,
                 job.close(quiet=True)  # the lock must outlive a commit running in the background
                 raise
             job.close()
-            report.rows_added = dict(w.rows_added)
+            # Rows read from the sources; a summary kept beside them is not news to report.
+            report.rows_added = {t: n for t, n in w.rows_added.items()
+                                 if t not in schema.SUMMARY_TABLES}
     except KeyboardInterrupt as e:
         if interrupts.deferring or hasattr(e, "report"):
             raise  # a second signal: stopped at once, what is unpublished is dropped

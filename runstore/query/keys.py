@@ -3,9 +3,14 @@
 Contract: `logged_keys(store, keys=None, runs=None)` maps each key to the ids of the runs that
 logged it (every logged key when `keys` is None; only runs whose `run_name` matches the GLOB
 `runs` when given). A key counts as logged when any row of `metrics_raw` has it, live or
-superseded, with or without a step. Everything else here is built on that one function, so a
-per-key summary kept at ingest can later answer it without scanning `metrics_raw` (measured on
-the 100-run benchmark store, 12M rows: ~20 ms for a few keys, ~160 ms for all 95 keys).
+superseded, with or without a step. It reads `metric_keys`, the per-key summary the ingest
+keeps beside `metrics_raw` (ingest/normalize/metric_keys.py: a key is in it exactly when
+`metrics_raw` has a row of it), so it never scans the metric rows.
+
+`per_source(store, where, params)` is that summary per (run, metrics file, key), exact: the
+rows of a (source, key) added up, and the distinct steps of those whose summary could only
+bound them (`steps_exact` false: a resume that logged steps again) recounted from
+`metrics_raw`. `runstore keys` (analysis.keys) aggregates it per key.
 
 `require(store, names)` is the check that commands and `Store` methods make before they
 answer: a name that no run in the store has logged raises `UnknownKey` (a `UsageError`: exit 2
@@ -21,12 +26,14 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ..errors import UnknownKey
+from ..errors import StoreNotFound, UnknownKey
 from .statements.frames import count_runs_query, logged_keys_query
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from .reader import Reader
 
 LIST_KEYS = 'runstore sql "select distinct key from metrics_raw order by 1"'
@@ -49,10 +56,87 @@ def family(metric: str) -> tuple[str, ...]:
     return (metric,)
 
 
+PER_SOURCE_FIELDS = ("run_id", "source_id", "key", "pre_resume", "n_points", "first_step",
+                     "last_step", "n_numbers", "n_strings", "n_stepless")
+
+
+def per_source(store: "Reader", where: Any = None, params: dict[str, Any] | None = None
+               ) -> "pa.Table":
+    """One row per (run_id, source_id, key) of `metric_keys` rows matching the sqlglot
+    condition `where` (bound `params`), with `PER_SOURCE_FIELDS`, exact (see the module)."""
+    import sqlglot
+    from sqlglot import exp
+
+    c = exp.column
+    source: Any = "metric_keys" if summarised(store) else exp.alias_(
+        exp.paren(sqlglot.parse_one(_SCAN, read="duckdb")), "s", table=True)
+    query = (exp.select(c("run_id"), c("source_id"), c("key"),
+                        exp.alias_(exp.func("bool_or", c("pre_resume")), "pre_resume"),
+                        exp.alias_(exp.func("sum", c("n_points")), "n_points"),
+                        exp.alias_(exp.func("min", c("first_step")), "first_step"),
+                        exp.alias_(exp.func("max", c("last_step")), "last_step"),
+                        exp.alias_(exp.func("sum", c("n_numbers")), "n_numbers"),
+                        exp.alias_(exp.func("sum", c("n_strings")), "n_strings"),
+                        exp.alias_(exp.func("sum", c("n_stepless")), "n_stepless"),
+                        exp.alias_(exp.func("bool_and", c("steps_exact")), "steps_exact"))
+             .from_(source).group_by("run_id", "source_id", "key"))
+    if where is not None:
+        query = query.where(where)
+    table = store.arrow(query.sql(dialect="duckdb"), dict(params or {}))
+    return _recount(store, table)
+
+
+# metric_keys computed from metrics_raw, for a snapshot that has no metric_keys table yet.
+_SCAN = """
+select run_id, source_id, key, coalesce(bool_or(pre_resume), false) as pre_resume,
+       count(distinct step) as n_points, min(step) as first_step, max(step) as last_step,
+       count(value) as n_numbers, count(value_str) as n_strings,
+       count(*) filter (where step is null) as n_stepless, true as steps_exact
+from metrics_raw
+group by run_id, source_id, key
+"""
+
+
+def summarised(store: "Reader") -> bool:
+    """Whether the store's snapshot holds the `metric_keys` summary (see the module)."""
+    manifest = getattr(store, "manifest", None)
+    if manifest is None:
+        return True  # a store-like object over plain tables: the summary is one of them
+    try:
+        return "metric_keys" in manifest().tables
+    except StoreNotFound:  # no store yet: every table is empty, the summary too
+        return True
+
+
+_RECOUNT = ("select source_id, key, count(distinct step) as exact_points from metrics_raw "
+            "where list_contains($sources, source_id) and list_contains($keys, key) "
+            "group by source_id, key")
+
+
+def _recount(store: "Reader", table: "pa.Table") -> "pa.Table":
+    """`table` with the exact distinct-step count where `steps_exact` is false."""
+    exact = table.column("steps_exact").to_pylist()
+    if all(exact):
+        return table.drop_columns(["steps_exact"])
+    sources = table.column("source_id").to_pylist()
+    keys = table.column("key").to_pylist()
+    todo = [(s, k) for s, k, e in zip(sources, keys, exact) if not e]
+    counts = store.arrow(_RECOUNT, {"sources": sorted({s for s, _ in todo}),
+                                    "keys": sorted({k for _, k in todo})}).to_pylist()
+    found = {(r["source_id"], r["key"]): r["exact_points"] for r in counts}
+    points = [n if e else found.get((s, k), 0) for s, k, e, n in
+              zip(sources, keys, exact, table.column("n_points").to_pylist())]
+    i = table.schema.get_field_index("n_points")
+    import pyarrow as pa
+
+    table = table.set_column(i, "n_points", pa.array(points, pa.int64()))
+    return table.drop_columns(["steps_exact"])
+
+
 def logged_keys(store: "Reader", keys: Sequence[str] | None = None, *,
                 runs: str | None = None) -> dict[str, frozenset[str]]:
     """Each key (of `keys`, else every one logged) that some run logged, with those runs' ids."""
-    table = store.arrow(*logged_keys_query(keys, runs=runs))
+    table = store.arrow(*logged_keys_query(keys, runs=runs, summarised=summarised(store)))
     found: dict[str, set[str]] = {}
     for key, run_id in zip(table.column("key").to_pylist(), table.column("run_id").to_pylist()):
         found.setdefault(key, set()).add(run_id)

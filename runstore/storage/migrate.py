@@ -6,7 +6,10 @@ is newer than this runstore knows is refused first. A migration does its work th
 `MigrationContext`: `create_table(name, columns)` and `add_columns(name, columns)`, columns
 given as (name, type name) pairs with the type names of `schema.TYPES` (`string`, `int64`,
 `float64`, `bool`, `list<string>`, `timestamp[us, tz=UTC]`, ...), which the context turns into
-pyarrow types for new tables and into deltalake's types for added columns. What a migration
+pyarrow types for new tables and into deltalake's types for added columns, and
+`fill_table(name, columns, rows)`, a new table written with the rows `rows(ctx)` computes from
+the snapshot the migration starts from (`table_files(name)` lists a table's live files,
+`read_file(path)` reads one; a summary of another table, say). What a migration
 does through it can run again on the same store (a migration killed before its snapshot was
 published runs again on the next `migrate`): columns already in a table's log are not added
 twice, and a table the snapshot already has is kept as it is. Applied migrations are never
@@ -50,6 +53,37 @@ class MigrationContext:
                                storage_options=path.storage_options())
         self.tables[name] = {"version": dt.version(), "files": []}
         pause_point("migrate")
+
+    def table_files(self, name: str) -> list[str]:
+        """The live Parquet files of table `name` in the snapshot being migrated."""
+        from .snapshot import table_files
+
+        manifest = self.writer.manifest
+        return table_files(self.writer.root, manifest, name) if manifest else []
+
+    def read_file(self, path: str) -> Any:
+        """One live Parquet file of the store as Arrow (its checksums verified on read)."""
+        from .snapshot import open_parquet
+
+        return open_parquet(path).read()
+
+    def fill_table(self, name: str, columns: list[tuple[str, str]], rows: Any) -> None:
+        """Create table `name` holding `rows(self)` (an Arrow table of these columns). Run
+        again after a kill, it writes the table afresh; a snapshot that has the table keeps it."""
+        import pyarrow as pa
+        from deltalake import write_deltalake
+
+        known = self.writer.manifest.tables.get(name) if self.writer.manifest else None
+        if known is not None:
+            self.tables[name] = known
+            return
+        schema = pa.schema([(c, arrow_type(t)) for c, t in columns])
+        data = rows(self).cast(schema)
+        path = self.writer.root / "tables" / name
+        write_deltalake(str(path), data, mode="overwrite", schema_mode="overwrite",
+                        storage_options=path.storage_options())
+        pause_point("migrate")
+        self.tables[name] = integrity.entry(self.writer.root, delta_table(path), None)
 
     def add_columns(self, name: str, columns: list[tuple[str, str]]) -> None:
         from deltalake import Field

@@ -112,6 +112,19 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("pre_resume", BOOL, "true for rows read from `metrics.jsonl.pre_resume_*` copies (not live)"),
         ("source_id", I64, "internal: source file id"),
     ],
+    "metric_keys": [
+        ("run_id", STR, "run"),
+        ("source_id", I64, "internal: source file id (the metrics file summarised)"),
+        ("key", STR, "metric name as written"),
+        ("pre_resume", BOOL, "true for a `metrics.jsonl.pre_resume_*` copy (not live)"),
+        ("n_points", I64, "distinct steps of the key in the rows summarised"),
+        ("first_step", I64, "smallest step (null: only step-less rows)"),
+        ("last_step", I64, "largest step"),
+        ("n_numbers", I64, "rows with a numeric value (NaN and ±Infinity included)"),
+        ("n_strings", I64, "rows with a string or boolean value"),
+        ("n_stepless", I64, "rows without a step"),
+        ("steps_exact", BOOL, "false when these steps may repeat earlier ones (readers recount)"),
+    ],
     "checkpoints": [
         ("run_id", STR, "run"),
         ("name", STR, "`000050` or `final`"),
@@ -262,12 +275,18 @@ def empty(table: str) -> "pa.Table":
     return pa.Table.from_batches([], schema=schema(table))
 
 
+# Tables the ingest derives from other tables' rows (not read from a source file): the
+# ingest report's row counts leave them out.
+SUMMARY_TABLES = frozenset({"metric_keys"})
+
 TABLE_DOCS: dict[str, str] = {
     "runs": "One row per run directory. Sources: `config.json`, `code.diff`, the ledger of the "
             "run's files (status, last step, modification times).",
     "config": "One row per leaf of `config.json`, nested keys flattened with dots.",
     "metrics_raw": "One row per (line, key) of `metrics.jsonl` and its `metrics.jsonl.pre_resume_*` "
                    "copies, as written. The `metrics` view keeps the live value per (run, step, key).",
+    "metric_keys": "The per-key summary of `metrics_raw` kept at ingest (what `runstore keys` "
+                   "reads): one row per key and read of a metrics file (appended, never rewritten).",
     "checkpoints": "One row per record of `checkpoints.jsonl`.",
     "trajectories": "One row per record of `*_rollout_summaries.jsonl` (either layout).",
     "rollout_steps": "One row per element of a trajectory record's `steps`.",

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from ...numbers import INT64_MAX, INT64_MIN
 from ...storage.schema import empty, schema
 from .. import parse as jsonl
+from . import metric_keys
 from .base import Batch, Context, Output, clean_str as _clean_str, to_float
 
 SMALL = 128 << 10  # bytes below which the line decoder is the faster path
@@ -184,17 +185,20 @@ def _split_value(v: Any) -> tuple[float | None, str | None]:
 
 
 class Metrics:
-    """metrics.jsonl and its `pre_resume` copies → `metrics_raw`; the ledger state keeps the
-    largest step (the `runs` row's `last_step`)."""
+    """metrics.jsonl and its `pre_resume` copies → `metrics_raw`, and their per-key summary →
+    `metric_keys` (metric_keys.py); the ledger state keeps the largest step (the `runs` row's
+    `last_step`) and each key's last step (for the summary)."""
 
     kinds = ("metrics", "metrics_pre_resume")
-    tables = ("metrics_raw",)
+    tables = ("metrics_raw", "metric_keys")
 
     def normalize(self, batch: Batch) -> Output:
         out = Output()
         table, last = normalize(batch.data, batch.first_line, batch.ctx,
                                 pre_resume=batch.kind == "metrics_pre_resume")
         out.add("metrics_raw", table)
+        out.add("metric_keys", metric_keys.summarize(table, batch.state,
+                                                     fresh=batch.first_line == 1))
         if last is not None:
             batch.state["max_step"] = max(last, batch.state.get("max_step", last))
         return out

@@ -168,16 +168,19 @@ def _runs_named(runs: str) -> Any:
 
 
 def logged_keys_query(keys: Sequence[str] | None = None, *,
-                      runs: str | None = None) -> Statement:
+                      runs: str | None = None, summarised: bool = True) -> Statement:
     """Distinct `key, run_id` of `metrics_raw` (all rows: live, superseded, step-less), for
-    `keys` only when given and for runs whose name matches the GLOB `runs` when given.
+    `keys` only when given and for runs whose name matches the GLOB `runs` when given, read
+    from `metric_keys`, the per-key summary kept at ingest (it has a key exactly when
+    `metrics_raw` does), or from `metrics_raw` for a snapshot without it (`summarised=False`).
 
     >>> logged_keys_query(["optim/entropy"], runs="math/*")
-    ('SELECT DISTINCT key, run_id FROM metrics_raw WHERE LIST_CONTAINS($keys, key) AND run_id IN (SELECT run_id FROM runs WHERE run_name GLOB $runs)', {'keys': ['optim/entropy'], 'runs': 'math/*'})
+    ('SELECT DISTINCT key, run_id FROM metric_keys WHERE LIST_CONTAINS($keys, key) AND run_id IN (SELECT run_id FROM runs WHERE run_name GLOB $runs)', {'keys': ['optim/entropy'], 'runs': 'math/*'})
     """
     from sqlglot import exp
 
-    query = exp.select("key", "run_id").distinct().from_("metrics_raw")
+    query = exp.select("key", "run_id").distinct().from_(
+        "metric_keys" if summarised else "metrics_raw")
     params: dict[str, Any] = {}
     if keys is not None:
         query = query.where(exp.func("list_contains", exp.Placeholder(this="keys"),

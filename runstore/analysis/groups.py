@@ -1,0 +1,239 @@
+"""Which group each run belongs to, for `compare --group-by`: by keys, by seeds, or one per run.
+
+Contract: `groups(store, runs=None, group_by=None)` returns one row per run in scope:
+`run_id, run_name, group` and, when grouping by keys, one column per key (named by it).
+Ordered by the group columns' values (numbers as numbers, a missing value last), then
+`group`, then `run_name`.
+
+* `group_by=None`: every run is its own group, labelled by its `run_name` (what W&B and
+  TensorBoard draw with grouping off).
+* a key or a list of keys: runs with equal values share a group. A key is a run column
+  (`RUN_COLUMNS`: `model_name`, `learning_rate`, `kind`; these names always mean the column,
+  which ingest takes from config.json) or a flattened config key (`dataset_builder.group_size`).
+  A config key's column holds numbers when every run in scope that has it holds a JSON
+  number, strings when every one holds a JSON string, else the value's JSON text; numbers
+  group as numbers (1 and 1.0 together). A run that lacks the key has null there and groups
+  with the other runs lacking it (label `(missing)`). The label is `key=value, ...`
+  (`learning_rate=0.0001`). A key that no run in the store has is a `UsageError` naming the
+  closest keys.
+* `"auto"`: runs whose flattened configs are equal once the seed-like keys are set aside share
+  a group (the runs of one sweep point that differ only by seed), so `compare` shows mean ±
+  band over seeds. Seed-like, by the last dotted part of the key (case-insensitive):
+  `seed` or a name ending in `_seed` (`seed`, `dataset_builder.seed`, `shuffle_seed`), and
+  the per-run names and paths `SEED_LIKE_NAMES` (`log_path`, `log_dir`, `wandb_name`,
+  `run_name`, `session_name`). Anything else — `wandb_project`, `load_checkpoint_path`,
+  `model_name` — is a real difference. Values compare as for keys (numbers as numbers);
+  a key missing from a run differs from any value. The label names the fewest keys that tell
+  the groups in scope apart, chosen greedily (the key that separates the most groups first,
+  then the one most groups have): `learning_rate=0.0001, num_groups_to_log=1`; `all runs`
+  when only seeds differ. There are no key columns in this mode (they would be every key
+  that differs anywhere). W&B and Aim have no such mode (their grouping is by chosen keys); it
+  is what their users do by hand when they group by every key but the seed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from typing import TYPE_CHECKING, Any, Sequence, Union
+
+from ..errors import UsageError
+from .runs import Scope, scope_condition, scoped_runs
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from . import Queryable
+
+RUN_COLUMNS = ("model_name", "learning_rate", "kind")
+SEED_LIKE_NAMES = ("log_path", "log_dir", "wandb_name", "run_name", "session_name")
+AUTO = "auto"
+MISSING = "(missing)"
+GroupBy = Union[str, Sequence[str], None]
+
+
+def is_seed_like(key: str) -> bool:
+    """Whether `auto` grouping sets `key` aside (see the module).
+
+    >>> [is_seed_like(k) for k in ("seed", "dataset_builder.seed", "shuffle_seed",
+    ...                            "log_path", "wandb_project", "seeds", "seed_schedule")]
+    [True, True, True, True, False, False, False]
+    """
+    last = key.rsplit(".", 1)[-1].lower()
+    return last == "seed" or last.endswith("_seed") or last in SEED_LIKE_NAMES
+
+
+def group_keys(group_by: GroupBy) -> list[str] | None:
+    """`group_by` as a list of keys, `[AUTO]`, or None (one group per run)."""
+    if group_by is None:
+        return None
+    items = [group_by] if isinstance(group_by, str) else list(group_by)
+    if not items or not all(isinstance(k, str) and k for k in items):
+        raise UsageError(f"group_by is a key, a list of keys or 'auto', got {group_by!r}")
+    if AUTO in items and len(items) > 1:
+        raise UsageError("group_by 'auto' groups by every config key but the seeds; give it "
+                         "alone")
+    return list(dict.fromkeys(items))
+
+
+def format_value(v: Any) -> str:
+    """A group value as labels show it: numbers as written in Python (`0.0001`, `3e-05`,
+    whole numbers without `.0`), strings bare, a missing value `(missing)`."""
+    if v is None:
+        return MISSING
+    if isinstance(v, float):
+        if v.is_integer() and abs(v) < 1e15:
+            return str(int(v))
+        return "NaN" if math.isnan(v) else repr(v)
+    return str(v)
+
+
+def groups(store: "Queryable", *, runs: Scope = None, group_by: GroupBy = None,
+           reserved: Sequence[str] = ()) -> "pl.DataFrame":
+    """One row per run in scope with its group (see the module). `reserved` names columns
+    the caller adds, which a group key may not be named."""
+    import polars as pl
+
+    keys = group_keys(group_by)
+    scoped = scoped_runs(store, runs)
+    base = scoped.select("run_id", "run_name")
+    if keys is None:
+        return base.with_columns(group=pl.col("run_name"))
+    if keys == [AUTO]:
+        return _auto(store, runs, base)
+    clash = [k for k in keys if k in ("run_id", "run_name", "group", *reserved)]
+    if clash:
+        raise UsageError(f"cannot group by {clash[0]!r}: the result has a column of that name")
+    columns = _key_columns(store, runs, scoped, keys)
+    df = base.join(columns, on="run_id", how="left", maintain_order="left")
+    label = pl.concat_str(
+        [pl.lit(f"{k}=") + pl.col(k).map_elements(format_value, return_dtype=pl.Utf8,
+                                                   skip_nulls=False)
+         for k in keys], separator=", ")
+    df = df.with_columns(group=label).select("run_id", "run_name", "group", *keys)
+    return df.sort([*keys, "group", "run_name"], nulls_last=True)
+
+
+def _config_rows(store: "Queryable", runs: Scope, keys: Sequence[str] | None) -> "pl.DataFrame":
+    """run_id, key, value (JSON text), value_num, value_str of config leaves in scope."""
+    import polars as pl
+    from sqlglot import exp
+
+    query = exp.select("run_id", "key", "value", "value_num", "value_str").from_("config")
+    cond, params = scope_condition(runs, "run_id")
+    if cond is not None:
+        query = query.where(cond)
+    if keys is not None:
+        query = query.where(exp.func("list_contains", exp.Placeholder(this="keys"),
+                                     exp.column("key")))
+        params["keys"] = list(keys)
+    df = pl.from_arrow(store.arrow(query.sql(dialect="duckdb"), params))
+    assert isinstance(df, pl.DataFrame)
+    return df
+
+
+def _key_columns(store: "Queryable", runs: Scope, scoped: "pl.DataFrame",
+                 keys: list[str]) -> "pl.DataFrame":
+    """run_id and one typed column per key (see the module)."""
+    import polars as pl
+
+    out = scoped.select("run_id", *[k for k in keys if k in RUN_COLUMNS])
+    wanted = [k for k in keys if k not in RUN_COLUMNS]
+    if not wanted:
+        return out
+    rows = _config_rows(store, runs, wanted)
+    for key in wanted:
+        part = rows.filter(pl.col("key") == key)
+        if part.height == 0:
+            _require_config_key(store, key)
+        is_number = pl.col("value_num").is_not_null() & ~pl.col("value").is_in(["true", "false"])
+        if part.height and part.select(is_number.all()).item():
+            col = part.select("run_id", pl.col("value_num").alias(key))
+        elif part.height and part.select(pl.col("value_str").is_not_null().all()).item():
+            col = part.select("run_id", pl.col("value_str").alias(key))
+        else:
+            col = part.select("run_id", pl.col("value").alias(key))
+        out = out.join(col, on="run_id", how="left", maintain_order="left")
+    return out
+
+
+def _require_config_key(store: "Queryable", key: str) -> None:
+    """`UsageError` when no run in the store has config key `key`, naming the closest."""
+    known = [r["key"] for r in store.arrow(
+        "select distinct key from config order by key").to_pylist()]
+    if key in known:
+        return  # some run outside the scope has it: here every run lacks it
+    close = difflib.get_close_matches(key, [*RUN_COLUMNS, *known], n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise UsageError(f"no run has config key {key!r} to group by{hint} (group by a run column "
+                     f"{', '.join(RUN_COLUMNS)}, a dotted config key, or 'auto'; "
+                     "`runstore diff RUN RUN --all` lists a run's keys)")
+
+
+def _auto(store: "Queryable", runs: Scope, base: "pl.DataFrame") -> "pl.DataFrame":
+    """Groups of runs whose configs differ only in seed-like keys."""
+    import polars as pl
+
+    rows = _config_rows(store, runs, None)
+    norm: dict[str, dict[str, Any]] = {r: {} for r in base["run_id"].to_list()}
+    for r in rows.iter_rows(named=True):
+        if is_seed_like(r["key"]):
+            continue
+        num, text = r["value_num"], r["value"]
+        value = ("n", num) if num is not None and text not in ("true", "false") and \
+            not math.isnan(num) else ("t", text)
+        norm[r["run_id"]][r["key"]] = value
+    signatures = {run: tuple(sorted(values.items())) for run, values in norm.items()}
+    distinct = list(dict.fromkeys(signatures.values()))
+    naming = _naming_keys([dict(sig) for sig in distinct])
+
+    def label(sig: tuple) -> str:
+        values = dict(sig)
+        if not naming:
+            return "all runs"
+        return ", ".join(f"{k}={_shown(values.get(k))}" for k in naming)
+
+    names = {sig: label(sig) for sig in distinct}
+    df = base.with_columns(group=pl.Series([names[signatures[r]] for r in base["run_id"]],
+                                           dtype=pl.Utf8))
+    return df.sort(["group", "run_name"])
+
+
+def _naming_keys(configs: list[dict[str, Any]]) -> list[str]:
+    """The keys a label names: the fewest that tell the configs apart, chosen greedily (the key
+    that separates the most pairs not yet told apart first; of those, the one most configs
+    have, then the first by name).
+
+    >>> _naming_keys([{"lr": 1, "a": 1, "b": 1}, {"lr": 2, "a": 2, "b": 1}, {"lr": 3, "b": 2}])
+    ['lr']
+    >>> _naming_keys([{"lr": 1, "x": 1}, {"lr": 1, "x": 2}, {"lr": 2, "x": 1}])
+    ['lr', 'x']
+    """
+    keys = sorted({k for c in configs for k in c})
+    pairs = {(i, j) for i in range(len(configs)) for j in range(i + 1, len(configs))}
+    chosen: list[str] = []
+    while pairs:
+        def splits(k: str) -> int:
+            return sum(configs[i].get(k) != configs[j].get(k) for i, j in pairs)
+        best = max(keys, key=lambda k: (splits(k), sum(k in c for c in configs),
+                                        [-ord(c) for c in k]), default=None)
+        if best is None or splits(best) == 0:
+            break  # equal configs never reach here: signatures are distinct
+        chosen.append(best)
+        pairs = {(i, j) for i, j in pairs if configs[i].get(best) == configs[j].get(best)}
+    return chosen
+
+
+def _shown(value: tuple[str, Any] | None) -> str:
+    if value is None:
+        return MISSING
+    kind, v = value
+    if kind == "n":
+        return format_value(float(v))
+    if v.startswith('"'):
+        try:
+            return str(json.loads(v))
+        except ValueError:
+            pass
+    return v

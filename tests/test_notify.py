@@ -1,0 +1,371 @@
+"""runstore.health.notify against a real HTTP server on 127.0.0.1 that the tests start and stop.
+
+The server records every request; paths choose its behaviour (`/ok`, `/fail/N/...` fails N
+times with 500 first, `/status/CODE`, `/redirect`, `/hang` waits until the test releases it,
+`/slow` answers after 0.1 s). Secrets are put in every part of the URLs, and every message a
+Notifier emits is searched for them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import urlsplit
+
+import pytest
+
+import runstore
+from runstore.health import watch
+from runstore.errors import UsageError
+from runstore.health import notify
+from runstore.health.notify import Notifier, redact
+
+SECRETS = ("hunter2", "SECRETPATH", "SECRETQ", "SECRETF", "alice")
+
+
+class Hook:
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.failures: dict[str, int] = {}
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+
+    def received(self, prefix: str) -> list[dict[str, Any]]:
+        with self.lock:
+            return [r for r in self.requests if r["path"].startswith(prefix)]
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        hook: Hook = self.server.hook  # type: ignore[attr-defined]
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        path = urlsplit(self.path).path
+        with hook.lock:
+            hook.requests.append({"path": path, "body": body, "at": time.monotonic(),
+                                  "type": self.headers.get("Content-Type")})
+        code = 200
+        if path.startswith("/hang"):
+            hook.release.wait(60)
+        elif path.startswith("/slow"):
+            time.sleep(0.1)
+        elif path.startswith("/fail/"):
+            n = int(path.split("/")[2])
+            with hook.lock:
+                done = hook.failures.get(path, 0)
+                hook.failures[path] = done + 1
+            code = 500 if done < n else 200
+        elif path.startswith("/status/"):
+            code = int(path.split("/")[2])
+        elif path.startswith("/redirect"):
+            self.send_response(302)
+            self.send_header("Location", "/ok/redirected")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        try:
+            self.send_response(code)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        except OSError:
+            pass  # the client gave up (a timeout test)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, Hook]]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    hook = Hook()
+    httpd.hook = hook  # type: ignore[attr-defined]
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    host, port = httpd.server_address[:2]
+    try:
+        yield f"http://{host}:{port}", hook
+    finally:
+        hook.release.set()
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def alert(run: str = "sweep/lr_1e-3/seed_0", rule: str = "kl_sample_train_v1|v2 > 0.01",
+          peak: float = 0.162, latest: float = 0.06) -> watch.Alert:
+    return watch.Alert(run_id=f"id-{run}", run_name=run, rule=rule, first_step=22,
+                       last_step=29, steps_over=8, longest_streak=8, peak=peak, latest=latest,
+                       status="running")
+
+
+def wait_for(cond: Any, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return bool(cond())
+
+
+def strict(body: bytes) -> Any:
+    def refuse(token: str) -> None:
+        raise ValueError(f"not JSON: {token}")
+    return json.loads(body, parse_constant=refuse)
+
+
+def test_each_firing_is_posted_once_as_json(server: tuple[str, Hook]) -> None:
+    base, hook = server
+    n = Notifier([base + "/ok/a"], store="/data/store", on_warning=pytest.fail)
+    a = alert()
+    assert n.notify(a) is True
+    assert n.notify(a) is False  # the same (run, rule) again: not sent again
+    assert n.notify(alert(rule="optim/entropy < 0.05")) is True
+    n.close(5)
+    got = hook.received("/ok/a")
+    assert len(got) == 2 and all(r["type"] == "application/json" for r in got)
+    first = strict(got[0]["body"])
+    assert first == {
+        "text": "FIRED sweep/lr_1e-3/seed_0: kl_sample_train_v1|v2 &gt; 0.01 since step 22 "
+                "(peak 0.162, latest 0.06, 8 steps over, run running)",
+        "run": "sweep/lr_1e-3/seed_0", "rule": "kl_sample_train_v1|v2 > 0.01", "step": 22,
+        "value": 0.162, "latest": 0.06, "last_step": 29, "steps_over": 8, "status": "running",
+        "store": "/data/store"}
+    assert strict(got[1]["body"])["rule"] == "optim/entropy < 0.05"
+
+
+def test_non_finite_numbers_are_null_in_fields_and_named_in_text(
+        server: tuple[str, Hook]) -> None:
+    base, hook = server
+    with Notifier([base + "/ok/nan"], on_warning=pytest.fail) as n:
+        n.notify(alert(peak=math.inf, latest=math.nan, rule="a&b <c>"))
+    body = strict(hook.received("/ok/nan")[0]["body"])
+    assert body["value"] is None and body["latest"] is None
+    assert "peak Infinity, latest NaN" in body["text"]
+    assert "a&amp;b &lt;c&gt;" in body["text"] and body["rule"] == "a&b <c>"
+
+
+def test_retries_with_backoff_then_delivers(server: tuple[str, Hook]) -> None:
+    base, hook = server
+    warnings: list[str] = []
+    with Notifier([base + "/fail/2/x"], retries=3, backoff=0.1, timeout=2,
+                  on_warning=warnings.append) as n:
+        n.notify(alert())
+        assert wait_for(lambda: len(hook.received("/fail/2/x")) == 3)
+    times = [r["at"] for r in hook.received("/fail/2/x")]
+    assert len(times) == 3 and warnings == []
+    assert times[1] - times[0] >= 0.1 and times[2] - times[1] >= 0.2  # 0.1, then 0.2
+
+
+def test_gives_up_after_the_retries_with_one_warning(server: tuple[str, Hook]) -> None:
+    base, hook = server
+    warnings: list[str] = []
+    with Notifier([base + "/fail/99/y"], retries=2, backoff=0.01,
+                  on_warning=warnings.append) as n:
+        n.notify(alert())
+        assert wait_for(lambda: len(warnings) == 1)
+    assert len(hook.received("/fail/99/y")) == 3
+    assert warnings == [f"notification for sweep/lr_1e-3/seed_0: kl_sample_train_v1|v2 > 0.01 "
+                        f"to {base}/… not sent after 3 attempts: HTTP 500 Internal Server Error"]
+
+
+@pytest.mark.parametrize("path, code", [("/status/400", "HTTP 400"), ("/status/404", "HTTP 404"),
+                                        ("/redirect", "HTTP 302")])
+def test_client_errors_and_redirects_are_not_retried(server: tuple[str, Hook], path: str,
+                                                     code: str) -> None:
+    base, hook = server
+    warnings: list[str] = []
+    with Notifier([base + path], retries=3, backoff=0.01, on_warning=warnings.append) as n:
+        n.notify(alert())
+        assert wait_for(lambda: len(warnings) == 1)
+    assert len(hook.received(path)) == 1
+    assert "after 1 attempt: " + code in warnings[0]
+    assert hook.received("/ok") == []  # the redirect was not followed
+
+
+def test_429_is_retried(server: tuple[str, Hook]) -> None:
+    base, hook = server
+    warnings: list[str] = []
+    with Notifier([base + "/status/429"], retries=1, backoff=0.01,
+                  on_warning=warnings.append) as n:
+        n.notify(alert())
+        assert wait_for(lambda: len(warnings) == 1)
+    assert len(hook.received("/status/429")) == 2
+
+
+def test_a_hanging_endpoint_never_slows_the_caller_nor_other_urls(
+        server: tuple[str, Hook]) -> None:
+    base, hook = server
+    warnings: list[str] = []
+    n = Notifier([base + "/hang", base + "/ok/other"], timeout=5, retries=2,
+                 on_warning=warnings.append)
+    started = time.monotonic()
+    for i in range(20):
+        n.notify(alert(run=f"run{i}"))
+    assert time.monotonic() - started < 0.5  # 20 queued while the endpoint hangs
+    # The other URL has all 20 while the first is still hanging on the first message.
+    assert wait_for(lambda: len(hook.received("/ok/other")) == 20)
+    assert len(hook.received("/hang")) == 1 and not hook.release.is_set()
+    t = time.monotonic()
+    n.close(timeout=0.3)
+    assert time.monotonic() - t < 1.0
+    assert any("20 notifications to" in w and "not delivered within 0.3 s" in w for w in warnings)
+
+
+def test_a_hanging_endpoint_does_not_slow_an_ingest(
+        server: tuple[str, Hook], _demo_template: Path, tmp_path: Path) -> None:
+    """A real ingest pass with the health rules firing, alerts handed to a Notifier whose
+    endpoint hangs (5 s timeout, 2 retries: blocking would cost 15 s or more), against the
+    same pass without notifications."""
+    base, hook = server
+
+    def one_pass(name: str, on_alert: Any) -> tuple[float, list[Any]]:
+        tree = tmp_path / name / "runs"
+        shutil.copytree(_demo_template, tree)
+        store = runstore.open(tmp_path / name / "store")
+        seen: list[Any] = []
+
+        def handle(a: Any) -> None:
+            seen.append(a)
+            if on_alert is not None:
+                on_alert(a)
+        t = time.monotonic()
+        watch.watch(store, [tree], interval=None, on_alert=handle)
+        return time.monotonic() - t, seen
+
+    plain, alerts = one_pass("plain", None)
+    n = Notifier([base + "/hang"], timeout=5, retries=2, backoff=0.5, on_warning=lambda w: None)
+    notified, alerts2 = one_pass("notified", n.notify)
+    assert alerts and len(alerts2) == len(alerts)  # the KL rule fired: there was a delivery
+    assert wait_for(lambda: len(hook.received("/hang")) == 1)
+    assert not hook.release.is_set()  # still hanging when the ingest had finished
+    assert notified < plain + 2.0, (plain, notified)
+    n.close(timeout=0)
+
+
+def test_close_waits_for_what_is_queued(server: tuple[str, Hook]) -> None:
+    base, hook = server
+    n = Notifier([base + "/slow"], on_warning=pytest.fail)
+    for i in range(5):
+        n.notify(alert(run=f"r{i}"))
+    n.close(timeout=10)
+    assert len(hook.received("/slow")) == 5
+    assert n.notify(alert(run="late")) is False  # closed: nothing more is queued
+
+
+def test_the_queue_is_bounded(server: tuple[str, Hook]) -> None:
+    base, hook = server
+    warnings: list[str] = []
+    n = Notifier([base + "/hang"], max_pending=2, timeout=5, on_warning=warnings.append)
+    n.notify(alert(run="first"))
+    assert wait_for(lambda: len(hook.received("/hang")) == 1)  # being delivered
+    for i in range(4):
+        n.notify(alert(run=f"r{i}"))
+    dropped = [w for w in warnings if "dropped: more than 2 waiting" in w]
+    assert [w.split(":")[0] for w in dropped] == ["notification for r0", "notification for r1"]
+    n.close(timeout=0)
+
+
+def test_an_on_warning_that_raises_is_logged(server: tuple[str, Hook],
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    base, hook = server
+
+    def broken(text: str) -> None:
+        raise RuntimeError("broken handler")
+
+    with caplog.at_level(logging.WARNING, logger="runstore.notify"):
+        with Notifier([base + "/status/400", base + "/ok/after"], on_warning=broken) as n:
+            n.notify(alert())
+            assert wait_for(lambda: any("not sent" in r.getMessage() for r in caplog.records))
+            n.notify(alert(run="next"))  # the thread is still alive
+    assert len(hook.received("/ok/after")) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Secrets
+
+
+def secret_url(base: str, path: str) -> str:
+    parts = urlsplit(base)
+    return (f"http://alice:hunter2@{parts.hostname}:{parts.port}{path}/SECRETPATH"
+            "?token=SECRETQ#SECRETF")
+
+
+def test_no_message_shows_a_url_secret(server: tuple[str, Hook],
+                                       caplog: pytest.LogCaptureFixture) -> None:
+    base, hook = server
+    refused = f"http://alice:hunter2@127.0.0.1:{free_port()}/x/SECRETPATH?token=SECRETQ"
+    urls = [secret_url(base, "/fail/99"), secret_url(base, "/status/403"),
+            secret_url(base, "/hang"), refused, secret_url(base, "/redirect")]
+    messages: list[str] = []
+    with caplog.at_level(logging.DEBUG, logger="runstore.notify"):
+        n = Notifier(urls, timeout=0.3, retries=1, backoff=0.01, on_warning=messages.append,
+                     max_pending=1)
+        names = [t.name for t in threading.enumerate() if t.name.startswith("runstore-notify")]
+        n.notify(alert())
+        n.notify(alert(run="second"))
+        n.notify(alert(run="third"))  # overflows the hanging URL's queue: a "dropped" warning
+        # 4 quick failures, then the hanging URL's: timed out twice (0.3 s each).
+        assert wait_for(lambda: len([m for m in messages if "not sent" in m]) >= 5, 10)
+        n.close(timeout=0.2)
+        # The logger path (no on_warning) too.
+        quiet = Notifier([secret_url(base, "/status/500")], retries=0)
+        quiet.notify(alert())
+        assert wait_for(lambda: any("not sent" in r.getMessage() for r in caplog.records))
+        quiet.close(timeout=0)
+    everything = messages + [r.getMessage() for r in caplog.records] + names
+    assert any("dropped" in m for m in messages) and any("timed out" in m for m in messages)
+    assert any("Connection refused" in m or "refused" in m.lower() for m in messages)
+    for text in everything:
+        for secret in SECRETS:
+            assert secret not in text, text
+    for bad in ("ftp://alice:hunter2@host/SECRETPATH", "http:///SECRETPATH?token=SECRETQ",
+                "hunter2", "http://host:99999/SECRETPATH"):
+        with pytest.raises(UsageError) as e:
+            Notifier([bad])
+        assert not any(s in str(e.value) for s in SECRETS), str(e.value)
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("https://hooks.slack.com/services/T0/B0/XXXX", "https://hooks.slack.com/…"),
+    ("https://u:p@chat.example.com:8065/hooks/abc", "https://chat.example.com:8065/…"),
+    ("http://[::1]:9000/x?y=1", "http://[::1]:9000/…"),
+    ("http://127.0.0.1:8080/", "http://127.0.0.1:8080"),
+    ("http://127.0.0.1:8080?t=1", "http://127.0.0.1:8080/…"),
+    ("mailto:someone", "<a URL>"),
+])
+def test_redact(url: str, shown: str) -> None:
+    assert redact(url) == shown
+
+
+def test_scrub_removes_every_part() -> None:
+    url = "https://alice:hunter2@h.example/a/SECRETPATH?token=SECRETQ&b=2#SECRETF"
+    text = f"error talking to {url} (path /a/SECRETPATH, token=SECRETQ, user alice)"
+    cleaned = notify.scrub(text, url)
+    assert not any(s in cleaned for s in SECRETS) and "h.example" not in cleaned.split("…")[0][:0]
+
+
+def test_url_sources() -> None:
+    a, b, c = "https://a.example/1", "https://b.example/2", "https://c.example/3"
+    assert notify.urls([a], env=f"{b} {c}", config=[c]) == [c, a]  # --notify beats the env
+    assert notify.urls([], env=f" {b}\n{c} ", config=[]) == [b, c]
+    assert notify.urls([], env=None, config=[a, a]) == [a]
+    assert notify.config_urls({"notify": a}, "f") == [a]
+    assert notify.config_urls({}, "f") == []
+    with pytest.raises(UsageError, match="f: check.notify is a list of webhook URLs"):
+        notify.config_urls({"notify": [1]}, "f")
+    with pytest.raises(UsageError, match="not an http"):
+        notify.urls(["file:///etc/passwd"])
