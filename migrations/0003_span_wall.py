@@ -1,11 +1,5 @@
 """Add `spans.wall_add_s`, each span's addition to its name's wall time in its step (what `slowest_spans.wall_s` sums), computed for the stored rows."""
 
-# Columns frozen as they were at schema version 3 (runstore/storage/schema.py may add more).
-COLUMNS = [("run_id", "string"), ("step", "int64"), ("name", "string"),
-           ("duration_s", "float64"), ("wall_start_s", "float64"), ("wall_end_s", "float64"),
-           ("depth", "int32"), ("parent", "string"), ("span_idx", "int32"),
-           ("source_id", "int64"), ("wall_add_s", "float64")]
-
 # The sweep the `slowest_spans` view ran at query time before this column existed: per
 # (run, step, name) in start order, each span adds the part of its interval past the latest
 # end of the spans before it. A stored step holds the spans of one record only (a re-logged
@@ -41,19 +35,22 @@ def migrate(ctx):
         import duckdb
         import pyarrow as pa
 
-        # Every stored file read with its checksum verified; correctness over speed: the
+        # Every stored file read whole, its checksum verified; correctness over speed: the
         # sweep needs all spans of a step together, and a compaction may have split them.
-        types = pa.schema([(c, t) for c, t in
-                           [("run_id", pa.string()), ("step", pa.int64()), ("name", pa.string()),
-                            ("duration_s", pa.float64()), ("wall_start_s", pa.float64()),
-                            ("wall_end_s", pa.float64()), ("depth", pa.int32()),
-                            ("parent", pa.string()), ("span_idx", pa.int32()),
-                            ("source_id", pa.int64())]])
-        old = pa.concat_tables(ctx.read_file(f).select(types.names).cast(types) for f in files)
+        # Columns other migrations added ride along (nulls in files older than them).
+        parts = []
+        for f in files:
+            part = ctx.read_file(f)
+            if "wall_add_s" in part.column_names:
+                part = part.drop_columns(["wall_add_s"])
+            # Files a Delta delete rewrote hold string_view columns.
+            parts.append(part.cast(pa.schema(
+                [pa.field(x.name, pa.string()) if x.type == pa.string_view() else x
+                 for x in part.schema])))
+        old = pa.concat_tables(parts, promote_options="default")
         con = duckdb.connect()
         con.register("old", old)
-        cols = ", ".join(c for c, _ in COLUMNS)
-        return con.sql(f"select {cols} from ({SWEEP}) order by run_id, step, span_idx"
+        return con.sql(f"select * from ({SWEEP}) order by run_id, step, span_idx"
                        ).to_arrow_table()
 
-    ctx.rewrite_table("spans", COLUMNS, rows)
+    ctx.rewrite_table("spans", rows)
