@@ -5,6 +5,8 @@ COLUMNS = [("run_id", "string"), ("source_id", "int64"), ("key", "string"),
            ("pre_resume", "bool"), ("n_points", "int64"), ("first_step", "int64"),
            ("last_step", "int64"), ("n_numbers", "int64"), ("n_strings", "int64"),
            ("n_stepless", "int64"), ("steps_exact", "bool")]
+# Written before the snapshot lists it: after a kill, readers ignore it and it is written again.
+FILLS = ["metric_keys"]
 READ = ["run_id", "source_id", "key", "pre_resume", "step", "value", "value_str"]
 
 

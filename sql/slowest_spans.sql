@@ -5,13 +5,13 @@
 -- spans running at once (e.g. a batch's `policy_sample` calls) count once each and `share`
 -- can pass 1; `wall_s`/`wall_share` count the wall time during which at least one span of the
 -- name was open (the union of its intervals in each step), which never exceeds the step.
--- `total_s / wall_s` is how many ran at once on average. The union is a sweep in start order
--- (one window per run, step and name, no self-join): each span adds the part of its interval
--- that ends after every span of the name that started before it. That window sorts every span,
--- so a query selecting wall_s or wall_share costs more on a big store (DuckDB skips it for
--- queries that leave both out). Spans nest (a parent's time includes its children), so the
--- shares of different names add up to more than 1 either way; compare names at the same
--- depth, or look at `rank`.
+-- `total_s / wall_s` is how many ran at once on average. The union is computed at ingest, one
+-- timing record (one step) at a time: `spans.wall_add_s` is what each span adds to its name's
+-- union in its step (a sweep in start order: the part of its interval that ends after every
+-- span of the name that started before it), so wall_s here is a plain sum, no sort; a store
+-- not migrated yet (`runstore migrate`) has no wall_add_s and shows wall_s null.
+-- Spans nest (a parent's time includes its children), so the shares of different names add up
+-- to more than 1 either way; compare names at the same depth, or look at `rank`.
 -- p50/p95 are exact, interpolated percentiles (`percentile_cont`); `runstore views --dialect
 -- spark` writes them as Spark's exact `percentile()`, not sqlglot's default approximation.
 -- @column run_id: run
@@ -34,25 +34,9 @@ with per_name as (
            avg(duration_s) as mean_s,
            percentile_cont(0.5) within group (order by duration_s) as p50_s,
            percentile_cont(0.95) within group (order by duration_s) as p95_s,
-           max(duration_s) as max_s
+           max(duration_s) as max_s,
+           sum(wall_add_s) as wall_s
     from spans
-    group by run_id, name
-),
-reach as (
-    select run_id, name, wall_start_s, wall_end_s,
-           max(wall_end_s) over (
-               partition by run_id, step, name
-               order by wall_start_s, wall_end_s
-               rows between unbounded preceding and 1 preceding) as reach_s
-    from spans
-    where wall_start_s is not null and wall_end_s is not null
-      and not isnan(wall_start_s) and not isnan(wall_end_s)
-),
-wall as (
-    select run_id, name,
-           sum(greatest(wall_end_s - greatest(wall_start_s, coalesce(reach_s, wall_start_s)),
-                        0)) as wall_s
-    from reach
     group by run_id, name
 ),
 time_total as (
@@ -77,11 +61,10 @@ select p.run_id,
        p.p95_s,
        p.max_s,
        p.total_s / nullif(coalesce(t.seconds, l.seconds), 0) as share,
-       w.wall_s,
-       w.wall_s / nullif(coalesce(t.seconds, l.seconds), 0) as wall_share,
+       p.wall_s,
+       p.wall_s / nullif(coalesce(t.seconds, l.seconds), 0) as wall_share,
        row_number() over (partition by p.run_id order by p.total_s desc, p.name) as rank
 from per_name as p
 left join runs as r on r.run_id = p.run_id
-left join wall as w on w.run_id = p.run_id and w.name = p.name
 left join time_total as t on t.run_id = p.run_id
 left join top_level as l on l.run_id = p.run_id

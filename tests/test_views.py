@@ -381,17 +381,21 @@ def test_slowest_spans_wall_share_never_exceeds_one_where_share_does(
                if r["wall_s"] is not None)
 
 
-def test_slowest_spans_without_wall_columns_skips_the_window(
-        demo_store: runstore.Store) -> None:
-    """The sweep sorts every span; DuckDB must drop it for a query that does not ask for
-    wall_s/wall_share (the benchmarks' and the old queries' cost stays the same)."""
+def test_slowest_spans_wall_time_is_a_plain_sum(demo_store: runstore.Store) -> None:
+    """The union is computed at ingest (`spans.wall_add_s`): the view reads no wall times and
+    runs one window only (rank over its per-name rows), not a sweep that sorts every span."""
     from runstore.storage.manifest import read_manifest
 
     con = connect(demo_store.path, read_manifest(demo_store.path))
     plan = lambda q: "\n".join(r[1] for r in con.execute(f"explain {q}").fetchall())  # noqa: E731
-    assert "wall_end_s" not in plan(
-        "select run_name, name, total_s, share, rank from slowest_spans")
-    assert "wall_end_s" in plan("select run_name, name, wall_share from slowest_spans")
+    got = plan("select * from slowest_spans")
+    assert "wall_add_s" in got
+    assert "wall_end_s" not in got and "wall_start_s" not in got
+    # The `metrics` view it reads for time/total has windows of its own (the live value).
+    windows = lambda text: text.count("─ Window ─")  # noqa: E731
+    time_total = plan("select run_id, sum(value) from metrics where key = 'time/total' "
+                      "and not isnan(value) group by run_id")
+    assert windows(got) == windows(time_total) + 1, got
 
 
 def _intervals() -> Any:
@@ -404,12 +408,16 @@ def _intervals() -> Any:
 
 
 def test_slowest_spans_wall_s_matches_a_merge_of_intervals() -> None:
-    """The view's sweep (one window in start order) against the oracle's island merge, on
+    """Ingest's per-span additions summed by the view against the oracle's island merge, on
     random intervals of a few names and steps, run on DuckDB over an Arrow `spans` table."""
+    import json
+
     import duckdb
     import pyarrow as pa
     from hypothesis import given, settings
 
+    from runstore.ingest.normalize import timing
+    from runstore.ingest.normalize.base import Context
     from runstore.storage import schema
 
     body = next(v.body for v in views() if v.name == "slowest_spans")
@@ -418,16 +426,12 @@ def test_slowest_spans_wall_s_matches_a_merge_of_intervals() -> None:
     @given(_intervals())
     def check(spans: list[tuple[int, tuple[str, float, float]]]) -> None:
         con = duckdb.connect()
-        cols = schema.schema("spans")
-        n = len(spans)
-        data = {"run_id": ["r"] * n, "step": [s for s, _ in spans],
-                "name": [sp[0] for _, sp in spans],
-                "duration_s": [sp[2] - sp[1] for _, sp in spans],
-                "wall_start_s": [sp[1] for _, sp in spans],
-                "wall_end_s": [sp[2] for _, sp in spans],
-                "depth": [0] * n, "parent": [None] * n, "span_idx": list(range(n)),
-                "source_id": [1] * n}
-        con.register("spans", pa.table(data, schema=cols))
+        # The spans as ingest stores them (one timing record per step, wall_add_s computed).
+        text = "".join(json.dumps({"step": step, "spans": [
+            {"name": n, "duration": b - a, "wall_start": a, "wall_end": b}
+            for s, (n, a, b) in spans if s == step]}) + "\n" for step in {s for s, _ in spans})
+        ctx = Context(run_id="r", source_id=1, rel_path="r/timing_spans.jsonl")
+        con.register("spans", timing.normalize(text.encode(), 1, ctx)[0])
         con.register("runs", schema.empty("runs"))
         con.register("metrics", pa.table({"run_id": ["r"], "key": ["time/total"],
                                           "value": [100.0]}))

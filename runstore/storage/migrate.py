@@ -9,7 +9,12 @@ given as (name, type name) pairs with the type names of `schema.TYPES` (`string`
 pyarrow types for new tables and into deltalake's types for added columns, and
 `fill_table(name, columns, rows)`, a new table written with the rows `rows(ctx)` computes from
 the snapshot the migration starts from (`table_files(name)` lists a table's live files,
-`read_file(path)` reads one; a summary of another table, say). What a migration
+`read_file(path)` reads one; a summary of another table, say) — the migration names such a
+table in its module's `FILLS` list, so that after a kill readers ignore the unlisted table and
+the next writer deletes it (`versions.filled_by_pending`) — and
+`rewrite_table(name, rows)`, an existing table's rows replaced by the Arrow table `rows(ctx)`
+computes from the snapshot's, cast to every column the table's log has then (a column a
+migration just added, filled for the old rows, say). What a migration
 does through it can run again on the same store (a migration killed before its snapshot was
 published runs again on the next `migrate`): columns already in a table's log are not added
 twice, and a table the snapshot already has is kept as it is. Applied migrations are never
@@ -84,6 +89,39 @@ class MigrationContext:
                         storage_options=path.storage_options())
         pause_point("migrate")
         self.tables[name] = integrity.entry(self.writer.root, delta_table(path), None)
+
+    def rewrite_table(self, name: str, rows: Any) -> None:
+        """Replace every row of table `name` by `rows(self)`, an Arrow table with the
+        table's columns (those earlier migrations added too; one it lacks is written as
+        nulls); a column the table's log does not have is an error. Killed before the snapshot was published, the writer's
+        recovery rolls the table back and the migration runs again from the same rows."""
+        import pyarrow as pa
+        from deltalake import write_deltalake
+
+        from .layout import writer_properties
+
+        before = self.tables.get(name) or (self.writer.manifest.tables.get(name)
+                                           if self.writer.manifest else None)
+        path = self.writer.root / "tables" / name
+        target = pa.schema(delta_table(path).schema().to_arrow())
+        data = rows(self)
+        extra = sorted(set(data.column_names) - set(target.names))
+        if extra:
+            raise ValueError(f"rows for table {name} have columns it lacks: {extra}")
+        for f in target:  # a column no stored file has yet: nulls, as queries read it
+            if f.name not in data.column_names:
+                data = data.append_column(f, pa.nulls(data.num_rows, f.type))
+        data = data.select(target.names).cast(target)
+        write_deltalake(str(path), data, mode="overwrite",
+                        writer_properties=writer_properties(name),
+                        storage_options=path.storage_options())
+        pause_point("migrate")
+        dt = delta_table(path)
+        # The rows were read from the files this replaced: had any been damaged, the new
+        # files' hashes must not vouch for what came of them.
+        integrity.check_removed(self.writer.root, name, before,
+                                self.writer.root.relative_files(dt.file_uris()))
+        self.tables[name] = integrity.entry(self.writer.root, dt, before)
 
     def add_columns(self, name: str, columns: list[tuple[str, str]]) -> None:
         from deltalake import Field

@@ -206,6 +206,12 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("parent", STR, "name of the tightest enclosing span, null at top level"),
         ("span_idx", I32, "position in the record (completion order)"),
         ("source_id", I64, "internal: source file id"),
+        ("wall_add_s", F64, "wall time in seconds this span adds to the union of its name's "
+                            "intervals in its step: spans of a step and name taken in "
+                            "(wall_start_s, wall_end_s) order, the part of its interval after "
+                            "the latest end before it; a step's values of a name sum to the "
+                            "union's length (`slowest_spans.wall_s`); null without both wall "
+                            "times"),
     ],
     "trace_slices": [
         ("run_id", STR, "run"),

@@ -25,7 +25,7 @@ from . import schema as schema_mod
 from .location import location
 from .manifest import Manifest, Root, read_manifest, require_store
 from .settings import DEFAULT_SETTINGS, bad_settings
-from .versions import check_version
+from .versions import check_version, filled_by_pending
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -40,6 +40,8 @@ def current(root: Root) -> Manifest:
     check_version(m.schema_version)
     for name in schema_mod.TABLES:
         if name not in m.tables and (root / "tables" / name / "_delta_log").exists():
+            if name in filled_by_pending(m.schema_version):
+                continue  # a killed migrate's fill: invisible, written again by the next
             raise StoreCorrupt(
                 f"the store's snapshot {m.seq} does not list table {name}, but "
                 f"{root / 'tables' / name} holds it. Run `runstore repair` (it takes "

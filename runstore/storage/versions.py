@@ -29,12 +29,20 @@ class Migration:
     doc: str
     path: Path
 
-    def load(self) -> Callable[[Any], None]:
+    def module(self) -> Any:
         spec = importlib.util.spec_from_file_location(f"runstore_migration_{self.number:04d}", self.path)
         assert spec and spec.loader
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        return module.migrate
+        return module
+
+    def load(self) -> Callable[[Any], None]:
+        return self.module().migrate
+
+    def fills(self) -> tuple[str, ...]:
+        """The new tables this migration writes rows into before its snapshot is published
+        (its `FILLS`): a kill leaves them on disk, unlisted, and they are written afresh."""
+        return tuple(getattr(self.module(), "FILLS", ()))
 
 
 def available() -> list[Migration]:
@@ -70,3 +78,10 @@ def check_version(version: int) -> None:
 def pending(version: int) -> list[Migration]:
     """The migrations a store at schema `version` (0: no store yet) has not applied."""
     return [m for m in available() if m.number > version]
+
+
+def filled_by_pending(version: int) -> set[str]:
+    """The tables that a migration a store at `version` has not applied fills before it
+    publishes: one of them on disk but in no snapshot is what a killed `migrate` left, which
+    no reader sees and the next writer deletes (the migration writes it again)."""
+    return {name for m in pending(version) for name in m.fills()}

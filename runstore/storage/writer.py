@@ -58,7 +58,7 @@ from .lock import Lease, Lock, lock_for
 from .manifest import (LEDGERS, MANIFESTS, Manifest, Root, publish_manifest, read_manifest,
                        utcnow)
 from .snapshot import damaged_file
-from .versions import check_version
+from .versions import check_version, filled_by_pending
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -185,6 +185,13 @@ class Writer:
             entry = (self.manifest.tables.get(name) if self.manifest else None)
             dt = self._open_table(path)
             if entry is None:
+                version = self.manifest.schema_version if self.manifest else 0
+                if dt.file_uris() and name in filled_by_pending(version):
+                    # A migration that fills a new table before publishing it was killed:
+                    # nothing of it is visible, and it writes the table again.
+                    with writing(self.root, f"tables/{name}"):
+                        path.rmtree()
+                    continue
                 if self.manifest is None and dt.file_uris():
                     # Tables with data but no snapshot at all: the manifests were lost, this
                     # is not a first ingest that died. Removing the tables would lose data.
@@ -192,8 +199,8 @@ class Writer:
                         f"the store at {self.root} has tables but no manifest in "
                         f"{self.root / MANIFESTS}. Run `runstore repair` to rebuild it.")
                 if dt.file_uris():
-                    # No writer fills a table before a snapshot lists it (migrations publish
-                    # new tables empty): the snapshot lost this table's entry.
+                    # No other writer fills a table before a snapshot lists it (a migration
+                    # that does names it in FILLS, above): the snapshot lost this entry.
                     raise StoreCorrupt(
                         f"the store's snapshot does not list table {name}, but {path} holds "
                         "its data. Run `runstore repair` (it takes the table from its Delta "

@@ -10,6 +10,14 @@ completion order, and a parent finishes after its children) and that has another
 (concurrent calls of one span, e.g. `policy_sample` started together, overlap without
 nesting). `depth` counts ancestors; `parent` names the tightest one.
 
+`wall_add_s` is the wall time a span adds to the union of its name's intervals in its step
+(what the `slowest_spans` view sums into `wall_s`): the spans of one step and name are swept
+in (wall_start_s, wall_end_s, span_idx) order, and each adds
+max(wall_end_s - max(wall_start_s, the largest wall_end_s of the spans before it), 0), so the
+additions of a step and name sum to the length of the union of their intervals. A span
+without both wall times (null or NaN) adds null and takes no part in the sweep. Each record
+is one step and a step's live spans are one record, so this per-record value is final.
+
 The nesting is vectorised with numpy (per record, n × n masks of "p contains c"), because a
 timing file of a long run holds ~100k spans and a Python loop or a SQL self-join per step
 would dominate ingest time.
@@ -74,6 +82,7 @@ def normalize(data: bytes, first_line: int, ctx: Context) -> tuple[pa.Table, lis
     table = table.append_column("depth", pa.array(depth, pa.int32()))
     table = table.append_column("parent", parent)
     table = table.append_column("span_idx", pa.array(span_idx, pa.int32()))
+    table = table.append_column("wall_add_s", _wall_add(table, owner))
     table = table.append_column("run_id", pa.repeat(ctx.run_id, n))
     table = table.append_column("source_id", pa.repeat(ctx.source_id, n))
     return table.select(schema("spans").names).cast(schema("spans")), steps
@@ -126,6 +135,40 @@ def _nest(table: pa.Table, lengths: np.ndarray) -> tuple[np.ndarray, pa.Array]:
     parent = pc.take(dictionary, pa.array(np.where(parent_code < 0, 0, parent_code)))
     parent = pc.if_else(pa.array(parent_code >= 0), parent, pa.nulls(n_total, pa.string()))
     return depth, parent
+
+
+def _wall_add(table: pa.Table, owner: pa.Array) -> pa.Array:
+    """Each span's addition to its (record, name) union of intervals (see the module doc).
+
+    One sort for all records: by record, name, start, end, position. The largest end before
+    each span is a cumulative maximum that must restart at every (record, name) group; ends
+    are replaced by their ranks and offset by group number × n, so a plain running maximum
+    never carries a value from one group into the next.
+    """
+    n = table.num_rows
+    start = _floats(table.column("wall_start_s"))
+    end = _floats(table.column("wall_end_s"))
+    timed = ~(np.isnan(start) | np.isnan(end))
+    out = np.full(n, np.nan)
+    idx = np.flatnonzero(timed)
+    if len(idx):
+        rec = owner.to_numpy(zero_copy_only=False)[idx]
+        names = pc.dictionary_encode(table.column("name").combine_chunks())
+        code = pc.fill_null(names.indices, -1).to_numpy(zero_copy_only=False)[idx]
+        s, e = start[idx], end[idx]
+        order = np.lexsort((idx, e, s, code, rec))  # last key sorts first
+        rec, code, s, e, idx = rec[order], code[order], s[order], e[order], idx[order]
+        new_group = np.ones(len(idx), bool)
+        new_group[1:] = (rec[1:] != rec[:-1]) | (code[1:] != code[:-1])
+        group = np.cumsum(new_group) - 1
+        ends, rank = np.unique(e, return_inverse=True)
+        reach = np.maximum.accumulate(group * len(ends) + rank) - group * len(ends)
+        before = np.empty(len(idx))
+        before[1:] = ends[reach[:-1]]
+        before[new_group] = s[new_group]  # nothing of the name before it: from its start
+        with np.errstate(invalid="ignore"):  # inf - inf is NaN, as in SQL
+            out[idx] = np.maximum(e - np.maximum(s, before), 0.0)
+    return pa.array(out, pa.float64(), mask=~timed)
 
 
 def _floats(col: pa.ChunkedArray) -> np.ndarray:
