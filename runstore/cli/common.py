@@ -196,3 +196,9 @@ def write_chart(fig: Any, output: str) -> None:
     from ..present.charts import write_html
 
     wrote(write_html(fig, output))
+
+
+def lock_timeout_option(holder: str = "an ingest") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--lock-timeout SECONDS` of every command that takes the store's write lock."""
+    return click.option("--lock-timeout", type=float, default=60.0, show_default=True,
+                        help=f"Seconds to wait for {holder} holding the store.")

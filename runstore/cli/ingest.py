@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from .common import Progress, handle_errors, notifier, notify_option, open_store
+from .common import (Progress, handle_errors, lock_timeout_option, notifier, notify_option,
+                     open_store)
 
 
 @click.command()
@@ -22,8 +23,7 @@ from .common import Progress, handle_errors, notifier, notify_option, open_store
               help="Evaluate the health rules (as `runstore check` with no options: the KL "
                    "rule and runstore.toml's) after each pass and print newly firing ones. "
                    "On by default with --watch.")
-@click.option("--lock-timeout", type=float, default=60.0, show_default=True,
-              help="Seconds to wait for another ingest holding the store.")
+@lock_timeout_option("another ingest")
 @notify_option
 @click.pass_context
 @handle_errors

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import handle_errors, open_store
+from .common import handle_errors, lock_timeout_option, open_store
 
 
 @click.command()
@@ -39,8 +39,7 @@ def migrate(ctx: click.Context, list_: bool) -> None:
               help="Change nothing: read every live file in full, check it against the "
               "content hash recorded when it was written, and list what is damaged (exit "
               "code 1 when anything is).")
-@click.option("--lock-timeout", type=float, default=60.0, show_default=True,
-              help="Seconds to wait for an ingest holding the store.")
+@lock_timeout_option()
 @click.pass_context
 @handle_errors
 def repair(ctx: click.Context, check_only: bool, lock_timeout: float) -> None:
@@ -69,8 +68,7 @@ def repair(ctx: click.Context, check_only: bool, lock_timeout: float) -> None:
               help="Then delete the files that no kept snapshot lists and none has listed for "
               "more than H hours (fractions allowed; at least 10 minutes, for queries still "
               "reading an older snapshot).")
-@click.option("--lock-timeout", type=float, default=60.0, show_default=True,
-              help="Seconds to wait for an ingest holding the store.")
+@lock_timeout_option()
 @click.pass_context
 @handle_errors
 def compact(ctx: click.Context, vacuum_hours: float | None, lock_timeout: float) -> None:

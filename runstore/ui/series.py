@@ -91,51 +91,22 @@ def points_per_line(n_runs: int, *, smoothed: bool, asked: int | None = None) ->
 
 def keep_mask(frame: "pl.DataFrame", column: str, max_points: int,
               by: str = "run_name") -> "np.ndarray":
-    """Which rows of `frame` (sorted by `by`, then x) the min/max buckets keep (see module).
-
-    Vectorised over all runs at once: each (run, bucket) is one contiguous segment of the
-    sorted frame, reduced with numpy's `reduceat`.
-    """
+    """Which rows of `frame` (sorted by `by`, then x) the min/max buckets keep (see module):
+    `present.charts.keep_mask` over every run's line at once."""
     import numpy as np
+
+    from ..present.charts.lines import keep_mask as keep_lines
 
     if max_points < 4:
         raise ValueError("max_points must be at least 4")
     total = frame.height
     if total == 0:
         return np.zeros(0, dtype=bool)
-    buckets = (max_points - 2) // 2
     runs = frame[by].rle_id().to_numpy()  # contiguous runs of one name: one id each
     values = frame[column].cast(float).fill_null(float("nan")).to_numpy()
     run_start = np.flatnonzero(np.r_[True, runs[1:] != runs[:-1]])
     run_len = np.diff(np.r_[run_start, total])
-    run_of = np.repeat(np.arange(len(run_start)), run_len)
-    local = np.arange(total) - run_start[run_of]
-    n = run_len[run_of]
-    # Short runs: every point is its own bucket, so every point is kept.
-    bucket = np.where(n > max_points, (local * buckets) // np.maximum(n, 1), local)
-    boundary = np.r_[True, (run_of[1:] != run_of[:-1]) | (bucket[1:] != bucket[:-1])]
-    seg_start = np.flatnonzero(boundary)
-    seg_of = np.cumsum(boundary) - 1
-    nan = np.isnan(values)
-    low = np.where(nan, np.inf, values)
-    high = np.where(nan, -np.inf, values)
-    mins = np.minimum.reduceat(low, seg_start)
-    maxs = np.maximum.reduceat(high, seg_start)
-
-    def first(mask: "np.ndarray") -> "np.ndarray":
-        idx = np.flatnonzero(mask)
-        if not len(idx):
-            return idx
-        seg = seg_of[idx]  # non-decreasing: the first index of each segment starts a new value
-        return idx[np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])]
-
-    keep = np.zeros(total, dtype=bool)
-    keep[first((low == mins[seg_of]) & ~nan)] = True
-    keep[first((high == maxs[seg_of]) & ~nan)] = True
-    keep[seg_start[np.logical_and.reduceat(nan, seg_start)]] = True  # NaN-only: its first
-    keep[run_start] = True
-    keep[run_start + run_len - 1] = True
-    return keep
+    return keep_lines(values, run_start, run_len, max_points)
 
 
 def smoothed(frame: "pl.DataFrame", weight: float, by: str = "run_name") -> "pl.Series":

@@ -85,6 +85,21 @@ def finite(value: Any) -> bool:
         return False
 
 
+def holds_negative_zero(values: "pa.Array | pa.ChunkedArray") -> bool:
+    """Whether a column of floats holds a -0.0 (its bits, the int64 minimum, are those of no
+    other double). After parsing, `-0` and `-0.0` cannot be told apart, so the fast paths
+    leave such a (rare) buffer to the line decoder."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ...numbers import INT64_MIN
+
+    bits = pa.scalar(INT64_MIN, pa.int64())
+    col = values.cast(pa.float64())
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    return any(pc.any(pc.equal(chunk.view(pa.int64()), bits)).as_py() for chunk in chunks)
+
+
 @dataclass
 class Context:
     """Where the records come from, and where to report trouble."""

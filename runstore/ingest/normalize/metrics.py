@@ -30,7 +30,8 @@ from ...numbers import INT64_MAX, INT64_MIN
 from ...storage.schema import empty, schema
 from .. import parse as jsonl
 from . import metric_keys
-from .base import Batch, Context, Output, clean_str as _clean_str, to_float
+from .base import (Batch, Context, Output, clean_str as _clean_str, holds_negative_zero,
+                   to_float)
 
 SMALL = 128 << 10  # bytes below which the line decoder is the faster path
 
@@ -116,9 +117,7 @@ def _negative_zero(col: pa.ChunkedArray) -> bool:
     """Whether a float column holds a -0.0. Python reads the integer `-0` as 0, pyarrow as
     -0.0 in a column of floats (as 0 in one of integers), and after parsing `-0` and `-0.0`
     cannot be told apart: such a (rare) buffer is left to the line decoder."""
-    bits = pa.scalar(-(2 ** 63), pa.int64())  # the bit pattern of -0.0 and of no other double
-    return any(pc.any(pc.equal(chunk.view(pa.int64()), bits)).as_py()
-               for chunk in col.cast(pa.float64()).chunks)
+    return holds_negative_zero(col)
 
 
 def _chain(parts: list[pa.Array | pa.ChunkedArray]) -> pa.Array:

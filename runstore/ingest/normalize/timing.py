@@ -35,7 +35,8 @@ from ...numbers import fits_int64
 from ...storage.schema import schema
 from ...storage.writer import rows_where
 from .. import parse as jsonl
-from .base import Batch, Context, Output, clean_str as _clean_str, to_float
+from .base import (Batch, Context, Output, clean_str as _clean_str, holds_negative_zero,
+                   to_float)
 
 RECORD = pa.schema([
     ("step", pa.int64()),
@@ -99,8 +100,7 @@ def _whole(buf: pa.Table) -> bool:
     flat = pc.list_flatten(spans)
     if flat.null_count or flat.field("name").null_count:
         return False
-    negative_zero = pa.scalar(-(2 ** 63), pa.int64())  # the bits of -0.0, of no other double
-    return not any(pc.any(pc.equal(pc.struct_field(flat, f).view(pa.int64()), negative_zero)).as_py()
+    return not any(holds_negative_zero(pc.struct_field(flat, f))
                    for f in ("duration", "wall_start", "wall_end"))
 
 

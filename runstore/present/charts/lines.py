@@ -47,26 +47,52 @@ def keep_indices(y: Any, max_points: int = MAX_POINTS) -> "np.ndarray":
     import numpy as np
 
     values = np.asarray(y, dtype=float)
-    n = len(values)
-    if n <= max_points:
-        return np.arange(n)
+    return np.flatnonzero(keep_mask(values, np.array([0]), np.array([len(values)]), max_points))
+
+
+def keep_mask(values: "np.ndarray", run_start: "np.ndarray", run_len: "np.ndarray",
+              max_points: int) -> "np.ndarray":
+    """Which of `values` to draw, for lines laid end to end (line k is
+    `values[run_start[k]:run_start[k] + run_len[k]]`, each sorted by x): `keep_indices`'
+    buckets within every line at once (each (line, bucket) one contiguous segment, reduced with
+    numpy's `reduceat`); a line of at most `max_points` points keeps them all. The one
+    implementation of min/max downsampling (the web UI's lines use it too)."""
+    import numpy as np
+
+    total = len(values)
+    if total == 0:
+        return np.zeros(0, dtype=bool)
     if max_points < 4:
         raise ValueError("max_points must be at least 4")
     buckets = (max_points - 2) // 2
-    bucket = (np.arange(n) * buckets) // n  # non-decreasing bucket id of every point
-    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    run_of = np.repeat(np.arange(len(run_start)), run_len)
+    local = np.arange(total) - run_start[run_of]
+    n = run_len[run_of]
+    # Short lines: every point is its own bucket, so every point is kept.
+    bucket = np.where(n > max_points, (local * buckets) // np.maximum(n, 1), local)
+    boundary = np.r_[True, (run_of[1:] != run_of[:-1]) | (bucket[1:] != bucket[:-1])]
+    seg_start = np.flatnonzero(boundary)
+    seg_of = np.cumsum(boundary) - 1
     nan = np.isnan(values)
     low = np.where(nan, np.inf, values)
     high = np.where(nan, -np.inf, values)
-    mins = np.minimum.reduceat(low, starts)
-    maxs = np.maximum.reduceat(high, starts)
+    mins = np.minimum.reduceat(low, seg_start)
+    maxs = np.maximum.reduceat(high, seg_start)
 
     def first(mask: "np.ndarray") -> "np.ndarray":
         idx = np.flatnonzero(mask)
-        _, at = np.unique(bucket[idx], return_index=True)
-        return idx[at]
+        if not len(idx):
+            return idx
+        seg = seg_of[idx]  # non-decreasing: the first index of each segment starts a new value
+        return idx[np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])]
 
-    return np.unique(np.r_[0, first(low == mins[bucket]), first(high == maxs[bucket]), n - 1])
+    keep = np.zeros(total, dtype=bool)
+    keep[first((low == mins[seg_of]) & ~nan)] = True
+    keep[first((high == maxs[seg_of]) & ~nan)] = True
+    keep[seg_start[np.logical_and.reduceat(nan, seg_start)]] = True  # NaN-only: its first
+    keep[run_start] = True
+    keep[run_start + run_len - 1] = True
+    return keep
 
 
 def downsample(x: Any, y: Any, max_points: int = MAX_POINTS) -> tuple["np.ndarray", "np.ndarray", bool]:
