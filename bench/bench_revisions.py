@@ -133,7 +133,7 @@ def main() -> None:
 
         names = list(figures[args.revs[0]])
         head = "| | " + " | ".join(f"`{r}`" for r in args.revs) + " |"
-        print(f"tree: {args.tree}; {args.repeat} rounds; medians; ratio to `{args.revs[0]}`\n")
+        print(f"tree: {args.tree.name}; {args.repeat} rounds; medians; ratio to `{args.revs[0]}`\n")
         print(head)
         print("|---" * (len(args.revs) + 1) + "|")
         for name in names:
