@@ -26,22 +26,15 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from bench_query import best  # noqa: E402  (best of n wall times, as every bench here)
+
 METRIC = "env/all/reward/total"
 WEIGHT = 0.9
-
-
-def best(fn: Callable[[], Any], n: int) -> float:
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def check_same(ours: Any, theirs: Any) -> int:

@@ -47,6 +47,8 @@ def keep_indices(y: Any, max_points: int = MAX_POINTS) -> "np.ndarray":
     import numpy as np
 
     values = np.asarray(y, dtype=float)
+    if len(values) <= max_points:
+        return np.arange(len(values))  # nothing to cut, whatever max_points is
     return np.flatnonzero(keep_mask(values, np.array([0]), np.array([len(values)]), max_points))
 
 
