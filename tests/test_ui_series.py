@@ -151,34 +151,15 @@ def test_points_per_line_shares_the_budget() -> None:
     assert series.points_per_line(2, smoothed=False, asked=10**9) == series.MAX_POINTS
 
 
-from hypothesis import given, settings, strategies as st
-
-
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True),
                           st.sampled_from([0.0, 1.0, float("nan"), float("inf")])),
                 min_size=0, max_size=300),
        st.integers(min_value=4, max_value=40))
 def test_one_line_keeps_each_buckets_first_min_and_max(values: list[float], max_points: int) -> None:
-    """The charts' and the UI's one downsampling, against the rule written out point by point."""
-    import math
-
+    """The charts' one-line downsampling (the UI's lines share its code) against the rule
+    written out point by point."""
     from runstore.present.charts.lines import keep_indices
 
-    n = len(values)
-    want: set[int] = set(range(n)) if n <= max_points else {0, n - 1}
-    if n > max_points:
-        buckets = (max_points - 2) // 2
-        members: dict[int, list[int]] = {}
-        for i in range(n):
-            members.setdefault(i * buckets // n, []).append(i)
-        for idx in members.values():
-            finite = [i for i in idx if not math.isnan(values[i])]
-            if not finite:
-                want.add(idx[0])
-                continue
-            lo = min(values[i] for i in finite)
-            hi = max(values[i] for i in finite)
-            want.add(next(i for i in finite if values[i] == lo))
-            want.add(next(i for i in finite if values[i] == hi))
+    want = reference_keep(values, max_points)
     assert set(keep_indices(values, max_points).tolist()) == want
