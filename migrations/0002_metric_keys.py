@@ -25,6 +25,8 @@ def migrate(ctx):
             part = ctx.read_file(path).select(READ)
             return part.cast(pa.schema([(c, types[c]) for c in READ]))
 
-        return summarize_files(ctx.table_files("metrics_raw"), read)
+        # The summary's columns as of version 2: later versions' columns (0004) come later.
+        table = summarize_files(ctx.table_files("metrics_raw"), read)
+        return table.select([c for c, _ in COLUMNS])
 
     ctx.fill_table("metric_keys", COLUMNS, rows)

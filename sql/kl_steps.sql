@@ -20,16 +20,15 @@ with threshold as (
     select value_num as t from settings where name = 'kl_threshold'
 ),
 over_runs as (
-    -- Runs with a stored KL write above the threshold. Cheap: the scan skips every page of
-    -- the KL keys whose largest value is below it (`metrics_raw` is grouped by key). Any
-    -- write counts, including superseded ones and `pre_resume` copies: a superset of the runs
-    -- with a step over is all the fast paths need, and each further condition costs a column.
+    -- Runs with a stored KL write above the threshold, from the per-key summary the ingest
+    -- keeps (`metric_keys.max_value`: the largest non-NaN value of each read of a file), so
+    -- no metric row is read for it. Any write counts, including superseded ones and
+    -- `pre_resume` copies: a superset of the runs with a step over is all the fast paths need.
     select distinct run_id
-    from metrics_raw
+    from metric_keys
     where key in ('optim/kl_sample_train_v1', 'optim/kl_sample_train_v2',
                   'kl_sample_train_v1', 'kl_sample_train_v2')
-      and value > (select t from threshold)
-      and not isnan(value)
+      and max_value > (select t from threshold)
 ),
 writes as (
     -- `run_writes_over` is attached to each write, before the merge, so that a filter on it

@@ -17,12 +17,11 @@ with final_checkpoint as (
     group by run_id
 ),
 progress as (
-    -- NaN is greater than every number in DuckDB: set aside before taking the max. Not in the
-    -- WHERE clause: pushed into the Parquet scan, `not isnan(value)` is decided from the
-    -- column's min/max statistics, which leave NaN out (DuckDB 2.0.1 then keeps NaN rows).
-    select run_id, max(value) filter (where not isnan(value)) as done_frac
-    from metrics_raw
-    where key = 'progress/done_frac' and not coalesce(pre_resume, false)
+    -- From the per-key summary the ingest keeps (`metric_keys.max_value`: the largest non-NaN
+    -- value of each read of a file), so no metric row is read for it.
+    select run_id, max(max_value) as done_frac
+    from metric_keys
+    where key = 'progress/done_frac' and not pre_resume
     group by run_id
 )
 select r.run_id,

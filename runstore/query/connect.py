@@ -6,7 +6,9 @@ to reading the snapshot's live Parquet files (and the paths in `allow_read`), wi
 configuration locked. `ensure(names)` then creates what a query reads (every table and view
 for None), each once: a public table is a view over exactly the Parquet files the snapshot
 lists (DuckDB's own Parquet scan, never a directory glob; columns a later migration added
-read as typed nulls, and a table with no file yet is a typed view of no rows), `settings` a
+read as typed nulls, and a table with no file yet is a typed view of no rows; a summary the
+ingest keeps beside `metrics_raw` (`DERIVED`) that the snapshot lacks, or lacks columns of, is
+a view computing it from `metrics_raw`: sql/statements/summaries.sql), `settings` a
 view of the settings this query sees (`storage.settings.merged`: a param named like a setting
 overrides it), and every canned view (`views.py`) after what it depends on. Everything is a
 view, nothing a base table, so no statement can change what a later query sees. `cursor()`
@@ -15,8 +17,8 @@ everything created. No DuckDB database file is ever opened, so readers never blo
 or each other.
 
 No SQL text is built here: tables are DuckDB relations shaped with its expression API,
-`settings` is one fixed statement whose values are bound lists, and a canned view is its
-`.sql` file's body under its quoted name. Building a connection imports neither pyarrow nor
+`settings` is one fixed statement whose values are bound lists, and a canned view or a
+computed summary is its `.sql` file's body under its quoted name. Building a connection imports neither pyarrow nor
 sqlglot (`runstore sql` pays for neither; tests/test_fast_path.py holds it).
 """
 
@@ -34,9 +36,13 @@ from ..storage.settings import merged, value_parts
 from ..storage.snapshot import damaged_file, table_files
 from . import sandbox
 from .guard import identifier
+from .statements import named
 from .views import View, view_files, parsed
 
 SETTINGS = "settings"
+# Summaries of `metrics_raw` kept at ingest, and the statement computing each for a snapshot
+# written before (some of) it was kept.
+DERIVED = {"metric_keys": "summaries.metric_keys", "metric_steps": "summaries.metric_steps"}
 # The `settings` view: one row per setting, its value as a number or as text.
 SETTINGS_QUERY = ("select unnest($names) as name, cast(unnest($numbers) as double) as value_num,"
                   " cast(unnest($texts) as varchar) as value_str")
@@ -126,6 +132,9 @@ class Database:
         import duckdb
 
         files = self.files[name]
+        if name in DERIVED and name not in self.manifest.tables:
+            self._derived(name)
+            return
         if not files:
             # A view of no rows, not a table: a base table could be written to.
             (self.con.sql("select 1").project(*self._typed_nulls(schema_mod.duckdb_columns(name)))
@@ -134,6 +143,9 @@ class Database:
         try:
             rel = self.con.read_parquet(files, union_by_name=True)
             missing = [(c, t) for c, t in schema_mod.duckdb_columns(name) if c not in rel.columns]
+            if missing and name in DERIVED:
+                self._derived(name)  # a summary column no stored row has: computed
+                return
             if missing:
                 # Columns a later migration added, which no live file has yet: nulls of the
                 # column's type, so queries see the current schema.
@@ -145,6 +157,14 @@ class Database:
                 f"reading table {name} of the store failed: {one_line(e)}. If it "
                 "happens again, run `runstore repair --check`.")
             raise damaged from e
+
+    def _derived(self, name: str) -> None:
+        # A summary this snapshot does not hold (whole): computed from `metrics_raw`, as the
+        # ingest would have kept it (sql/statements/summaries.sql).
+        if "metrics_raw" not in self._made:
+            self._table("metrics_raw")
+            self._made.add("metrics_raw")
+        self.con.execute(f"create view {identifier(name)} as {named(DERIVED[name])}")
 
     def _settings(self) -> None:
         # Values travel as bound parameters; DuckDB folds them into the view as constants.

@@ -124,6 +124,17 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("n_strings", I64, "rows with a string or boolean value"),
         ("n_stepless", I64, "rows without a step"),
         ("steps_exact", BOOL, "false when these steps may repeat earlier ones (readers recount)"),
+        ("max_value", F64, "largest numeric value, NaN left out (+Infinity kept); null when none"),
+        ("n_step_numbers", I64, "rows with a step and a numeric value (NaN included)"),
+    ],
+    "metric_steps": [
+        ("run_id", STR, "run"),
+        ("source_id", I64, "internal: source file id (the metrics file summarised)"),
+        ("pre_resume", BOOL, "true for a `metrics.jsonl.pre_resume_*` copy (not live)"),
+        ("n_steps", I64, "steps (of any key) these rows add to the file's distinct steps"),
+        ("first_step", I64, "smallest step (null: only step-less rows)"),
+        ("last_step", I64, "largest step"),
+        ("steps_exact", BOOL, "false when `n_steps` may count earlier steps again (readers recount)"),
     ],
     "checkpoints": [
         ("run_id", STR, "run"),
@@ -283,7 +294,7 @@ def empty(table: str) -> "pa.Table":
 
 # Tables the ingest derives from other tables' rows (not read from a source file): the
 # ingest report's row counts leave them out.
-SUMMARY_TABLES = frozenset({"metric_keys"})
+SUMMARY_TABLES = frozenset({"metric_keys", "metric_steps"})
 
 TABLE_DOCS: dict[str, str] = {
     "runs": "One row per run directory. Sources: `config.json`, `code.diff`, the ledger of the "
@@ -293,6 +304,8 @@ TABLE_DOCS: dict[str, str] = {
                    "copies, as written. The `metrics` view keeps the live value per (run, step, key).",
     "metric_keys": "The per-key summary of `metrics_raw` kept at ingest (what `runstore keys` "
                    "reads): one row per key and read of a metrics file (appended, never rewritten).",
+    "metric_steps": "The per-read step count of `metrics_raw` kept at ingest (what `run_summary`'s "
+                    "`n_steps` adds up): one row per read of a metrics file (appended, never rewritten).",
     "checkpoints": "One row per record of `checkpoints.jsonl`.",
     "trajectories": "One row per record of `*_rollout_summaries.jsonl` (either layout).",
     "rollout_steps": "One row per element of a trajectory record's `steps`.",

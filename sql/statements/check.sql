@@ -110,15 +110,16 @@ kl_keys as (
 ),
 kl_logged as (
     -- The runs each KL series was checked on: every run with a numeric live-file KL write of
-    -- the series' family. `kl_values` may read only the runs with a KL write over the
-    -- threshold (the fast path), so the count cannot come from it; this cheap scan gives the
-    -- same count on both paths. (It counts a run whose every KL number was superseded by a
-    -- string, which `kl_steps` leaves out: "checked" means "logged a KL number".)
+    -- the series' family at a step. `kl_values` may read only the runs with a KL write over
+    -- the threshold (the fast path), so the count cannot come from it; the per-key summary
+    -- the ingest keeps (`metric_keys.n_step_numbers`) gives the same count on both paths
+    -- without reading a metric row (with `$since_step`, statement `kl_logged_since` below
+    -- takes its place). It counts a run whose every KL number was superseded by a string,
+    -- which `kl_steps` leaves out: "checked" means "logged a KL number".
     select distinct k.rule_idx, m.run_id
-    from metrics_raw as m
+    from metric_keys as m
     join kl_keys as k on k.key = m.key
-    where list_contains($kl_keys, m.key) and m.step is not null and m.value is not null
-      and not coalesce(m.pre_resume, false)
+    where list_contains($kl_keys, m.key) and m.n_step_numbers > 0 and not m.pre_resume
 ),
 seen as (
     -- One row per (rule, run) the rule was checked on.
@@ -149,3 +150,12 @@ answer as (
 )
 select * exclude (part) from answer
 order by part, run_name, rule_idx
+
+-- name: kl_logged_since
+-- `kl_logged` of a check from `$since_step` on: the summary does not say at which steps a run
+-- logged KL numbers, so they are read from `metrics_raw` (the step filter is added to it).
+select distinct k.rule_idx, m.run_id
+from metrics_raw as m
+join kl_keys as k on k.key = m.key
+where list_contains($kl_keys, m.key) and m.step is not null and m.value is not null
+  and not coalesce(m.pre_resume, false)

@@ -8,7 +8,13 @@ returns the chunk's `metric_keys` rows, one per key the chunk logs:
     run_id, source_id, key, pre_resume, n_points (distinct non-null steps in the chunk),
     first_step, last_step (null when the chunk logs the key only without a step),
     n_numbers, n_strings (rows with a numeric / a text value), n_stepless (rows without a
-    step), steps_exact
+    step), steps_exact, max_value (the largest numeric value, NaN left out, +Infinity kept;
+    null when none), n_step_numbers (rows with a step and a numeric value, NaN included)
+
+`max_value` and `n_step_numbers` add up over a (source, key)'s rows whatever their steps (a
+largest value and a count do not depend on which write of a step wins): they answer "has the
+run a KL write above the threshold?", "which runs logged a KL number?" and a run's largest
+`progress/done_frac` from this summary alone (sql/kl_steps.sql, sql/run_status.sql).
 
 Rows are only ever appended (a re-read file's rows go with its `source_id`, as every table's
 do), so one (source, key) may have several rows; its distinct steps are the sum of its rows'
@@ -41,13 +47,22 @@ STATE = "key_last"
 
 
 def _grouped(rows: "pa.Table") -> list[dict[str, Any]]:
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = rows.select(["run_id", "source_id", "key", "pre_resume", "step", "value",
-                         "value_str"]).append_column("stepless", pc.is_null(rows.column("step")))
+    step, value = rows.column("step"), rows.column("value")
+    # NaN set aside as null before the max: the summary's max is `max(value) filter (where
+    # not isnan(value))`, whatever Arrow's own NaN ordering is.
+    number = pc.if_else(pc.is_nan(value), pa.scalar(None, pa.float64()), value)
+    table = (rows.select(["run_id", "source_id", "key", "pre_resume", "step", "value",
+                          "value_str"])
+             .append_column("stepless", pc.is_null(step))
+             .append_column("number", number)
+             .append_column("step_number", pc.and_(pc.is_valid(step), pc.is_valid(value))))
     grouped = table.group_by(["run_id", "source_id", "key", "pre_resume"]).aggregate([
         ("step", "count_distinct"), ("step", "min"), ("step", "max"), ("value", "count"),
-        ("value_str", "count"), ("stepless", "sum")])
+        ("value_str", "count"), ("stepless", "sum"), ("number", "max"),
+        ("step_number", "sum")])
     return grouped.to_pylist()
 
 
@@ -56,7 +71,8 @@ def _row(g: dict[str, Any], exact: bool) -> dict[str, Any]:
             "pre_resume": bool(g["pre_resume"]), "n_points": g["step_count_distinct"],
             "first_step": g["step_min"], "last_step": g["step_max"],
             "n_numbers": g["value_count"], "n_strings": g["value_str_count"],
-            "n_stepless": int(g["stepless_sum"] or 0), "steps_exact": exact}
+            "n_stepless": int(g["stepless_sum"] or 0), "steps_exact": exact,
+            "max_value": g["number_max"], "n_step_numbers": int(g["step_number_sum"] or 0)}
 
 
 def summarize(rows: "pa.Table", state: dict[str, Any], fresh: bool) -> "pa.Table":

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from ...numbers import INT64_MAX, INT64_MIN
 from ...storage.schema import empty, schema
 from .. import parse as jsonl
-from . import metric_keys
+from . import metric_keys, metric_steps
 from .base import (Batch, Context, Output, clean_str as _clean_str, holds_negative_zero,
                    to_float)
 
@@ -184,20 +184,22 @@ def _split_value(v: Any) -> tuple[float | None, str | None]:
 
 
 class Metrics:
-    """metrics.jsonl and its `pre_resume` copies → `metrics_raw`, and their per-key summary →
-    `metric_keys` (metric_keys.py); the ledger state keeps the largest step (the `runs` row's
-    `last_step`) and each key's last step (for the summary)."""
+    """metrics.jsonl and its `pre_resume` copies → `metrics_raw`, their per-key summary →
+    `metric_keys` (metric_keys.py) and their per-read step count → `metric_steps`
+    (metric_steps.py); the ledger state keeps the largest step (the `runs` row's `last_step`,
+    and what a read's steps are compared with) and each key's last step (for the summary)."""
 
     kinds = ("metrics", "metrics_pre_resume")
-    tables = ("metrics_raw", "metric_keys")
+    tables = ("metrics_raw", "metric_keys", "metric_steps")
 
     def normalize(self, batch: Batch) -> Output:
         out = Output()
         table, last = normalize(batch.data, batch.first_line, batch.ctx,
                                 pre_resume=batch.kind == "metrics_pre_resume")
         out.add("metrics_raw", table)
-        out.add("metric_keys", metric_keys.summarize(table, batch.state,
-                                                     fresh=batch.first_line == 1))
+        fresh = batch.first_line == 1
+        out.add("metric_keys", metric_keys.summarize(table, batch.state, fresh=fresh))
+        out.add("metric_steps", metric_steps.summarize(table, batch.state, fresh=fresh))
         if last is not None:
             batch.state["max_step"] = max(last, batch.state.get("max_step", last))
         return out

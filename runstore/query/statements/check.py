@@ -5,8 +5,10 @@ check query's text for one shape of rule set (its values are all bound params, s
 file's header): the branches of `picked` that no rule reads are dropped with their relations
 (an unused branch would still scan its table), the optional `since_step` and `runs` filters
 are added as sqlglot expressions, and with `over_runs_only` the KL values are read only for
-the runs with a KL write over the threshold (`kl_steps.run_writes_over`). Each shape is
-generated once per process.
+the runs with a KL write over the threshold (`kl_steps.run_writes_over`). The runs each KL
+rule was checked on come from the `metric_keys` summary, or, with `since_step`, from the KL
+writes themselves (statement `check.kl_logged_since`). Each shape is generated once per
+process.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ def check_statement(metrics_used: bool, kl_used: bool, since_step: bool, runs: b
                      .where(exp.Glob(this=exp.column("run_name"),
                                      expression=exp.Placeholder(this="runs"))))
             select.where(col("run_id").isin(query=named), copy=False)
+    if since_step:  # the summary has no steps: the KL writes are read (see check.sql)
+        ctes["kl_logged"].set("this", sqlglot.parse_one(named_statement("check.kl_logged_since"),
+                                                         read="duckdb"))
     logged = ctes["kl_logged"].this
     if since_step:
         logged.where(m("step") >= exp.Placeholder(this="since_step"), copy=False)
