@@ -163,12 +163,12 @@ def big_metrics(path: Path) -> None:
     assert path.stat().st_size > changes.PREFIX_HASH_MAX
 
 
-def ledger_entry(store_path: Path, rel_path: str) -> dict[str, Any]:
-    """The newest snapshot's ledger row of the one file `rel_path` (internal), state parsed."""
+def ledger_entry(store_path: Path, rid: str, rel_path: str) -> dict[str, Any]:
+    """The newest snapshot's ledger row of one file of a run (internal), state parsed."""
     m = read_manifest(store_path)
     assert m is not None and m.ledger
     rows = [r for r in open_parquet(str(store_path / m.ledger)).read().to_pylist()
-            if r["rel_path"] == rel_path]
+            if (r["run_id"], r["rel_path"]) == (rid, rel_path)]
     assert len(rows) == 1, rows
     return {**rows[0], "state": json.loads(rows[0]["state"])}
 
@@ -284,3 +284,98 @@ def test_a_large_file_replaced_by_rename_is_reread_and_an_edit_in_place_is_not(
     assert counts(store) == expected(small_tree)
 
 
+def counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Bytes of every `read_ranges` call on a local file from now on (the prefix checks and
+    what the fingerprint reads back), one number per range."""
+    from runstore.storage.location.local import Local
+    seen: list[int] = []
+    real = Local.read_ranges
+
+    def spy(self: Local, rel: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        out = real(self, rel, ranges)
+        seen.extend(len(b) for b in out)
+        return out
+
+    monkeypatch.setattr(Local, "read_ranges", spy)
+    return seen
+
+
+def test_append_to_a_large_file_reads_the_new_bytes_and_a_few_blocks(
+        small_tree: Path, store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain append past 1 MiB: only the new line is read as data, the check reads the
+    sampled blocks (bounded, however big the file), and the ledger moves to the new end with
+    the samples of the new offset."""
+    run = small_tree / RUN
+    path = run / "metrics.jsonl"
+    big_metrics(path)
+    store = runstore.open(store_path)
+    store.ingest([small_tree])
+    rid = run_id(store, run)
+    lines_before = len(jsonl_lines(path))
+    line = json.dumps({"step": 5000, "loss": 0.5, "lr": 1e-4}).encode() + b"\n"
+    with open(path, "ab") as f:
+        f.write(line)
+    reads = counting_reads(monkeypatch)
+    report = store.ingest([small_tree])
+    assert report.bytes_read == len(line)
+    assert report.rows_added["metrics_raw"] == 2  # loss and lr
+    assert 0 < sum(reads) <= 2 * changes.SAMPLES * changes.BLOCK + changes.TAIL
+    assert metric_rows_in_store(store, rid) == oracle_metric_rows(path)
+    entry = ledger_entry(store_path, rid, "metrics.jsonl")
+    assert entry["offset"] == path.stat().st_size and entry["lines"] == lines_before + 1
+    assert entry["state"]["ino"] == path.stat().st_ino
+    assert "crc" not in entry["state"] and isinstance(entry["state"]["sampled"], int)
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_an_entry_from_before_the_samples_keeps_reading_appends(
+        small_tree: Path, store_path: Path, monkeypatch: pytest.MonkeyPatch,
+        large: bool) -> None:
+    """A ledger written before the inode and the sampled blocks were kept (its fingerprint:
+    ctime, tail, and the CRC up to 1 MiB): an append is still read from the offset alone, not
+    the whole file, and the entry then records the inode and the samples, which notice the
+    next in-place edit."""
+    run = small_tree / RUN
+    path = run / "metrics.jsonl"
+    if large:
+        big_metrics(path)
+    real = changes.fingerprint
+
+    def as_before(entry: Any, *args: Any) -> None:
+        real(entry, *args)
+        entry.state.pop("ino", None)
+        entry.state.pop("sampled", None)
+
+    monkeypatch.setattr(changes, "fingerprint", as_before)
+    store = runstore.open(store_path)
+    store.ingest([small_tree])
+    rid = run_id(store, run)
+    state = ledger_entry(store_path, rid, "metrics.jsonl")["state"]
+    assert "ino" not in state and "sampled" not in state and "tail" in state
+    assert ("crc" in state) != large
+    monkeypatch.undo()
+
+    line = json.dumps({"step": 5000, "loss": 0.5}).encode() + b"\n"
+    with open(path, "ab") as f:
+        f.write(line)
+    report = store.ingest([small_tree])
+    assert report.bytes_read == len(line)
+    assert metric_rows_in_store(store, rid) == oracle_metric_rows(path)
+    state = ledger_entry(store_path, rid, "metrics.jsonl")["state"]
+    assert state["ino"] == path.stat().st_ino
+    assert ("sampled" in state) == large and ("crc" in state) != large
+
+    size = path.stat().st_size
+    ranges = changes.sample_ranges(size) or [(0, size)]
+    pos = loss_digit(path.read_bytes(), True, ranges[-2:-1] if large else ranges,
+                     size - changes.TAIL)
+    data = path.read_bytes()
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        f.write(changed_digit(data[pos]))
+    with open(path, "ab") as f:
+        f.write(json.dumps({"step": 5001, "loss": 0.25}).encode() + b"\n")
+    report = store.ingest([small_tree])
+    assert report.bytes_read == path.stat().st_size  # read whole
+    assert metric_rows_in_store(store, rid) == oracle_metric_rows(path)
+    assert counts(store) == expected(small_tree)
