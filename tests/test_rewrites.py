@@ -1,12 +1,13 @@
 """Append-only files rewritten behind the ingest's back (issue 12, item 7).
 
 An append always grows a file. So a file whose size did not grow but whose mtime or ctime
-moved was rewritten in place, and is read again whole; so is a file that grew but whose bytes
-before the remembered offset changed, as far as the ledger's fingerprint can tell: all of them
-up to `changes.PREFIX_HASH_MAX` (1 MiB), only the last 64 past it. Each test edits one value
-early in a file, keeping its length and its last 64 bytes, so that only the fingerprint can
-notice, and checks the store against the edited file, read here independently (`oracle` and
-plain `json`).
+moved was rewritten in place, and is read again whole; so is a file that grew but is another
+file now (another inode: renamed over the old one), or whose bytes before the remembered
+offset changed, as far as the ledger's fingerprint can tell: all of them up to
+`changes.PREFIX_HASH_MAX` (1 MiB), past it the blocks `changes.sample_ranges` places. Each test
+edits one value, keeping its length (and, for the small files, the last 64 bytes), so that
+only the fingerprint can notice, and checks the store against the edited file, read here
+independently (`oracle` and plain `json`). `tests/test_changes.py` checks the pure parts.
 """
 
 from __future__ import annotations
@@ -199,6 +200,26 @@ def loss_on_line_at(path: Path, pos: int) -> tuple[int, float]:
     return obj["step"], obj["loss"]
 
 
+def ingested_big(small_tree: Path, store_path: Path) -> tuple[runstore.Store, str, Path]:
+    """The small tree with its traced run's metrics file made `big_metrics`, ingested: the
+    store, the run's id and the file."""
+    run = small_tree / RUN
+    path = run / "metrics.jsonl"
+    big_metrics(path)
+    store = runstore.open(store_path)
+    store.ingest([small_tree])
+    return store, run_id(store, run), path
+
+
+def edit_in_place(path: Path, pos: int) -> None:
+    """`changed_digit` at `pos`, written into the file (`r+b`: the same inode)."""
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        old = f.read(1)
+        f.seek(pos)
+        f.write(changed_digit(old[0]))
+
+
 def stored_loss(store: runstore.Store, rid: str, step: int) -> list[float]:
     return [r["value"] for r in store.arrow(
         "select value from metrics_raw where run_id = $rid and key = 'loss' and step = $s "
@@ -210,25 +231,19 @@ def test_edit_inside_a_sampled_block_then_append_in_a_large_file_is_reread(
     """Past 1 MiB the ledger keeps a CRC of blocks sampled across the prefix: a same-length
     edit inside one (written in place, same inode, far from the tail), then an append, is a
     rewrite: the file is read whole and the store holds the edited value."""
-    run = small_tree / RUN
-    path = run / "metrics.jsonl"
-    big_metrics(path)
-    store = runstore.open(store_path)
-    store.ingest([small_tree])
-    rid = run_id(store, run)
+    store, rid, path = ingested_big(small_tree, store_path)
     size = path.stat().st_size
     ino = path.stat().st_ino
     middle = changes.sample_ranges(size)[changes.SAMPLES // 2]
     pos = loss_digit(path.read_bytes(), True, [middle], size - changes.TAIL)
-    with open(path, "r+b") as f:
-        f.seek(pos)
-        old = f.read(1)
-        f.seek(pos)
-        f.write(changed_digit(old[0]))
+    step, _ = loss_on_line_at(path, pos)
+    before = stored_loss(store, rid, step)
+    edit_in_place(path, pos)
     with open(path, "ab") as f:
         f.write(json.dumps({"step": 5000, "loss": 0.5}).encode() + b"\n")
     assert path.stat().st_ino == ino
     step, loss = loss_on_line_at(path, pos)
+    assert before != [loss]
     report = store.ingest([small_tree])
     assert report.bytes_read == path.stat().st_size  # read whole
     assert stored_loss(store, rid, step) == [loss]
@@ -305,12 +320,7 @@ def test_append_to_a_large_file_reads_the_new_bytes_and_a_few_blocks(
     """A plain append past 1 MiB: only the new line is read as data, the check reads the
     sampled blocks (bounded, however big the file), and the ledger moves to the new end with
     the samples of the new offset."""
-    run = small_tree / RUN
-    path = run / "metrics.jsonl"
-    big_metrics(path)
-    store = runstore.open(store_path)
-    store.ingest([small_tree])
-    rid = run_id(store, run)
+    store, rid, path = ingested_big(small_tree, store_path)
     lines_before = len(jsonl_lines(path))
     line = json.dumps({"step": 5000, "loss": 0.5, "lr": 1e-4}).encode() + b"\n"
     with open(path, "ab") as f:
@@ -369,10 +379,7 @@ def test_an_entry_from_before_the_samples_keeps_reading_appends(
     ranges = changes.sample_ranges(size) or [(0, size)]
     pos = loss_digit(path.read_bytes(), True, ranges[-2:-1] if large else ranges,
                      size - changes.TAIL)
-    data = path.read_bytes()
-    with open(path, "r+b") as f:
-        f.seek(pos)
-        f.write(changed_digit(data[pos]))
+    edit_in_place(path, pos)
     with open(path, "ab") as f:
         f.write(json.dumps({"step": 5001, "loss": 0.25}).encode() + b"\n")
     report = store.ingest([small_tree])
