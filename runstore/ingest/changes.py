@@ -51,8 +51,8 @@ TAIL = 64  # bytes before the offset remembered to notice a file rewritten behin
 PREFIX_HASH_MAX = 1 << 20
 # Past it, blocks sampled across the prefix: 32 x 2 KiB = 64 KiB read per check, however big
 # the file. Many small blocks rather than a few large ones: an edit that touches every line
-# (a tool rewriting one key throughout) meets one of them for sure. They never overlap, since
-# PREFIX_HASH_MAX is far above SAMPLES * BLOCK.
+# (a tool rewriting one key throughout) meets one for sure while lines are under BLOCK / 2
+# (a block then holds a whole line). They never overlap: PREFIX_HASH_MAX >> SAMPLES * BLOCK.
 SAMPLES = 32
 BLOCK = 2048
 
