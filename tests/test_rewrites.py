@@ -1,12 +1,13 @@
 """Append-only files rewritten behind the ingest's back (issue 12, item 7).
 
 An append always grows a file. So a file whose size did not grow but whose mtime or ctime
-moved was rewritten in place, and is read again whole; so is a file that grew but whose bytes
-before the remembered offset changed, as far as the ledger's fingerprint can tell: all of them
-up to `changes.PREFIX_HASH_MAX` (1 MiB), only the last 64 past it. Each test edits one value
-early in a file, keeping its length and its last 64 bytes, so that only the fingerprint can
-notice, and checks the store against the edited file, read here independently (`oracle` and
-plain `json`).
+moved was rewritten in place, and is read again whole; so is a file that grew but is another
+file now (another inode: renamed over the old one), or whose bytes before the remembered
+offset changed, as far as the ledger's fingerprint can tell: all of them up to
+`changes.PREFIX_HASH_MAX` (1 MiB), past it the blocks `changes.sample_ranges` places. Each test
+edits one value, keeping its length (and, for the small files, the last 64 bytes), so that
+only the fingerprint can notice, and checks the store against the edited file, read here
+independently (`oracle` and plain `json`). `tests/test_changes.py` checks the pure parts.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ import pytest
 import oracle
 import runstore
 from runstore.ingest import changes
+from runstore.storage.manifest import read_manifest
+from runstore.storage.snapshot import open_parquet
+from storekit import python_m
 from test_ingest import (counts, expected, jsonl_lines, metric_rows_in_store,
                          oracle_metric_rows, run_id, write_lines)
 
@@ -160,41 +164,225 @@ def big_metrics(path: Path) -> None:
     assert path.stat().st_size > changes.PREFIX_HASH_MAX
 
 
-def test_edit_and_append_in_a_large_file_what_the_tail_tells(small_tree: Path,
-                                                            store_path: Path) -> None:
-    """Past 1 MiB, a file that grew is checked by the 64 bytes before the offset only (reading
-    every growing file whole at every ingest would cost more than the ingest). What that
-    notices and what it does not, as docs/ingest.md says:
+def ledger_entry(store_path: Path, rid: str, rel_path: str) -> dict[str, Any]:
+    """The newest snapshot's ledger row of one file of a run (internal), state parsed."""
+    m = read_manifest(store_path)
+    assert m is not None and m.ledger
+    rows = [r for r in open_parquet(str(store_path / m.ledger)).read().to_pylist()
+            if (r["run_id"], r["rel_path"]) == (rid, rel_path)]
+    assert len(rows) == 1, rows
+    return {**rows[0], "state": json.loads(rows[0]["state"])}
 
-    * an edit that changes the length of a line shifts every later byte, so the tail differs:
-      the file is read again whole;
-    * a same-length edit outside the last 64 bytes, then an append: the edit is not seen (the
-      stored value stays), the appended lines are read.
-    """
+
+def loss_digit(data: bytes, inside: bool, ranges: list[tuple[int, int]],
+               tail_from: int) -> int:
+    """Where the first decimal of a `"loss": d.ddd` value lies wholly inside one of `ranges`
+    (`inside`), or outside all of them and before `tail_from`: changing that digit changes
+    the value, not the length."""
+    for m in re.finditer(rb'"loss": (\d\.\d+)', data):
+        lo, hi = m.span(1)
+        hit = any(s <= lo and hi <= e for s, e in ranges)
+        clear = all(hi <= s or lo >= e for s, e in ranges) and hi <= tail_from
+        if (hit if inside else clear):
+            return lo + 2
+    raise AssertionError("no such value")
+
+
+def changed_digit(b: int) -> bytes:
+    return bytes([0x30 + (b - 0x30 + 1) % 10])
+
+
+def loss_on_line_at(path: Path, pos: int) -> tuple[int, float]:
+    """(step, loss) of the line holding byte `pos`, read with plain `json`."""
+    data = path.read_bytes()
+    start = data.rfind(b"\n", 0, pos) + 1
+    obj = json.loads(data[start:data.index(b"\n", pos)])
+    return obj["step"], obj["loss"]
+
+
+def ingested_big(small_tree: Path, store_path: Path) -> tuple[runstore.Store, str, Path]:
+    """The small tree with its traced run's metrics file made `big_metrics`, ingested: the
+    store, the run's id and the file."""
     run = small_tree / RUN
     path = run / "metrics.jsonl"
     big_metrics(path)
     store = runstore.open(store_path)
     store.ingest([small_tree])
-    rid = run_id(store, run)
+    return store, run_id(store, run), path
 
-    # A longer line 1, then an append: noticed.
-    lines = jsonl_lines(path)
-    lines[0] = lines[0].replace(b'"loss": 1.0', b'"loss": 1.25')
-    lines.append(json.dumps({"step": 5000, "loss": 0.5}).encode())
-    write_lines(path, lines)
+
+def edit_in_place(path: Path, pos: int) -> None:
+    """`changed_digit` at `pos`, written into the file (`r+b`: the same inode)."""
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        old = f.read(1)
+        f.seek(pos)
+        f.write(changed_digit(old[0]))
+
+
+def stored_loss(store: runstore.Store, rid: str, step: int) -> list[float]:
+    return [r["value"] for r in store.arrow(
+        "select value from metrics_raw where run_id = $rid and key = 'loss' and step = $s "
+        "and not pre_resume", {"rid": rid, "s": step}).to_pylist()]
+
+
+def test_edit_inside_a_sampled_block_then_append_in_a_large_file_is_reread(
+        small_tree: Path, store_path: Path) -> None:
+    """Past 1 MiB the ledger keeps a CRC of blocks sampled across the prefix: a same-length
+    edit inside one (written in place, same inode, far from the tail), then an append, is a
+    rewrite: the file is read whole and the store holds the edited value."""
+    store, rid, path = ingested_big(small_tree, store_path)
+    size = path.stat().st_size
+    ino = path.stat().st_ino
+    middle = changes.sample_ranges(size)[changes.SAMPLES // 2]
+    pos = loss_digit(path.read_bytes(), True, [middle], size - changes.TAIL)
+    step, _ = loss_on_line_at(path, pos)
+    before = stored_loss(store, rid, step)
+    edit_in_place(path, pos)
+    with open(path, "ab") as f:
+        f.write(json.dumps({"step": 5000, "loss": 0.5}).encode() + b"\n")
+    assert path.stat().st_ino == ino
+    step, loss = loss_on_line_at(path, pos)
+    assert before != [loss]
     report = store.ingest([small_tree])
-    assert report.bytes_read >= path.stat().st_size
+    assert report.bytes_read == path.stat().st_size  # read whole
+    assert stored_loss(store, rid, step) == [loss]
     assert metric_rows_in_store(store, rid) == oracle_metric_rows(path)
+    assert counts(store) == expected(small_tree)
 
-    # A same-length edit of line 1, then an append: only the append is seen.
-    stale = oracle_metric_rows(path)
-    edit_early(path)
+
+def test_a_large_file_replaced_by_rename_is_reread_and_an_edit_in_place_is_not(
+        small_tree: Path, store_path: Path) -> None:
+    """The same kind of edit outside every sampled block and the tail, then an append: written
+    in place (same inode) it is not seen, the limit docs/ingest.md states; written aside and
+    renamed over the file (`os.replace`, as editors and `sed -i` do: a new inode) it is, and
+    the file is read whole. Through the CLI."""
+    run = small_tree / RUN
+    path = run / "metrics.jsonl"
+    big_metrics(path)
+    assert python_m(store_path, "ingest", str(small_tree)).returncode == 0
+
+    def edit_outside_samples() -> tuple[bytes, int]:
+        data = path.read_bytes()
+        size = len(data)
+        pos = loss_digit(data, False, changes.sample_ranges(size), size - changes.TAIL)
+        return data[:pos] + changed_digit(data[pos]) + data[pos + 1:], pos
+
+    # In place: not noticed, only the appended line is read.
+    new, pos = edit_outside_samples()
+    stale_step, _ = loss_on_line_at(path, pos)
+    store = runstore.open(store_path)
+    rid = run_id(store, run)
+    stale = stored_loss(store, rid, stale_step)
+    with open(path, "r+b") as f:
+        f.write(new)
+    with open(path, "ab") as f:
+        f.write(json.dumps({"step": 5000, "loss": 0.5}).encode() + b"\n")
+    assert stale != [loss_on_line_at(path, pos)[1]]
+    proc = python_m(store_path, "ingest", "-q", str(small_tree))
+    assert proc.returncode == 0, proc.stderr
+    assert stored_loss(runstore.open(store_path), rid, stale_step) == stale
+
+    # Replaced: noticed by the inode, although the edit misses every sampled block.
+    ino = path.stat().st_ino
+    new, pos = edit_outside_samples()
+    tmp = path.with_name(".metrics.jsonl.tmp")
+    tmp.write_bytes(new + json.dumps({"step": 5001, "loss": 0.25}).encode() + b"\n")
+    os.replace(tmp, path)
+    assert path.stat().st_ino != ino
+    step, loss = loss_on_line_at(path, pos)
+    proc = python_m(store_path, "ingest", "-q", str(small_tree))
+    assert proc.returncode == 0, proc.stderr
+    store = runstore.open(store_path)
+    assert stored_loss(store, rid, step) == [loss]
+    assert metric_rows_in_store(store, rid) == oracle_metric_rows(path)
+    assert counts(store) == expected(small_tree)
+
+
+def counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Bytes of every `read_ranges` call on a local file from now on (the prefix checks and
+    what the fingerprint reads back), one number per range."""
+    from runstore.storage.location.local import Local
+    seen: list[int] = []
+    real = Local.read_ranges
+
+    def spy(self: Local, rel: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        out = real(self, rel, ranges)
+        seen.extend(len(b) for b in out)
+        return out
+
+    monkeypatch.setattr(Local, "read_ranges", spy)
+    return seen
+
+
+def test_append_to_a_large_file_reads_the_new_bytes_and_a_few_blocks(
+        small_tree: Path, store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain append past 1 MiB: only the new line is read as data, the check reads the
+    sampled blocks (bounded, however big the file), and the ledger moves to the new end with
+    the samples of the new offset."""
+    store, rid, path = ingested_big(small_tree, store_path)
+    lines_before = len(jsonl_lines(path))
+    line = json.dumps({"step": 5000, "loss": 0.5, "lr": 1e-4}).encode() + b"\n"
+    with open(path, "ab") as f:
+        f.write(line)
+    reads = counting_reads(monkeypatch)
+    report = store.ingest([small_tree])
+    assert report.bytes_read == len(line)
+    assert report.rows_added["metrics_raw"] == 2  # loss and lr
+    assert 0 < sum(reads) <= 2 * changes.SAMPLES * changes.BLOCK + changes.TAIL
+    assert metric_rows_in_store(store, rid) == oracle_metric_rows(path)
+    entry = ledger_entry(store_path, rid, "metrics.jsonl")
+    assert entry["offset"] == path.stat().st_size and entry["lines"] == lines_before + 1
+    assert entry["state"]["ino"] == path.stat().st_ino
+    assert "crc" not in entry["state"] and isinstance(entry["state"]["sampled"], int)
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_an_entry_from_before_the_samples_keeps_reading_appends(
+        small_tree: Path, store_path: Path, monkeypatch: pytest.MonkeyPatch,
+        large: bool) -> None:
+    """A ledger written before the inode and the sampled blocks were kept (its fingerprint:
+    ctime, tail, and the CRC up to 1 MiB): an append is still read from the offset alone, not
+    the whole file, and the entry then records the inode and the samples, which notice the
+    next in-place edit."""
+    run = small_tree / RUN
+    path = run / "metrics.jsonl"
+    if large:
+        big_metrics(path)
+    real = changes.fingerprint
+
+    def as_before(entry: Any, *args: Any) -> None:
+        real(entry, *args)
+        entry.state.pop("ino", None)
+        entry.state.pop("sampled", None)
+
+    monkeypatch.setattr(changes, "fingerprint", as_before)
+    store = runstore.open(store_path)
+    store.ingest([small_tree])
+    rid = run_id(store, run)
+    state = ledger_entry(store_path, rid, "metrics.jsonl")["state"]
+    assert "ino" not in state and "sampled" not in state and "tail" in state
+    assert ("crc" in state) != large
+    monkeypatch.undo()
+
+    line = json.dumps({"step": 5000, "loss": 0.5}).encode() + b"\n"
+    with open(path, "ab") as f:
+        f.write(line)
+    report = store.ingest([small_tree])
+    assert report.bytes_read == len(line)
+    assert metric_rows_in_store(store, rid) == oracle_metric_rows(path)
+    state = ledger_entry(store_path, rid, "metrics.jsonl")["state"]
+    assert state["ino"] == path.stat().st_ino
+    assert ("sampled" in state) == large and ("crc" in state) != large
+
+    size = path.stat().st_size
+    ranges = changes.sample_ranges(size) or [(0, size)]
+    pos = loss_digit(path.read_bytes(), True, ranges[-2:-1] if large else ranges,
+                     size - changes.TAIL)
+    edit_in_place(path, pos)
     with open(path, "ab") as f:
         f.write(json.dumps({"step": 5001, "loss": 0.25}).encode() + b"\n")
     report = store.ingest([small_tree])
-    assert report.bytes_read < 1000  # the appended line (and the 64-byte tail check)
-    got = metric_rows_in_store(store, rid)
-    assert got != oracle_metric_rows(path)
-    appended = (5001, "loss", 0.25, len(jsonl_lines(path)))
-    assert got == sorted(stale + [appended], key=lambda r: (r[3], r[1]))
+    assert report.bytes_read == path.stat().st_size  # read whole
+    assert metric_rows_in_store(store, rid) == oracle_metric_rows(path)
+    assert counts(store) == expected(small_tree)

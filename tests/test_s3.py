@@ -345,6 +345,47 @@ def test_same_size_rewrite_on_s3_is_reread(demo_tree: Path, bucket: str, tmp_pat
     assert counts(store) == expected(demo_tree)
 
 
+def test_large_object_on_s3_checked_by_sampled_blocks(small_tree: Path, bucket: str,
+                                                      tmp_path: Path) -> None:
+    """Past 1 MiB on S3 (no inode; every put is a new object): an object put again with a line
+    appended is read from the offset, after its sampled blocks are fetched by range; one put
+    again with a same-length edit inside a sampled block, and a line appended, is read whole."""
+    from runstore.ingest import changes
+    from test_ingest import metric_rows_in_store, oracle_metric_rows
+    from test_rewrites import RUN, big_metrics, changed_digit, loss_digit
+
+    run = small_tree / RUN
+    path = run / "metrics.jsonl"
+    big_metrics(path)
+    upload(small_tree, f"s3://{bucket}/runs")
+    key = f"{bucket}/runs/{RUN}/metrics.jsonl"
+    store = runstore.open(tmp_path / "store")
+    store.ingest([f"s3://{bucket}/runs"])
+    rid = store.sql("select run_id from runs where run_name = $n", {"n": RUN}).rows()[0][0]
+
+    line = json.dumps({"step": 5000, "loss": 0.5}).encode() + b"\n"
+    with open(path, "ab") as f:
+        f.write(line)
+    s3fs_client().put_file(str(path), key)
+    rep = store.ingest([f"s3://{bucket}/runs"])
+    assert rep.bytes_read == len(line) and not rep.warnings
+    assert metric_rows_in_store(store, rid) == oracle_metric_rows(path)
+
+    data = path.read_bytes()
+    size = len(data)
+    pos = loss_digit(data, True, changes.sample_ranges(size)[3:4], size - changes.TAIL)
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        f.write(changed_digit(data[pos]))
+    with open(path, "ab") as f:
+        f.write(json.dumps({"step": 5001, "loss": 0.25}).encode() + b"\n")
+    s3fs_client().put_file(str(path), key)
+    rep = store.ingest([f"s3://{bucket}/runs"])
+    assert rep.bytes_read == path.stat().st_size  # read whole
+    assert metric_rows_in_store(store, rid) == oracle_metric_rows(path)
+    assert counts(store) == expected(small_tree)
+
+
 def test_missing_s3_source_is_a_clear_error(bucket: str, tmp_path: Path) -> None:
     proc = cli("--store", str(tmp_path / "store"), "ingest", f"s3://{bucket}/nothing-here",
                check=False)

@@ -14,7 +14,7 @@ above its `iteration_NNNNNN` directory). Each file of a run is classified into a
 `eval/<label>`) and iteration, in either layout: `iteration_NNNNNN/<base>_…` or flat
 `<base>_iteration_NNNNNN_…`. `source_files(run_path, run_name)` lists a run directory's files
 as `runstore repair` needs them. Nothing here reads file contents; only names and `stat`
-results (on S3: the listing's sizes and change tokens).
+results (on S3: the listing's sizes and change tokens; locally also ctimes and inode numbers).
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ class SourceFile:
     split: str | None = None
     iteration: int | None = None
     ctime_ns: int | None = None  # local files only: moves with every change, `utime` too
+    ino: int | None = None  # local files only: another one when a file is renamed over it
 
 
 @dataclass
@@ -158,7 +159,7 @@ def _scan(tree: Tree, path: str, run_name: str, entries: list[Any]) -> RunDir:
             return
         kind, split, iteration = found
         files.append(SourceFile(rel, kind, st.st_size, st.st_mtime_ns, split, iteration,
-                                st.st_ctime_ns))
+                                st.st_ctime_ns, st.st_ino or None))
 
     for entry in entries:
         if _is_dir(entry):

@@ -5,8 +5,8 @@ Contract:
 * `read_span(where, rel, start, complete_lines)` returns the bytes of the file `rel` of the
   location `where` (a run directory, local or on S3) from `start` to its end, or — for
   append-only files — only up to and including the last `\\n`, so a line still being
-  written is left for the next read; `read_tail(where, rel, end, n)` the `n` bytes before
-  `end`. Sources are opened read-only; nothing is written to them.
+  written is left for the next read. Sources are opened read-only; nothing is written to
+  them.
 * `records(data, first_line, ctx)` yields `(line_number, object)` for every line that decodes
   as JSON (Python's decoder: bare `NaN`, `Infinity`, `-Infinity` accepted; a UTF-8 BOM and CRLF
   endings tolerated; blank lines skipped; an integer too long for Python's int conversion limit
@@ -78,11 +78,6 @@ def read_span(where: Location, rel: str, start: int, *, complete_lines: bool) ->
         cut = data.rfind(b"\n")
         data = data[: cut + 1] if cut >= 0 else b""
     return data
-
-
-def read_tail(where: Location, rel: str, end: int, n: int) -> bytes:
-    """The `n` bytes just before `end` (to check an append-only file was not rewritten)."""
-    return where.read_range(rel, max(0, end - n), end)
 
 
 def decode_line(raw: bytes) -> Any:

@@ -62,9 +62,8 @@ def process_file(task: FileTask) -> FileResult:
     prefix_changed = False
     if entry is not None and changes.grew(entry, f):
         # Grown: an append, unless what was consumed before the offset changed too.
-        start = changes.check_start(entry)
         try:
-            seen = jsonl.read_tail(run, f.rel_path, entry.offset, entry.offset - start)
+            seen = run.read_ranges(f.rel_path, changes.check_ranges(entry))
         except OSError:
             seen = None  # then reading the new bytes fails too, and says so
         prefix_changed = seen is not None and not changes.same_prefix(entry, seen)
@@ -101,7 +100,7 @@ def process_file(task: FileTask) -> FileResult:
         entry.offset = plan.start + len(data)
         entry.lines = plan.first_line - 1 + n_lines
         changes.fingerprint(entry, f, plan.start, data,
-                            lambda end, n: jsonl.read_tail(run, f.rel_path, end, n))
+                            lambda ranges: run.read_ranges(f.rel_path, ranges))
     else:
         entry.offset = len(data)
         if f.ctime_ns is not None:

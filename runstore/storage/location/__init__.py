@@ -7,11 +7,12 @@ else a `Local` (a `pathlib.Path`, so local code keeps os/pathlib speed and idiom
 
 * naming: `loc / "name"` (a location below), `.name`, `.parent`, `uri(rel)`, `str(loc)`;
   `resolved()` (a local path made absolute, `~` expanded);
-* reading: `read(rel)`, `read_range(rel, start, end)`, `chunks(rel)` (for hashing),
-  `parquet_source(rel)` (what pyarrow's Parquet reader opens), `list(rel)` (sorted names
-  directly inside, empty when there is none), `walk_files(skip_dirs)` (every file below,
-  with its size and change token), `tree()` (the directory walk discovery needs), and
-  `exists()`, `is_file()`, `is_dir()`, `read_text()`;
+* reading: `read(rel)`, `read_range(rel, start, end)`, `read_ranges(rel, ranges)` (several
+  `[start, end)` ranges of one file: locally one open, on S3 concurrent requests),
+  `chunks(rel)` (for hashing), `parquet_source(rel)` (what pyarrow's Parquet reader
+  opens), `list(rel)` (sorted names directly inside, empty when there is none),
+  `walk_files(skip_dirs)` (every file below, with its size and change token), `tree()` (the
+  directory walk discovery needs), and `exists()`, `is_file()`, `is_dir()`, `read_text()`;
 * writing: `put(rel, data)` replaces an object atomically, `delete(rel)` and `rmtree(rel)`
   remove, `unlink(missing_ok=True)`, `check_writable()` says clearly when the store cannot
   be written;

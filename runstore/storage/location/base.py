@@ -44,6 +44,9 @@ class Location:
     def read_range(self, rel: str, start: int, end: int | None = None) -> bytes:
         raise NotImplementedError
 
+    def read_ranges(self, rel: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        raise NotImplementedError
+
     def chunks(self, rel: str) -> Iterator[bytes]:
         raise NotImplementedError
 
@@ -95,7 +98,7 @@ class Tree:
     location's own path (local: absolute; S3: its URI), `scandir(path)` gives the entries
     directly inside `path` sorted by name, each with `name`, `path`, `is_dir()`,
     `is_file()`, `is_symlink()` and `stat()` (`st_mode`, `st_size`, `st_mtime_ns`,
-    `st_ctime_ns`); `realpath`, `relpath` and `join` work on its paths."""
+    `st_ctime_ns`, `st_ino`: None on S3); `realpath`, `relpath` and `join` work on its paths."""
 
     top: str
 

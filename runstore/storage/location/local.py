@@ -32,6 +32,14 @@ class Local(Location, PosixPath):
             f.seek(start)
             return f.read() if end is None else f.read(end - start)
 
+    def read_ranges(self, rel: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        with open(os.path.join(self, rel) if rel else self, "rb") as f:
+            out = []
+            for start, end in ranges:
+                f.seek(start)
+                out.append(f.read(end - start))
+            return out
+
     def chunks(self, rel: str) -> Iterator[bytes]:
         # Streamed: a large file is never held whole (hashlib releases the GIL on each chunk).
         with open(self / rel, "rb") as f:
