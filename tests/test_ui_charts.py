@@ -296,6 +296,18 @@ def test_the_key_list_searches_every_key_and_toggles_panels(ui_server: UiServer,
     page.wait_for_selector("#key-list .key")
     every = ao.keys(ui_tree)
     assert page.inner_text("#key-count") == f"{len(every)} of {len(every)} keys"
+    # A long key wraps after a separator, never inside a word ("ac_tokens_per_t | urn"), and
+    # still reads as the whole key.
+    lines = """(node) => { const r = document.createRange(); r.selectNodeContents(node);
+        return new Set([...r.getClientRects()].map((b) => Math.round(b.top))).size; }"""
+    shown = page.eval_on_selector_all("#key-list .key .mono", f"""(els) => {{ const lines = {lines};
+        return els.map((el) => [el.textContent, lines(el),
+            [...el.childNodes].filter((n) => n.nodeType === 3).map((n) => [n.textContent, lines(n)])]); }}""")
+    assert [text for text, _, _ in shown] == \
+        page.eval_on_selector_all("#key-list .key", "(els) => els.map((e) => e.dataset.key)")
+    assert any(n > 1 for _, n, _ in shown), "no key wraps: the check below would prove nothing"
+    for text, _, pieces in shown:
+        assert all(n == 1 for _, n in pieces), (text, pieces)
     page.fill("#key-filter", "ENTROPY")
     want = sorted(k for k in every if "entropy" in k.lower())
     deadline = time.monotonic() + 5

@@ -19,6 +19,12 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+// A metric key (or any path-like name) as text that wraps after its separators (`/`, `_`,
+// `.`, `:`) rather than inside a word: the pieces with a <wbr> between them.
+export function breakable(text) {
+  return String(text).split(/(?<=[/_.:|])/).flatMap((part, i) => (i ? [h("wbr"), part] : [part]));
+}
+
 export function clear(el) { while (el.firstChild) el.removeChild(el.firstChild); return el; }
 
 export class ApiError extends Error {}

@@ -5,7 +5,7 @@
 // (`Store.compare`); KL panels mark the threshold and the points over it; `step=` marks one
 // step (with x=time, at the wall time each run logged it: /api/series' step_marks). Lines come downsampled from /api/series (min/max buckets, so spikes survive); zooming
 // asks again for the visible range. Every choice lives in the query string.
-import { h, clear, get, url, errorBox, plotly, selectedRuns, colorFor, debounce } from "../lib.js";
+import { h, clear, get, url, errorBox, plotly, selectedRuns, colorFor, debounce, breakable } from "../lib.js";
 
 const DEFAULT_METRICS = ["env/all/reward/total", "optim/kl_sample_train_v1"];
 // Group keys that are run columns (analysis.groups.RUN_COLUMNS), offered before config keys.
@@ -97,7 +97,7 @@ export async function mount(root) {
       keyList.append(h("div", { class: "key" + (on ? " on" : ""), dataset: { key: k.key },
         title: `${k.key}\n${plural(k.n_runs, "run")}, ${k.n_points} points, steps ${k.first_step ?? "–"}–${k.last_step ?? "–"} (${k.type})`,
         onclick: () => toggleMetric(k.key) },
-      h("span", { class: "mono" }, k.key), h("span", { class: "muted" }, String(k.n_runs))));
+      h("span", { class: "mono" }, breakable(k.key)), h("span", { class: "muted" }, String(k.n_runs))));
     }
     if (shown.length > 500) keyList.append(h("div", { class: "muted" }, `… ${shown.length - 500} more: refine the search`));
   }
