@@ -263,6 +263,16 @@ def test_the_health_page_shows_every_firing_flagged_runs_first(health_server: Ui
         assert sorted(texts) == sorted(f"{rule} @ {want[(name, rule)]['first_step']}"
                                        for rule in per_run.get(name, ()))
 
+    # Every cell of a numeric column lines up with its header, a pill ("fired") as well.
+    misaligned = page.eval_on_selector_all("#health table.data", """(tables) => tables.flatMap((t) => {
+        const heads = [...t.querySelectorAll('thead th')];
+        return [...t.querySelectorAll('tbody tr')].flatMap((tr) => [...tr.children].map((td, i) =>
+            [heads[i].textContent, getComputedStyle(heads[i]).textAlign, getComputedStyle(td).textAlign]))
+            .filter(([, th, td]) => (th === 'right') !== (td === 'right'));
+    })""")
+    assert misaligned == []
+    assert page.locator("#health-rules th.num").count() >= 3
+
     # kl_health: flagged first, the oracle's numbers.
     heads, rows = read_table(page, "#health-kl")
     assert [r[0] for r in rows] == sorted(kl, key=lambda n: (not kl[n]["flagged"], -kl[n]["steps_over"], n))

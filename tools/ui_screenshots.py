@@ -27,6 +27,12 @@ SELECTED = ["math_rl_sweep/qwen3-8b/lr_1e-4", "math_rl_sweep/qwen3-8b/lr_1e-5",
             "gsm8k_tool_rl/sweep/lr_1e-3/seed_0"]
 
 
+# Pages whose table is wider than the window: shot in a window as wide as the table (up to
+# MAX_WIDTH), so that the columns the docs describe are in the picture.
+FIT_WIDTH = {"runs.png", "health.png"}
+MAX_WIDTH = 2000
+
+
 def runs_q(names: list[str]) -> str:
     return "&".join(f"run={quote(n, safe='')}" for n in names)
 
@@ -91,6 +97,10 @@ def main() -> None:
             if click:
                 page.click(click)
                 page.wait_for_selector("#conversation .msg", timeout=10_000)
+            if name in FIT_WIDTH:
+                extra = page.evaluate("""() => Math.max(0, ...[...document.querySelectorAll(
+                    '.table-wrap')].map((e) => e.scrollWidth - e.clientWidth))""")
+                page.set_viewport_size({"width": min(MAX_WIDTH, 1440 + extra + 8), "height": 900})
             page.wait_for_timeout(800)  # plotly's transitions
             page.screenshot(path=str(out / name), full_page=full)
             print(f"wrote {out / name}" + (f"  (console errors: {errors})" if errors else ""))

@@ -160,7 +160,8 @@ export function table(data, opts = {}) {
       const v = row[i];
       const custom = opts.render && opts.render[columns[i]];
       const content = custom ? custom(v, row) : fmt(v, types[i]);
-      const cls = [isNumericType(types[i]) && !custom ? "num" : "", v === null ? "null" : "",
+      // A custom cell of a numeric column (a pill, a link) keeps the header's alignment.
+      const cls = [isNumericType(types[i]) ? (custom ? "right" : "num") : "", v === null ? "null" : "",
         opts.cls && opts.cls[columns[i]] ? opts.cls[columns[i]] : ""].join(" ");
       tr.append(h("td", { class: cls }, v === null && !custom ? "–" : content));
     }

@@ -24,7 +24,7 @@ export async function mount(root) {
   const out = h("div", { id: "health" });
   root.append(h("h1", {}, "Health"),
     h("div", { class: "toolbar" }, h("label", {}, only, "only selected runs"),
-      h("span", { class: "sub" }, "the rules `runstore check` runs (default KL rule, runstore.toml, the store's kl_threshold setting), over live metrics")),
+      h("span", { class: "sub" }, "the rules ", h("code", {}, "runstore check"), " runs (default KL rule, runstore.toml, the store's kl_threshold setting), over live metrics")),
     out);
 
   async function load() {
