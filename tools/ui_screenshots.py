@@ -5,7 +5,8 @@ Usage: python tools/ui_screenshots.py [--out docs/img/ui] [--store DIR]
 Writes the demo tree and store into a temporary directory (unless --store names one), starts
 `runstore ui` on 127.0.0.1 (any free port), opens each page in headless Chromium (Debian's
 /usr/bin/chromium through Playwright) in a representative state and saves one PNG per page.
-Not shipped in the wheel.
+Not shipped in the wheel. The demo's transcripts hold Chinese text and emoji: without fonts
+for them (Debian: fonts-wqy-microhei, fonts-noto-color-emoji) Chromium draws empty boxes.
 """
 
 from __future__ import annotations
