@@ -128,6 +128,37 @@ def test_series_by_wall_time(ui_server: UiServer, ui_tree: Path) -> None:
         assert g["mean"] == pytest.approx([cells[x]["mean"] for x in sorted(cells)], rel=1e-6, abs=1e-9)
 
 
+def logged_at(run: Path, step: int) -> float | None:
+    """The wall time at which `run` logged `step` on the x=time axis, from metrics.jsonl: the
+    sum of its finite time/total durations after its first timed step, up to `step`."""
+    durations = sorted((s, d) for s, d in ao.series(run, ao.TIME_KEY).items() if ao.finite(d))
+    if step not in dict(durations):
+        return None
+    return sum(d for s, d in durations[1:] if s <= step)
+
+
+def test_series_by_wall_time_places_the_marked_step(ui_server: UiServer, ui_tree: Path) -> None:
+    runs = GSM[:3]
+    step = 7
+    res = api(ui_server, "series", {"metric": REWARD, "run": runs, "x": "time", "mark_step": step})
+    want = {r: logged_at(ui_tree / r, step) for r in runs}
+    assert all(t is not None and t > 0 for t in want.values()) and len(set(want.values())) == 3
+    assert [m["run_name"] for m in res["step_marks"]] == sorted(runs)
+    for m in res["step_marks"]:
+        assert m["time_s"] == pytest.approx(want[m["run_name"]], rel=1e-9)
+    # Grouped, every run of every group gets its mark; a step no run logged gets none; by step
+    # there is nothing to place (the page marks x=step itself).
+    grouped = api(ui_server, "series", {"metric": REWARD, "run": GSM, "x": "time",
+                                        "group_by": "learning_rate", "mark_step": step})
+    assert sorted(m["run_name"] for m in grouped["step_marks"]) == sorted(GSM)
+    assert api(ui_server, "series", {"metric": REWARD, "run": runs, "x": "time",
+                                     "mark_step": 10 ** 9})["step_marks"] == []
+    assert "step_marks" not in api(ui_server, "series", {"metric": REWARD, "run": runs,
+                                                         "group_by": "auto", "mark_step": step})
+    assert "mark_step" in api(ui_server, "series", {"metric": REWARD, "x": "time",
+                                                    "mark_step": "seven"}, status=400)["error"]
+
+
 def test_grouped_kl_marks_the_groups_over_the_threshold(ui_server: UiServer, ui_tree: Path) -> None:
     res = api(ui_server, "series", {"metric": KL, "run": GSM, "group_by": "learning_rate"})
     group_of = {r: lr_label(ui_tree, r) for r in GSM}
@@ -265,6 +296,18 @@ def test_the_key_list_searches_every_key_and_toggles_panels(ui_server: UiServer,
     page.wait_for_selector("#key-list .key")
     every = ao.keys(ui_tree)
     assert page.inner_text("#key-count") == f"{len(every)} of {len(every)} keys"
+    # A long key wraps after a separator, never inside a word ("ac_tokens_per_t | urn"), and
+    # still reads as the whole key.
+    lines = """(node) => { const r = document.createRange(); r.selectNodeContents(node);
+        return new Set([...r.getClientRects()].map((b) => Math.round(b.top))).size; }"""
+    shown = page.eval_on_selector_all("#key-list .key .mono", f"""(els) => {{ const lines = {lines};
+        return els.map((el) => [el.textContent, lines(el),
+            [...el.childNodes].filter((n) => n.nodeType === 3).map((n) => [n.textContent, lines(n)])]); }}""")
+    assert [text for text, _, _ in shown] == \
+        page.eval_on_selector_all("#key-list .key", "(els) => els.map((e) => e.dataset.key)")
+    assert any(n > 1 for _, n, _ in shown), "no key wraps: the check below would prove nothing"
+    for text, _, pieces in shown:
+        assert all(n == 1 for _, n in pieces), (text, pieces)
     page.fill("#key-filter", "ENTROPY")
     want = sorted(k for k in every if "entropy" in k.lower())
     deadline = time.monotonic() + 5
@@ -301,5 +344,30 @@ def test_wall_time_axis_in_the_browser(ui_server: UiServer, browser: Any, ui_tre
         assert t["y"] == pytest.approx([cells[x]["mean"] for x in sorted(cells)], rel=1e-6, abs=1e-9)
     title = page.eval_on_selector(f'.panel[data-metric="{REWARD}"] .plot', "(el) => el.layout.xaxis.title.text")
     assert "wall time" in title
+    assert errors == []
+    page.close()
+
+
+@needs_browser
+def test_wall_time_axis_marks_the_step_at_each_runs_time(ui_server: UiServer, browser: Any,
+                                                         ui_tree: Path) -> None:
+    errors: list[str] = []
+    runs = GSM[:2]
+    step = 12
+    page = open_page(browser, f"{ui_server.url}/charts?{'&'.join(f'run={q(r)}' for r in runs)}"
+                     f"&metric={q(REWARD)}&x=time&step={step}", "charts", errors)
+    plot = f'.panel[data-metric="{REWARD}"] .plot[data-lines="2"]'
+    page.wait_for_selector(plot)
+    marks = page.eval_on_selector(plot, """(el) => el.layout.shapes.filter((s) => s.yref === 'paper')
+        .map((s) => [s.name, s.x0, s.x1])""")
+    want = {r: logged_at(ui_tree / r, step) for r in runs}
+    assert all(t is not None for t in want.values()) and want[runs[0]] != want[runs[1]]
+    assert sorted(name for name, _, _ in marks) == sorted(f"step {step}: {r}" for r in runs)
+    for name, x0, x1 in marks:
+        run = name.split(": ", 1)[1]
+        assert x0 == x1 == pytest.approx(want[run], rel=1e-9)
+    label = page.eval_on_selector(plot, "(el) => el.layout.annotations.map((a) => [a.text, a.x])")
+    assert [f"step {step}", min(want.values())] in [[t, pytest.approx(x)] for t, x in label]
+    assert f"step {step} marked" in page.text_content("#step-note")
     assert errors == []
     page.close()

@@ -6,6 +6,7 @@ computed straight from the run tree's files (tests/oracle.py), never against run
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
@@ -262,6 +263,16 @@ def test_the_health_page_shows_every_firing_flagged_runs_first(health_server: Ui
         assert sorted(texts) == sorted(f"{rule} @ {want[(name, rule)]['first_step']}"
                                        for rule in per_run.get(name, ()))
 
+    # Every cell of a numeric column lines up with its header, a pill ("fired") as well.
+    misaligned = page.eval_on_selector_all("#health table.data", """(tables) => tables.flatMap((t) => {
+        const heads = [...t.querySelectorAll('thead th')];
+        return [...t.querySelectorAll('tbody tr')].flatMap((tr) => [...tr.children].map((td, i) =>
+            [heads[i].textContent, getComputedStyle(heads[i]).textAlign, getComputedStyle(td).textAlign]))
+            .filter(([, th, td]) => (th === 'right') !== (td === 'right'));
+    })""")
+    assert misaligned == []
+    assert page.locator("#health-rules th.num").count() >= 3
+
     # kl_health: flagged first, the oracle's numbers.
     heads, rows = read_table(page, "#health-kl")
     assert [r[0] for r in rows] == sorted(kl, key=lambda n: (not kl[n]["flagged"], -kl[n]["steps_over"], n))
@@ -328,7 +339,6 @@ def test_the_health_page_updates_live_when_a_rule_starts_firing(small_tree: Path
                                                                 browser: Any) -> None:
     """Under --watch, a KL spike appended to a run's metrics.jsonl shows up on the open page
     as a new firing, without a reload."""
-    import json
 
     import runstore
 
@@ -359,5 +369,83 @@ def test_the_health_page_updates_live_when_a_rule_starts_firing(small_tree: Path
         row = next(r for r in rows if r[heads.index("run_name")] == run)
         assert num(row[heads.index("first_step")]) == last + 1
         assert page.evaluate("() => window.__notReloaded") is True
+        assert errors == []
+        page.close()
+
+
+# A store where the stale rule fires: two runs that never finished (one RL,
+# which logs the reward and KL of the Charts page's default panels; one SL, which logs
+# neither), and one that completed.
+STALE_TOML = '[[check.rule]]\ntrend = "stale"\nop = ">="\nvalue = 0\n'
+STALE_SPECS = [("r/unfinished", {"final_checkpoint": False, "steps": 17}),
+               ("s/sl_unfinished", {"kind": "sl", "final_checkpoint": False, "steps": 13}),
+               ("d/done", {"steps": 9})]
+
+
+@pytest.fixture(scope="module")
+def stale_tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    import runstore
+    from runstore import demo
+    from runstore.demo import RunSpec
+
+    base = tmp_path_factory.mktemp("stale")
+    demo.generate_tree(base / "runs", [RunSpec(name, **{"logtree": False, **opts})
+                                       for name, opts in STALE_SPECS], seed=5)
+    # An RL run is complete once it logs progress/done_frac 1: this one crashed before that.
+    metrics = base / "runs" / "r/unfinished" / "metrics.jsonl"
+    lines = metrics.read_text().splitlines(keepends=True)
+    metrics.write_text("".join(ln for ln in lines if json.loads(ln).get("progress/done_frac", 0) < 1))
+    runstore.open(base / "store").ingest([base / "runs"])
+    (base / "cwd").mkdir()
+    (base / "cwd" / "runstore.toml").write_text(STALE_TOML)
+    return base / "runs", base / "store"
+
+
+def stale_chart(tree: Path, run: str) -> tuple[list[str], int]:
+    """The keys a stale firing's chart should draw and the step to mark, from metrics.jsonl:
+    the default panels' keys the run logged, else the first key logged at its last step."""
+    live = oracle.live_metrics(tree / run)
+    last = max(step for step, _ in live)
+    keys = {k for _, k in live}
+    default = [k for k in ("env/all/reward/total", "optim/kl_sample_train_v1", "kl_sample_train_v1")
+               if k in keys]
+    return default or [min(k for s, k in live if s == last)], last
+
+
+@needs_browser
+def test_a_stale_firing_links_to_the_runs_chart_at_its_last_step(stale_tree: tuple[Path, Path],
+                                                                 browser: Any) -> None:
+    tree, store = stale_tree
+    unfinished = {"r/unfinished", "s/sl_unfinished"}
+    assert not any(oracle.has_final_checkpoint(tree / run) for run in unfinished)
+    errors: list[str] = []
+    with UiServer(store, cwd=tree.parent / "cwd") as s:
+        page = open_page(browser, s.url + "/health", "health", errors)
+        page.wait_for_selector("#health-firings tbody tr")
+        hrefs = page.eval_on_selector_all("#health-firings tbody tr", """(trs) => trs
+            .filter((tr) => tr.textContent.includes('stale >= 0'))
+            .map((tr) => [tr.querySelector('td').textContent.trim(), tr.querySelector('a.chart-link')?.getAttribute('href')])""")
+        assert {run for run, _ in hrefs} == unfinished
+        for run, href in hrefs:
+            assert href is not None, run
+            keys, last = stale_chart(tree, run)
+            q = parse_qs(urlsplit(href).query)
+            assert urlsplit(href).path == "/charts"
+            assert q == {"run": [run], "metric": keys, "step": [str(last)]}, run
+        # The RL run's chart is the default panels; the SL run logs neither reward nor KL.
+        assert stale_chart(tree, "r/unfinished")[0][0] == "env/all/reward/total"
+        assert "reward" not in stale_chart(tree, "s/sl_unfinished")[0][0]
+
+        # Following the SL run's link draws its line, marked at its last step.
+        page.locator("#health-firings tbody tr").filter(has_text="s/sl_unfinished") \
+            .locator("a.chart-link").click()
+        keys, last = stale_chart(tree, "s/sl_unfinished")
+        panel = f'.panel[data-metric="{keys[0]}"] .plot[data-lines="1"]'
+        page.wait_for_selector(panel)
+        shapes = page.eval_on_selector(panel, "(el) => el.layout.shapes.map((s) => [s.x0, s.x1])")
+        assert [last, last] in shapes
+        steps = page.eval_on_selector(panel, """(el) => el.data.filter((t) => (t.meta || {}).kind === 'raw')
+            .map((t) => Array.from(t.x))""")
+        assert [max(x) for x in steps] == [last]
         assert errors == []
         page.close()

@@ -152,6 +152,15 @@ def test_the_timing_page_compares_two_runs(server: UiServer, timing_tree: tuple[
             assert xs == sorted(spans)
             assert ys == pytest.approx([max(s["wall_end"] for s in spans[x]) for x in xs], rel=1e-6)
         assert sorted(n for n, _, _ in lines) == [FAST, SLOW]
+        # The legend names both runs and covers none of the plot area (it once hid the top of
+        # the lines), and no axis line is drawn at step 0 (where it looked like a marked step).
+        legend, area = page.eval_on_selector("#compare-plot", """(el) => [el.querySelector('.legend'),
+            el.querySelector('.draglayer .nsewdrag')].map((n) => { const r = n.getBoundingClientRect();
+            return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; })""")
+        assert area["bottom"] - area["top"] > 50 and legend["bottom"] > legend["top"]
+        assert legend["bottom"] <= area["top"] + 0.5, (legend, area)
+        assert page.locator("#compare-plot .legend .traces").count() == 2
+        assert page.locator("#compare-plot .xzl").count() == 0
         assert page.locator("#timing-compare .error").count() == 0
         assert errors == []
         page.close()

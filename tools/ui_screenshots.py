@@ -5,7 +5,8 @@ Usage: python tools/ui_screenshots.py [--out docs/img/ui] [--store DIR]
 Writes the demo tree and store into a temporary directory (unless --store names one), starts
 `runstore ui` on 127.0.0.1 (any free port), opens each page in headless Chromium (Debian's
 /usr/bin/chromium through Playwright) in a representative state and saves one PNG per page.
-Not shipped in the wheel.
+Not shipped in the wheel. The demo's transcripts hold Chinese text and emoji: without fonts
+for them (Debian: fonts-wqy-microhei, fonts-noto-color-emoji) Chromium draws empty boxes.
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ from ui_harness import UiServer, chromium_context, open_page  # noqa: E402
 SELECTED = ["math_rl_sweep/qwen3-8b/lr_1e-4", "math_rl_sweep/qwen3-8b/lr_1e-5",
             "math_rl_sweep/qwen3-8b/lr_3e-5", "math_rl_sweep/llama-3.1-8b-instruct/lr_4e-5",
             "gsm8k_tool_rl/sweep/lr_1e-3/seed_0"]
+
+
+# Pages whose table is wider than the window: shot in a window as wide as the table (up to
+# MAX_WIDTH), so that the columns the docs describe are in the picture.
+FIT_WIDTH = {"runs.png", "health.png"}
+MAX_WIDTH = 2000
 
 
 def runs_q(names: list[str]) -> str:
@@ -91,6 +98,10 @@ def main() -> None:
             if click:
                 page.click(click)
                 page.wait_for_selector("#conversation .msg", timeout=10_000)
+            if name in FIT_WIDTH:
+                extra = page.evaluate("""() => Math.max(0, ...[...document.querySelectorAll(
+                    '.table-wrap')].map((e) => e.scrollWidth - e.clientWidth))""")
+                page.set_viewport_size({"width": min(MAX_WIDTH, 1440 + extra + 8), "height": 900})
             page.wait_for_timeout(800)  # plotly's transitions
             page.screenshot(path=str(out / name), full_page=full)
             print(f"wrote {out / name}" + (f"  (console errors: {errors})" if errors else ""))

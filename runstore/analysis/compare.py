@@ -32,6 +32,11 @@ ordered by group (as `groups` orders them), then x.
   duration, about one step), and each run contributes its last point in a bucket (the value it showed at the end
   of it, as W&B's bucketing draws its line); `time_s` is the bucket's start.
 
+`step_times(store, step, runs=None)` places one step on that time axis: per run in scope,
+`run_name, time_s`, the wall time at which the run logged `step` (its exact time, not its
+bucket's start; runs without a finite `time/total` at `step` make no row). The Charts page
+marks a step with it when x is wall time.
+
 Errors: a metric no run in the store logs is `UnknownKey` (naming the closest keys); a GLOB
 that matches no run a `QueryError`; a bad `smooth`, `x`, `time_bucket` or group key a
 `UsageError`. Runs in scope that do not log the metric make no rows (an empty frame when none
@@ -179,11 +184,8 @@ def _on_time_axis(points: "pl.DataFrame", durations: "pl.DataFrame",
 
     if points.height == 0:
         return points.drop("step").with_columns(time_s=pl.lit(None, pl.Float64))
-    d = pl.col("value")
     plotted = points["_run"].unique()
-    times = (_in_step_order(durations.filter(d.is_finite() & pl.col("_run").is_in(plotted)))
-             .with_columns(elapsed=(d.cum_sum() - d.first()).over("_run"))
-             .select("_run", "step", "elapsed", duration=d))
+    times = _elapsed(durations.filter(pl.col("_run").is_in(plotted)))
     if times.height == 0:
         raise QueryError(f"none of these runs logs {TIME_KEY} (the step durations that x=time "
                          "adds up); use x='step'")
@@ -198,6 +200,42 @@ def _on_time_axis(points: "pl.DataFrame", durations: "pl.DataFrame",
     placed = placed.with_columns(time_s=(pl.col("elapsed") / bucket).floor() * bucket)
     return (placed.group_by(["_run", "time_s"], maintain_order=True).last()
             .drop("step", "elapsed"))
+
+
+def _elapsed(durations: "pl.DataFrame") -> "pl.DataFrame":
+    """_run, step, elapsed, duration: per run and step with a finite `time/total`, the wall
+    time since the run's first such step (the sum of the durations after it, up to and
+    including the step), from `_values` rows of `time/total`."""
+    import polars as pl
+
+    d = pl.col("value")
+    return (_in_step_order(durations.filter(d.is_finite()))
+            .with_columns(elapsed=(d.cum_sum() - d.first()).over("_run"))
+            .select("_run", "step", "elapsed", duration=d))
+
+
+def step_times(store: "Queryable", step: int, *, runs: Scope = None) -> "pl.DataFrame":
+    """run_name, time_s: for each run in scope that logged a finite `time/total` at `step`,
+    the wall time at which it logged `step` on the `x="time"` axis (exactly, not the start
+    of its bucket), in run-name order; runs without a time at `step` make no row.
+
+    Example:
+        >>> t = step_times(store, 3, runs="gsm8k_tool_rl/*")
+        >>> t.columns, t.height == t["run_name"].n_unique() > 0
+        (['run_name', 'time_s'], True)
+    """
+    import polars as pl
+
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise UsageError(f"step is a whole step number, got {step!r}")
+    members = groups(store, runs=runs)
+    durations = _values(store, TIME_KEY, members["run_id"].to_list(), [0] * members.height,
+                        with_time=False)
+    times = _elapsed(durations).filter(pl.col("step") == step)
+    names = members.select("run_name").with_row_index("_run").with_columns(
+        pl.col("_run").cast(times.schema["_run"]))
+    return (times.join(names, on="_run").select("run_name", time_s=pl.col("elapsed"))
+            .sort("run_name"))
 
 
 def _require(store: "Queryable", metric: str) -> None:

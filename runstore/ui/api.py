@@ -266,9 +266,15 @@ class Api:
                                    max_points=max_points, over=over)
         for line in lines:
             line["runs"] = runs_of.get(line["group"], [])
-        return {"metric": metric, "smooth": smooth, "max_points": max_points, "x": x,
-                "group_by": by, "band": band, "step_min": lo, "step_max": hi,
-                "groups": plain(lines), "lines": []}
+        out = {"metric": metric, "smooth": smooth, "max_points": max_points, "x": x,
+               "group_by": by, "band": band, "step_min": lo, "step_max": hi,
+               "groups": plain(lines), "lines": []}
+        mark = p.integer("mark_step")
+        if mark is not None and x == "time":
+            from ..analysis.compare import step_times
+
+            out["step_marks"] = plain(step_times(self.store, mark, runs=runs).to_dicts())
+        return out
 
     # -- compare ------------------------------------------------------------------------
     def diff(self, p: Params) -> dict[str, Any]:

@@ -13,7 +13,10 @@ Contract: `health(store)` returns a JSON-ready dict:
 * `firings`: one row per (run, rule) that fires, `check`'s columns (`run_name, rule,
   first_step, last_step, steps_over, longest_streak, peak, latest, status`) plus
   `chart_keys`: the stored metric keys of the rule's families that this run logged (what a
-  chart of the firing draws; empty for a rule that reads no metric);
+  chart of the firing draws). A `stale` rule reads no metric: its chart is the Charts page's
+  default panels (`STALE_CHART`: the reward and KL v1 families) in the spellings the run
+  logged, else the first key (in key order) the run logged at its last logged step, so the
+  chart shows where the run stopped (its row's `first_step`, `runs.last_step`);
 * `kl_health`: the `kl_health` view, flagged runs first (then most steps over, then name),
   with `chart_keys` (the KL keys the run logged);
 * `runs`: every run (`run_name, status, kl_flagged, rules`), the runs that fire a rule or
@@ -40,6 +43,19 @@ KL_HEALTH = """
 select * exclude (run_id)
 from kl_health
 order by flagged desc, steps_over desc, run_name
+"""
+
+# The Charts page's default panels (charts.js DEFAULT_METRICS): what a stale run's chart draws.
+STALE_CHART = ("env/all/reward/total", "optim/kl_sample_train_v1")
+
+# Per run: the first key (in key order) of its live metrics at its last logged step.
+LAST_STEP_KEY = """
+select m.run_id, min(m.key) as key
+from metrics as m
+join (select run_id, max(step) as step from metrics
+      where list_contains($ids, run_id) group by run_id) as l
+  on l.run_id = m.run_id and l.step = m.step
+group by m.run_id
 """
 
 RUNS = """
@@ -85,7 +101,9 @@ def health(store: "Store") -> dict[str, Any]:
     id_of = {r["run_name"]: r["run_id"] for r in runs}
     families = [_families(rule) for rule in result.rules]
     kl_keys = [k for m in KL_METRICS for k in family(m)]
-    wanted = sorted({k for fams in families for keys in fams for k in keys} | set(kl_keys))
+    stale_fams = tuple(family(m) for m in STALE_CHART)
+    wanted = sorted({k for fams in families for keys in fams for k in keys} | set(kl_keys)
+                    | {k for keys in stale_fams for k in keys})
     logged = logged_keys(store, wanted)
 
     def chart_keys(run_id: Any, fams: tuple[tuple[str, ...], ...]) -> list[str]:
@@ -98,10 +116,21 @@ def health(store: "Store") -> dict[str, Any]:
     firings["types"].append("list<string>")
     name_at, rule_at = firings["columns"].index("run_name"), firings["columns"].index("rule")
     fired: dict[str, list[str]] = {}
+    bare: list[list[Any]] = []  # stale rows whose run logs none of STALE_CHART
     for row in firings["rows"]:
-        fams = families[by_name[row[rule_at]]] if row[rule_at] in by_name else ()
+        i = by_name.get(row[rule_at])
+        stale = i is not None and getattr(result.rules[i], "kind", None) == "stale"
+        fams = stale_fams if stale else families[i] if i is not None else ()
         row.append(chart_keys(id_of.get(row[name_at]), fams))
+        if stale and not row[-1]:
+            bare.append(row)
         fired.setdefault(row[name_at], []).append(row[rule_at])
+    if bare:
+        ids = sorted({id_of[row[name_at]] for row in bare if row[name_at] in id_of})
+        last = {r["run_id"]: r["key"] for r in store.arrow(LAST_STEP_KEY, {"ids": ids}).to_pylist()}
+        for row in bare:
+            key = last.get(id_of.get(row[name_at]))
+            row[-1] = [key] if key else []
 
     kl = tabular(store.arrow(KL_HEALTH))
     kl["columns"].append("chart_keys")

@@ -19,6 +19,12 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+// A metric key (or any path-like name) as text that wraps after its separators (`/`, `_`,
+// `.`, `:`) rather than inside a word: the pieces with a <wbr> between them.
+export function breakable(text) {
+  return String(text).split(/(?<=[/_.:|])/).flatMap((part, i) => (i ? [h("wbr"), part] : [part]));
+}
+
 export function clear(el) { while (el.firstChild) el.removeChild(el.firstChild); return el; }
 
 export class ApiError extends Error {}
@@ -154,7 +160,8 @@ export function table(data, opts = {}) {
       const v = row[i];
       const custom = opts.render && opts.render[columns[i]];
       const content = custom ? custom(v, row) : fmt(v, types[i]);
-      const cls = [isNumericType(types[i]) && !custom ? "num" : "", v === null ? "null" : "",
+      // A custom cell of a numeric column (a pill, a link) keeps the header's alignment.
+      const cls = [isNumericType(types[i]) ? (custom ? "right" : "num") : "", v === null ? "null" : "",
         opts.cls && opts.cls[columns[i]] ? opts.cls[columns[i]] : ""].join(" ");
       tr.append(h("td", { class: cls }, v === null && !custom ? "–" : content));
     }

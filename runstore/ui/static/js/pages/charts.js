@@ -3,9 +3,9 @@
 // time; a smoothing slider (the debiased EMA of `compare`, raw kept faint beside it); log-y;
 // group by config keys or `auto` (seeds) → the mean line with a std or min–max band
 // (`Store.compare`); KL panels mark the threshold and the points over it; `step=` marks one
-// step. Lines come downsampled from /api/series (min/max buckets, so spikes survive); zooming
+// step (with x=time, at the wall time each run logged it: /api/series' step_marks). Lines come downsampled from /api/series (min/max buckets, so spikes survive); zooming
 // asks again for the visible range. Every choice lives in the query string.
-import { h, clear, get, url, errorBox, plotly, selectedRuns, colorFor, debounce } from "../lib.js";
+import { h, clear, get, url, errorBox, plotly, selectedRuns, colorFor, debounce, breakable } from "../lib.js";
 
 const DEFAULT_METRICS = ["env/all/reward/total", "optim/kl_sample_train_v1"];
 // Group keys that are run columns (analysis.groups.RUN_COLUMNS), offered before config keys.
@@ -54,7 +54,8 @@ export async function mount(root) {
   const metrics = () => { const m = url.all("metric"); return m.length ? m : DEFAULT_METRICS; };
   const groupBy = () => url.all("group_by").filter((g) => g);
   const weight = () => parseFloat(smooth.value) || 0;
-  const markedStep = () => { const v = parseInt(url.get("step"), 10); return Number.isFinite(v) && xSel.value === "step" ? v : null; };
+  const markedStep = () => { const v = parseInt(url.get("step"), 10); return Number.isFinite(v) ? v : null; };
+  const byTime = () => xSel.value === "time";
   const showSmooth = () => { smoothLabel.textContent = weight() ? weight().toFixed(2) : "off"; };
   showSmooth();
   const colors = new Map();
@@ -70,7 +71,7 @@ export async function mount(root) {
     document.getElementById("band-label").style.display = groupBy().length ? "" : "none";
     const s = markedStep();
     clear(stepNote);
-    if (s !== null) stepNote.append(`step ${s} marked `, h("button", { class: "small", onclick: () => { url.set({ step: null }); drawControls(); drawAll(); } }, "×"));
+    if (s !== null) stepNote.append(`step ${s} marked${byTime() ? " (when each run logged it)" : ""} `, h("button", { class: "small", onclick: () => { url.set({ step: null }); drawControls(); drawAll(); } }, "×"));
   }
 
   // -- the metric key list ---------------------------------------------------------------
@@ -96,7 +97,7 @@ export async function mount(root) {
       keyList.append(h("div", { class: "key" + (on ? " on" : ""), dataset: { key: k.key },
         title: `${k.key}\n${plural(k.n_runs, "run")}, ${k.n_points} points, steps ${k.first_step ?? "–"}–${k.last_step ?? "–"} (${k.type})`,
         onclick: () => toggleMetric(k.key) },
-      h("span", { class: "mono" }, k.key), h("span", { class: "muted" }, String(k.n_runs))));
+      h("span", { class: "mono" }, breakable(k.key)), h("span", { class: "muted" }, String(k.n_runs))));
     }
     if (shown.length > 500) keyList.append(h("div", { class: "muted" }, `… ${shown.length - 500} more: refine the search`));
   }
@@ -166,8 +167,8 @@ export async function mount(root) {
 
   async function drawPanel(metric, st) {
     const { plot, note } = st;
-    const params = { metric, run: selectedRuns(), smooth: weight() || null, x: xSel.value === "time" ? "time" : null,
-      group_by: groupBy(), band: groupBy().length ? bandSel.value : null };
+    const params = { metric, run: selectedRuns(), smooth: weight() || null, x: byTime() ? "time" : null,
+      group_by: groupBy(), band: groupBy().length ? bandSel.value : null, mark_step: byTime() ? markedStep() : null };
     if (st.range) { params.step_min = Math.floor(st.range[0]); params.step_max = Math.ceil(st.range[1]); }
     let res;
     try { res = await get("series", params); } catch (e) { clear(plot); plot.dataset.lines = "0"; plot.append(errorBox(e)); return []; }
@@ -183,13 +184,20 @@ export async function mount(root) {
     }
     const shapes = isKL ? [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: threshold, y1: threshold, line: { color: "#c9352b", dash: "dash", width: 1 } }] : [];
     const mark = markedStep();
-    if (mark !== null) shapes.push({ type: "line", yref: "paper", y0: 0, y1: 1, x0: mark, x1: mark, name: "step", line: { color: "#8e5bd0", dash: "dot", width: 1.5 } });
+    // The marked step's x: the step itself, or with x=time each run's time at that step.
+    const marks = mark === null ? [] : res.x === "time" ? (res.step_marks || []).map((m) => ({ x: m.time_s, run: m.run_name }))
+      : [{ x: mark, run: null }];
+    for (const m of marks) {
+      shapes.push({ type: "line", yref: "paper", y0: 0, y1: 1, x0: m.x, x1: m.x, name: m.run === null ? "step" : `step ${mark}: ${m.run}`,
+        line: { color: "#8e5bd0", dash: "dot", width: 1.5 } });
+    }
+    const markAt = marks.length ? Math.min(...marks.map((m) => m.x)) : null;
     const layout = {
       margin: { l: 52, r: 10, t: 6, b: 30 }, showlegend: false, plot_bgcolor: "#fff", hovermode: "closest",
       xaxis: { title: { text: res.x === "time" ? "wall time since the run's first step (s)" : "step" }, zeroline: false, ...(st.range ? { range: st.range } : {}) },
       yaxis: { type: logy.checked ? "log" : "linear", zeroline: false }, shapes,
       annotations: [...(isKL ? [{ xref: "paper", x: 1, y: threshold, yref: "y", text: `threshold ${threshold}`, showarrow: false, xanchor: "right", yanchor: "bottom", font: { size: 10, color: "#c9352b" } }] : []),
-        ...(mark !== null ? [{ x: mark, xref: "x", y: 1, yref: "paper", text: `step ${mark}`, showarrow: false, xanchor: "left", yanchor: "top", font: { size: 10, color: "#8e5bd0" } }] : [])],
+        ...(markAt !== null ? [{ x: markAt, xref: "x", y: 1, yref: "paper", text: `step ${mark}`, showarrow: false, xanchor: "left", yanchor: "top", font: { size: 10, color: "#8e5bd0" } }] : [])],
     };
     st.ignoreRelayout = true;
     await P.react(plot, traces, layout, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] });
@@ -206,6 +214,11 @@ export async function mount(root) {
       const nInf = res.lines.reduce((a, l) => a + l.n_inf, 0);
       text = `${plural(res.lines.length, "run")} · ${pts} points drawn` + (down ? ` (min/max of ${res.max_points}-point buckets per line)` : "") +
         (nInf ? ` · ${nInf} ±Infinity` : "");
+    }
+    if (res.x === "time" && mark !== null) {
+      const drawn = new Set(res.groups.flatMap((g) => g.runs));
+      const missing = [...drawn].filter((r) => !marks.some((m) => m.run === r)).length;
+      if (missing) text += ` · ${plural(missing, "run")} without a time at step ${mark}`;
     }
     note.textContent = text + (isKL && over.x.length ? ` · ${plural(new Set(over.text).size, isGrouped && res.group_by ? "group" : "run")} over ${threshold}` : "");
     plot.dataset.lines = String(isGrouped ? res.groups.length : res.lines.length);

@@ -1,5 +1,6 @@
 // Health: kl_health and every rule of `runstore check`, flagged runs first; each firing links
-// to the chart of its metric for that run, marked at the firing's first step.
+// to the chart of its metric for that run, marked at the firing's first step (a stale firing:
+// the chart_keys the server chose, marked at the run's last step).
 import { h, clear, get, url, table, errorBox, selectedRuns, query } from "../lib.js";
 
 // The Charts page URL that shows `keys` for `run`, marked at `step`.
@@ -23,7 +24,7 @@ export async function mount(root) {
   const out = h("div", { id: "health" });
   root.append(h("h1", {}, "Health"),
     h("div", { class: "toolbar" }, h("label", {}, only, "only selected runs"),
-      h("span", { class: "sub" }, "the rules `runstore check` runs (default KL rule, runstore.toml, the store's kl_threshold setting), over live metrics")),
+      h("span", { class: "sub" }, "the rules ", h("code", {}, "runstore check"), " runs (default KL rule, runstore.toml, the store's kl_threshold setting), over live metrics")),
     out);
 
   async function load() {

@@ -35,7 +35,7 @@ export async function mount(root) {
   const q = h("input", { type: "search", id: "runs-filter", placeholder: "filter by text (any column)",
     value: url.get("q", ""), size: 28 });
   const where = h("input", { type: "text", id: "runs-where", placeholder: "SQL condition, e.g. best_reward > 0.5 and not kl_flagged",
-    value: url.get("where", ""), size: 48, class: "mono" });
+    value: url.get("where", ""), size: 58, class: "mono" });
   const addKey = h("select", { id: "runs-config" }, h("option", { value: "" }, "+ config column…"));
   const info = h("span", { class: "sub", id: "runs-count" });
   const actions = h("span", { class: "row" });

@@ -170,13 +170,15 @@ export async function mount(root) {
       // Both runs' step times, step by step.
       try {
         const other = objects(await get("timing/steps", { run: vs }));
-        const plot = h("div", { style: { height: "170px" }, id: "compare-plot" });
+        const plot = h("div", { style: { height: "190px" }, id: "compare-plot" });
         vsPanel.querySelector("#compare-steps").after(plot);
         P.newPlot(plot, [[run, steps, "#2f6fd1"], [vs, other, "#e0532f"]].map(([name, rows, color]) => ({
           type: "scatter", mode: "lines+markers", x: rows.map((r) => r.step), y: rows.map((r) => r.wall_s), name,
           line: { color, width: 1.5 }, marker: { size: 4 }, hovertemplate: "step %{x}: %{y:.3f} s<extra></extra>" })),
-        { margin: { l: 46, r: 10, t: 6, b: 28 }, yaxis: { title: { text: "s per step" } }, plot_bgcolor: "#fff",
-          legend: { orientation: "h", y: 1.15, font: { size: 11 } } }, { displayModeBar: false, responsive: true });
+        // The legend sits in the top margin, above the plot area, where it covers no point.
+        { margin: { l: 46, r: 10, t: 30, b: 28 }, yaxis: { title: { text: "s per step" } }, xaxis: { zeroline: false },
+          plot_bgcolor: "#fff", legend: { orientation: "h", x: 0, xanchor: "left", y: 1, yanchor: "bottom", font: { size: 11 } } },
+        { displayModeBar: false, responsive: true });
       } catch (e) { vsPanel.append(errorBox(e)); }
       document.body.dataset.compared = vs;
     }
