@@ -1,7 +1,12 @@
 -- One row per run: what it is, how far it got, how well it did and whether its KL misbehaved.
 -- Every ingested run appears, including runs with only config.json (their step and reward
 -- columns are null). Steps are counted over the live metrics rows (distinct steps do not
--- depend on which duplicate write wins), from the per-read counts the ingest keeps.
+-- depend on which duplicate write wins), from the per-read counts the ingest keeps. The KL and
+-- reward columns mean what `kl_health` and `reward_trends` say, but are read from the per-key
+-- summary (`metric_keys`) for a run whose writes of the key are plain (one number per step),
+-- and merged write by write only for the others (a resume that logged steps again, say), so
+-- the view costs little more than the runs themselves. The 10-step average is summed in
+-- another order than `reward_trends`' window: the two can differ in the last bit.
 -- @column run_id: run
 -- @column run_name: run path relative to the ingest root
 -- @column kind: rl / sl / dpo / unknown
@@ -42,14 +47,86 @@ steps as (
     union all
     select run_id, n_steps, last_step from recounted
 ),
-reward as (
-    -- One pass over `reward_trends`, without its running-best window (the best of all steps
-    -- is the largest non-NaN reward) and without reading the view a second time for the
-    -- moving average at the last reward step (`arg_max_null` keeps a null average there).
+key_facts as (
+    -- Per run and KL or reward key, from the live rows of the per-key summary the ingest keeps
+    -- (`metric_keys`): the largest non-NaN value, and whether the run's writes of the key are
+    -- plain — one file, every write a number at a step of its own (no step logged twice, no
+    -- string, no step-less row). A plain key's live values are all its writes, so its largest
+    -- live value is the summary's; the other runs are answered by the views that merge writes.
+    select run_id, key, max(max_value) as max_value,
+           bool_and(steps_exact) and count(distinct source_id) = 1 and sum(n_strings) = 0
+           and sum(n_stepless) = 0 and sum(n_points) = sum(n_numbers) as plain
+    from metric_keys
+    where not pre_resume
+      and key in ('optim/kl_sample_train_v1', 'kl_sample_train_v1',
+                  'optim/kl_sample_train_v2', 'kl_sample_train_v2', 'env/all/reward/total')
+    group by run_id, key
+),
+kl_facts as (
+    -- Plain too when each KL family is logged under one spelling only (with both, the
+    -- `optim/` one wins step by step: `kl_health` decides).
     select run_id,
-           max(reward) filter (where not isnan(reward)) as best_reward,
-           arg_max_null(reward_ma10, step) as last_reward_ma10
-    from reward_trends
+           max(max_value) filter (where key in ('optim/kl_sample_train_v1', 'kl_sample_train_v1'))
+               as max_v1,
+           max(max_value) filter (where key in ('optim/kl_sample_train_v2', 'kl_sample_train_v2'))
+               as max_v2,
+           bool_and(plain)
+           and count(*) filter (where key in ('optim/kl_sample_train_v1', 'kl_sample_train_v1')) <= 1
+           and count(*) filter (where key in ('optim/kl_sample_train_v2', 'kl_sample_train_v2')) <= 1
+               as plain
+    from key_facts
+    where key <> 'env/all/reward/total'
+    group by run_id
+),
+kl as (
+    -- A plain run is flagged when its largest KL value is above the threshold (NaN is left
+    -- out of the summary's largest value; +Infinity is over), as `kl_health` would say. The
+    -- other runs are read from `kl_steps` (the KL merge rules), for them alone.
+    select run_id, greatest(max_v1, max_v2) as max_kl,
+           coalesce(greatest(max_v1, max_v2)
+                    > (select value_num from settings where name = 'kl_threshold'), false)
+               as flagged
+    from kl_facts
+    where plain
+    union all
+    select run_id,
+           greatest(max(case when not isnan(v1) then v1 end),
+                    max(case when not isnan(v2) then v2 end)) as max_kl,
+           bool_or(is_over) as flagged
+    from kl_steps
+    where run_id in (select run_id from kl_facts where not plain)
+    group by run_id
+),
+reward_points as (
+    -- Each run's live reward per step. A plain run's writes are its live rewards.
+    select run_id, step, value
+    from metrics_raw
+    where key = 'env/all/reward/total' and step is not null and not coalesce(pre_resume, false)
+      and run_id in (select run_id from key_facts
+                     where key = 'env/all/reward/total' and plain)
+    union all
+    -- The other runs': the latest write of each step, as the `metrics` view keeps it (as a
+    -- group, not that view's window, so that the run filter reaches the scan); a string
+    -- written last leaves the step without a reward, as in `reward_trends`.
+    select run_id, step, value
+    from (select run_id, step, arg_max_null(value, seq) as value
+          from metrics_raw
+          where key = 'env/all/reward/total' and step is not null
+            and not coalesce(pre_resume, false)
+            and run_id in (select run_id from key_facts
+                           where key = 'env/all/reward/total' and not plain)
+          group by run_id, step) as merged
+    where value is not null
+),
+reward as (
+    -- `reward_trends`' best reward and its 10-step average at the last reward step, in one
+    -- pass: the average is that of the non-NaN rewards of the 10 latest reward steps.
+    select run_id,
+           max(value) filter (where not isnan(value)) as best_reward,
+           avg(case when latest <= 10 and not isnan(value) then value end) as last_reward_ma10
+    from (select run_id, value,
+                 row_number() over (partition by run_id order by step desc) as latest
+          from reward_points) as ranked
     group by run_id
 )
 select r.run_id,
@@ -62,7 +139,7 @@ select r.run_id,
        s.last_step,
        w.last_reward_ma10,
        w.best_reward,
-       greatest(k.max_kl_v1, k.max_kl_v2) as max_kl,
+       k.max_kl,
        k.flagged as kl_flagged,
        coalesce(c.n_checkpoints, 0) as n_checkpoints,
        c.latest_name as last_checkpoint
@@ -70,5 +147,5 @@ from runs as r
 join run_status as u on u.run_id = r.run_id
 left join steps as s on s.run_id = r.run_id
 left join reward as w on w.run_id = r.run_id
-left join kl_health as k on k.run_id = r.run_id
+left join kl as k on k.run_id = r.run_id
 left join latest_checkpoints as c on c.run_id = r.run_id
