@@ -1,16 +1,18 @@
-"""A time limit for one query: DuckDB's own interrupt, fired from a timer.
+"""A time limit for one query: DuckDB's own interrupt, sent from a watching thread.
 
 Contract: DuckDB has no statement-timeout setting, but a cursor's `interrupt()` stops the
 query running on that cursor (`duckdb.InterruptException`) and only that one: other cursors
 of the same database, and later queries, are untouched. `Deadline(cursor, seconds)` is a
-context manager that interrupts `cursor` once `seconds` have passed, unless the block ended
-first; `fired` says whether it did. Interrupting and ending share a lock, so the timer never
-touches a cursor after the block has ended (the caller closes the cursor then; a query has a
-cursor of its own, so an interrupt that lands just as a query finishes has nothing left to
-stop). `seconds=None` is no limit and starts no timer. `checked(value)` is a time limit as
-given by a caller (None, or a finite number of seconds above 0), else a `UsageError`;
-`stopped(seconds, e)` is the `QueryError` to raise for `e` when the deadline `fired` and `e`
-is (or wraps) DuckDB's interrupt, else None.
+context manager that interrupts `cursor` once `seconds` have passed unless the block ended
+first, then again every `REPEAT_S` until it ends (DuckDB drops an interrupt that comes while
+the cursor runs nothing, e.g. between two statements of one query's work); `fired` says
+whether it did. Interrupting and ending share a lock, and ending waits for the timer thread,
+so nothing touches the cursor once the block has ended (the caller closes it then; a query
+has a cursor of its own, so an interrupt landing as a query finishes stops nothing else).
+`seconds=None` is no limit and starts no thread. `checked(value)` is a time limit as given by
+a caller (None, or a finite number of seconds above 0), else a `UsageError`;
+`stopped(seconds, e)` is the `QueryError` to raise for `e` when the deadline `fired`: `e` is
+(or wraps) DuckDB's interrupt; else None.
 
 The interrupt stops DuckDB's work (scans, joins, aggregates, producing the result); Python
 work around the query (the guard, converting a fetched result) is not cut short.
@@ -24,6 +26,10 @@ from typing import Any
 
 from ..errors import QueryError, UsageError
 
+# DuckDB drops an interrupt that comes while the cursor runs nothing (between the guard's
+# statements, before `convert` starts the query): so, once the time is up, interrupt again
+# this often until the query has stopped.
+REPEAT_S = 0.05
 HINT = ("narrow it (a WHERE, a LIMIT, fewer joins) or allow it longer (runstore sql --timeout "
         "SECONDS; runstore ui --sql-timeout SECONDS; Python: timeout=SECONDS)")
 
@@ -40,35 +46,46 @@ def checked(value: Any, name: str = "timeout") -> float | None:
 
 
 class Deadline:
-    """Interrupt `cursor` after `seconds` unless the `with` block ended first."""
+    """Interrupt `cursor` after `seconds`, and again every `REPEAT_S` until the `with` block
+    ends (see the module docstring)."""
 
     def __init__(self, cursor: Any, seconds: float | None):
         self.seconds = seconds
         self.fired = False
         self._cursor: Any = cursor
         self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
+        self._ended = threading.Event()
+        self._thread: threading.Thread | None = None
         if seconds is not None:
-            self._timer = threading.Timer(seconds, self._fire)
-            self._timer.daemon = True  # a query's timer never keeps a process alive
+            # A daemon: a query's timer never keeps a process alive.
+            self._thread = threading.Thread(target=self._watch, name="runstore-query-deadline",
+                                            daemon=True)
 
-    def _fire(self) -> None:
-        with self._lock:
-            if self._cursor is None:  # the query ended while the timer woke up
+    def _watch(self) -> None:
+        assert self.seconds is not None
+        # Beyond TIMEOUT_MAX (centuries) the wait would fail instead of waiting.
+        if self._ended.wait(min(self.seconds, threading.TIMEOUT_MAX)):
+            return
+        while True:
+            with self._lock:
+                if self._cursor is None:  # the block ended while this thread woke up
+                    return
+                self.fired = True
+                self._cursor.interrupt()
+            if self._ended.wait(REPEAT_S):
                 return
-            self.fired = True
-            self._cursor.interrupt()
 
     def __enter__(self) -> "Deadline":
-        if self._timer is not None:
-            self._timer.start()
+        if self._thread is not None:
+            self._thread.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        with self._lock:
+        self._ended.set()
+        with self._lock:  # waits for an interrupt under way: none can follow
             self._cursor = None
+        if self._thread is not None:
+            self._thread.join()
 
 
 def stopped(seconds: float | None, e: BaseException) -> QueryError | None:
