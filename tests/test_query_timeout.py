@@ -30,11 +30,9 @@ STOPPED = "query stopped after 1 s (its time limit): "
 
 
 @pytest.fixture(scope="module")
-def tree_and_store(_small_template: Path, tmp_path_factory: pytest.TempPathFactory
-                   ) -> tuple[Path, Path]:
-    path = tmp_path_factory.mktemp("timeout") / "store"
-    runstore.open(path).ingest([_small_template])
-    return _small_template, path
+def tree_and_store(ui_demo: tuple[Path, Path]) -> tuple[Path, Path]:
+    """The demo tree and its store (conftest.py), which these tests only read."""
+    return ui_demo
 
 
 def run_names(tree: Path) -> list[str]:
