@@ -1,24 +1,24 @@
 """`Store`: the one entry object of the library (`runstore.open(path)`).
 
 Contract: a `Store` names a store location (`--store`, else `$RUNSTORE_STORE`, else
-`./.runstore`; local or `s3://`). Each method is one call into the package that owns the
-work: writing methods (`ingest` → `ingest`, `compact`/`migrate`/`set_setting` →
-`storage.writer`, `repair` → `storage.repair`) take the store's write lock for their
-duration (`repair(check=True)` only reads and takes none); reading methods go through
+`./.runstore`; local or `s3://`). Each method is one call into the package that owns the work:
+writing methods (`ingest` → `ingest`, `compact`/`migrate`/`set_setting` → `storage.writer`,
+`repair` → `storage.repair`) take the store's write lock for their duration
+(`repair(check=True)` only reads and takes none); reading methods go through
 `query.session.Session`: an in-memory DuckDB over the newest snapshot (one per snapshot, kept
 while no newer one is published; each query on its own cursor), so a long-lived `Store` always
 sees the latest committed state and never blocks anyone. Every query connection is confined by
 DuckDB's sandbox to the snapshot's files (`query.connect`, `query.sandbox`);
-`allow_read=[path, ...]` lets one query also read the files given, on a connection of its own.
-Queries are read-only (`query.guard`) and take values only as bound parameters; a parameter
-that the query does not use and that names no setting is an error (a typo in `kl_threshold`
-must not pass silently). Comparing runs (`keys`, `diff`, `code_diff`, `compare`) is
-`runstore.analysis`, checks (`check`) `runstore.health`. Results are polars DataFrames (`sql`,
-`metrics`, `runs`, `check`, `keys`, `diff`, `compare`), a
-LazyFrame (`table`, `sql(lazy=True)`), Arrow (`arrow`), plotly figures (`plot_*`, from
-`present.charts`) or whatever `fetch`'s `convert` makes of DuckDB's result; polars and pyarrow
-are imported only when a method needs them, so importing runstore stays cheap. Used as a
-context manager, a `Store` closes its cached DuckDB database on exit.
+`allow_read=[paths]` lets one query also read those files (on a connection of its own);
+`timeout=SECONDS` stops one still running then (`query.deadline`). Queries are read-only
+(`query.guard`) and take values only as bound parameters; a parameter that the query does not
+use and that names no setting is an error (a typo in `kl_threshold` must not pass silently).
+Comparing runs (`keys`, `diff`, `code_diff`, `compare`) is `runstore.analysis`, checks
+(`check`) `runstore.health`. Results are polars DataFrames (`sql`, `metrics`, `runs`, `check`,
+`keys`, `diff`, `compare`), a LazyFrame (`table`, `sql(lazy=True)`), Arrow (`arrow`), plotly
+figures (`plot_*`, from `present.charts`) or whatever `fetch`'s `convert` makes of DuckDB's
+result; polars and pyarrow are imported only when a method needs them, so importing runstore
+stays cheap. Used as a context manager, a `Store` closes its cached DuckDB database on exit.
 """
 
 from __future__ import annotations
@@ -196,35 +196,38 @@ class Store:
 
     def fetch(self, sql: str, params: dict[str, Any] | None = None, *,
               allow_read: Iterable[str | os.PathLike[str]] | None = None,
-              convert: "Callable[[Any], T]") -> T:
+              convert: "Callable[[Any], T]", timeout: float | None = None) -> T:
         """Run one read-only query; `convert(relation)` of DuckDB's result relation.
 
         The guard (`query.guard`) checks the query and the params first; `convert` runs
         while the query's cursor is open (e.g. `lambda r: r.fetchall()`). `arrow` and `sql`
-        are this with their conversions.
+        are this with their conversions. `timeout`: as in `sql` (it covers `convert` too).
         """
-        return self._session.fetch(sql, params, allow_read=_paths(allow_read), convert=convert)
+        return self._session.fetch(sql, params, allow_read=_paths(allow_read), convert=convert,
+                                   timeout=timeout)
 
     def arrow(self, sql: str, params: dict[str, Any] | None = None, *,
-              allow_read: Iterable[str | os.PathLike[str]] | None = None) -> "pa.Table":
-        """Run one read-only query; the result as a pyarrow Table.
+              allow_read: Iterable[str | os.PathLike[str]] | None = None,
+              timeout: float | None = None) -> "pa.Table":
+        """Run one read-only query; the result as a pyarrow Table (`timeout` as in `sql`).
 
         Example:
             >>> store.arrow("select count(*) as n from runs").column("n").to_pylist()
             [11]
         """
         return self.fetch(sql, params, allow_read=allow_read,
-                          convert=lambda rel: rel.to_arrow_table())
+                          convert=lambda rel: rel.to_arrow_table(), timeout=timeout)
 
     def sql(self, sql: str, params: dict[str, Any] | None = None, *, lazy: bool = False,
-            allow_read: Iterable[str | os.PathLike[str]] | None = None
-            ) -> "pl.DataFrame | pl.LazyFrame":
+            allow_read: Iterable[str | os.PathLike[str]] | None = None,
+            timeout: float | None = None) -> "pl.DataFrame | pl.LazyFrame":
         """Run one read-only query; a polars DataFrame (LazyFrame with `lazy=True`).
 
         Values go in `params` and are bound to the query's `$name` placeholders, never pasted
         into its text. A param named like a setting (`kl_threshold`) overrides that setting
         for this query. The query reads only the store's files (DuckDB's sandbox); list an
-        outside file or directory in `allow_read` to read it as well.
+        outside file or directory in `allow_read` to read it as well. `timeout=SECONDS` (None:
+        no limit; else above 0) stops the query if it still runs then, with a `QueryError`.
 
         Example:
             >>> store.sql("select run_name from kl_health where flagged")["run_name"].to_list()
@@ -238,7 +241,7 @@ class Store:
             >>> store.sql("select * from metrics", lazy=True).collect_schema().names()
             ['run_id', 'step', 'key', 'value', 'value_str', 'seq']
         """
-        df = self._frame(sql, params, allow_read)
+        df = self.fetch(sql, params, allow_read=allow_read, convert=_polars, timeout=timeout)
         return df.lazy() if lazy else df
 
     def _frame(self, sql: str, params: dict[str, Any] | None,

@@ -4,7 +4,8 @@ Contract: `handle_errors` turns a `RunstoreError` into `Error: …` on stderr an
 (1; 2 for usage errors), and Ctrl-C into exit 130 (an interrupted ingest says what it kept);
 `--debug` (on the group) shows the traceback instead. `output_options` is the one decorator
 for commands that print rows (`--format` from `present.render.FORMATS`, `--output`,
-`--wide`); `emit(table, fmt, output)` writes rows in the format asked for, or the one the
+`--wide`); `Seconds` is the click type of a time limit (a number of seconds above 0);
+`emit(table, fmt, output)` writes rows in the format asked for, or the one the
 `--output` extension names, else a table on a terminal and CSV elsewhere. `parse_params`
 reads `--param NAME=VALUE` (numbers become numbers). `open_store(ctx)` is the `Store` of the
 group's `--store`. `notify_option` is `--notify URL` (repeatable, `$RUNSTORE_NOTIFY`) of the
@@ -47,6 +48,24 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             ctx.exit(130)
 
     return wrapper
+
+
+class Seconds(click.ParamType):
+    """A time limit in seconds: a finite number above 0 (`query.deadline.checked`), else a
+    usage error (exit 2)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float | None:
+        from ..errors import UsageError
+        from ..query.deadline import checked
+
+        try:
+            return checked(float(value))
+        except (TypeError, ValueError, UsageError):
+            self.fail(f"{value!r} is not a number of seconds above 0 (e.g. 30 or 2.5)",
+                      param, ctx)
 
 
 def _remember_wide(ctx: click.Context, param: click.Parameter, value: bool) -> bool:

@@ -9,8 +9,8 @@ import click
 
 from ..errors import RunstoreError
 from ..query.dialects import DIALECTS
-from .common import (emit, existing, handle_errors, notifier, notify_option, open_store,
-                     output_format, output_options, parse_params, write_text)
+from .common import (Seconds, emit, existing, handle_errors, notifier, notify_option,
+                     open_store, output_format, output_options, parse_params, write_text)
 
 
 @click.command()
@@ -24,18 +24,24 @@ from .common import (emit, existing, handle_errors, notifier, notify_option, ope
               help="Also let the query read this file, or the files under this directory, "
                    "or this s3:// object (repeatable). Without it a query reads only the "
                    "store's own files.")
+@click.option("--timeout", type=Seconds(), default=None,
+              metavar="SECONDS",
+              help="Stop the query if it still runs after SECONDS (an error, exit 1; "
+                   "default: no limit).")
 @output_options
 @click.pass_context
 @handle_errors
 def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...],
-        allow_read: tuple[str, ...], fmt: str | None, output: str | None) -> None:
+        allow_read: tuple[str, ...], timeout: float | None, fmt: str | None,
+        output: str | None) -> None:
     """Run one read-only SQL query over the store's tables and views.
 
     The query comes from QUERY, from -f FILE, or from stdin (QUERY '-' or a pipe). Only
     queries run: INSERT, CREATE, COPY, ATTACH, SET and every other statement are refused.
     The query reads only the store's own files (DuckDB's sandbox): to join a file of your
     own, name it with --allow-read. `runstore views` and `runstore schema` list what there is
-    to query.
+    to query. With --timeout, a query still running after that many seconds is stopped
+    (DuckDB's own interrupt) and the command fails with an error saying so.
 
     Example:
 
@@ -44,6 +50,7 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
         runstore sql "select * from kl_health where flagged" --param kl_threshold=0.02
         runstore sql 'select * from runs where run_name glob $g' --param g='math_rl_sweep/*'
         runstore sql -f question.sql -o answer.parquet --format parquet
+        runstore sql --timeout 60 "select key, count(*) from metrics_raw group by key"
         runstore sql "from runs join read_csv('teams.csv') using (run_name)" \\
             --allow-read teams.csv
     """
@@ -62,7 +69,7 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
     parquet = output_format(fmt, output) == "parquet"
     table = open_store(ctx).fetch(query, parse_params(params), allow_read=list(allow_read) or None,
                               convert=(lambda rel: rel.to_arrow_table()) if parquet
-                              else out.from_relation)
+                              else out.from_relation, timeout=timeout)
     emit(table, fmt, output)
 
 

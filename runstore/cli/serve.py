@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import handle_errors, open_store
+from .common import Seconds, handle_errors, open_store
 
 
 @click.command()
@@ -20,10 +20,14 @@ from .common import handle_errors, open_store
 @click.option("--token", envvar="RUNSTORE_UI_TOKEN", default=None, metavar="TOKEN",
               help="Require this token on every request (default: none on loopback, a "
                    "random one printed once otherwise; also $RUNSTORE_UI_TOKEN).")
+@click.option("--sql-timeout", "sql_timeout", type=Seconds(), default=30.0, show_default=True,
+              metavar="SECONDS",
+              help="Stop a query of the SQL page (or its download) still running after "
+                   "SECONDS; the page shows the error. The app's own pages have no limit.")
 @click.pass_context
 @handle_errors
 def ui(ctx: click.Context, paths: tuple[str, ...], watch: float | None, host: str, port: int,
-       token: str | None) -> None:
+       token: str | None, sql_timeout: float) -> None:
     """Serve the store as a local web app: runs, charts, compare, health, SQL, checkpoints,
     timing, rollouts.
 
@@ -37,7 +41,9 @@ def ui(ctx: click.Context, paths: tuple[str, ...], watch: float | None, host: st
         runstore ui                              # http://127.0.0.1:8765
         runstore ui runs/ --watch 30             # live: ingest runs/ every 30 s
         runstore ui --host 0.0.0.0 --port 9000   # prints a URL with ?token=...
+        runstore ui --sql-timeout 300            # allow the SQL page 5 minutes a query
     """
     from ..ui.server import serve
 
-    serve(open_store(ctx), paths=list(paths), watch=watch, host=host, port=port, token=token)
+    serve(open_store(ctx), paths=list(paths), watch=watch, host=host, port=port, token=token,
+          sql_timeout=sql_timeout)

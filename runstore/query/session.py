@@ -1,18 +1,23 @@
 """The query side of one store: a database per snapshot, a cursor per query, errors made clear.
 
 Contract: `Session(root, manifest)` answers read-only queries over the store at `root`
-(`manifest()` gives its checked newest snapshot). `fetch(sql, params, allow_read=, convert=)`
-runs one: the guard (`guard.guard`) checks it first; a `$name` it uses needs a value, and a
-param it does not use must name a setting (a typo in `kl_threshold` must not pass silently);
-only what the query reads is created on the database (`Database.ensure`); values are bound,
-never pasted; `convert(relation)` runs while the query's cursor is open. Queries share one
-`Database` per snapshot, kept while no newer one is published and swapped under a lock (the
-web UI queries from several threads); the older one is dropped, not closed, so a query still
-running on one of its cursors finishes. A query that overrides a setting, or may read files
-outside the store (`allow_read`), gets a database of its own, closed after it. DuckDB's
-errors come out as the error to show (`failure`): the sandbox refusing something, a query
-nested too deeply, a store file that vanished or broke since the snapshot was opened, else
-DuckDB's own message. `close()` closes the shared database.
+(`manifest()` gives its checked newest snapshot). `fetch(sql, params, allow_read=, convert=,
+timeout=)` runs one: the guard (`guard.guard`) checks it first; a `$name` it uses needs a
+value, and a param it does not use must name a setting (a typo in `kl_threshold` must not
+pass silently); only what the query reads is created on the database (`Database.ensure`);
+values are bound, never pasted; `convert(relation)` runs while the query's cursor is open.
+With `timeout` (seconds above 0; `deadline.checked`), the clock starts before the guard and
+the query's own cursor is interrupted when it runs out (`deadline.Deadline`), which stops
+whatever DuckDB is executing for it; the error says the query hit its time limit and how to
+allow longer. The cursor is closed only once the timer can no longer fire, so an interrupt
+never reaches another query. Queries share one `Database` per snapshot, kept while no newer
+one is published and swapped under a lock (the web UI queries from several threads); the
+older one is dropped, not closed, so a query still running on one of its cursors finishes. A
+query that overrides a setting, or may read files outside the store (`allow_read`), gets a
+database of its own, closed after it. DuckDB's errors come out as the error to show
+(`failure`): the sandbox refusing something, a query nested too deeply, a store file that
+vanished or broke since the snapshot was opened, else DuckDB's own message. `close()` closes
+the shared database.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from ..errors import QueryError, RunstoreError
 from ..storage.manifest import Manifest, Root, manifest_paths, read_manifest
 from ..storage.settings import DEFAULT_SETTINGS
 from ..storage.snapshot import damaged_file, read_error
-from . import guard, sandbox
+from . import deadline, guard, sandbox
 from .connect import Database
 
 T = TypeVar("T")
@@ -69,33 +74,50 @@ class Session:
             return self._db, False
 
     def fetch(self, sql: str, params: dict[str, Any] | None, *,
-              allow_read: list[str] | None, convert: Callable[[Any], T]) -> T:
-        """Run one read-only query; `convert(relation)` of DuckDB's result relation."""
+              allow_read: list[str] | None, convert: Callable[[Any], T],
+              timeout: float | None = None) -> T:
+        """Run one read-only query; `convert(relation)` of DuckDB's result relation. With
+        `timeout` (seconds), DuckDB stops the query on its cursor once that much time has
+        passed (`deadline.Deadline`), and a `QueryError` says so."""
         import duckdb
 
+        timeout = deadline.checked(timeout)
         params = dict(params or {})
         db, owned = self.database(params, allow_read)
         con = db.cursor()
+        limit = deadline.Deadline(con, timeout)
         try:
-            names = guard.guard(sql, con)
-            missing = [n for n in names.params if n not in params]
-            if missing:
-                raise QueryError(f"the query uses ${missing[0]} but no value was given: pass "
-                                 f"--param {missing[0]}=VALUE (params={{'{missing[0]}': ...}})")
-            unused = [k for k in params if k not in names.params and k not in DEFAULT_SETTINGS]
-            if unused:
-                raise QueryError(
-                    f"param {unused[0]!r} is neither used by the query (as ${unused[0]}) nor a "
-                    f"setting ({', '.join(DEFAULT_SETTINGS)})")
-            db.ensure(names.tables)
-            bound = {k: v for k, v in params.items() if k in names.params}
-            return convert(con.sql(sql, params=bound or None))
-        except duckdb.Error as e:
+            with limit:
+                return self._run(db, con, sql, params, convert)
+        except (duckdb.Error, QueryError) as e:
+            # QueryError too: a conversion may rewrap the interrupt (Store's polars one does).
+            stop = deadline.stopped(timeout, e) if limit.fired else None
+            if stop is not None:
+                raise stop from e
+            if isinstance(e, QueryError):
+                raise
             raise self.failure(e) from e
         finally:
+            # The deadline has ended (its `with`), so no interrupt can reach this cursor now.
             con.close()
             if owned:
                 db.close()
+
+    def _run(self, db: Database, con: Any, sql: str, params: dict[str, Any],
+             convert: Callable[[Any], T]) -> T:
+        names = guard.guard(sql, con)
+        missing = [n for n in names.params if n not in params]
+        if missing:
+            raise QueryError(f"the query uses ${missing[0]} but no value was given: pass "
+                             f"--param {missing[0]}=VALUE (params={{'{missing[0]}': ...}})")
+        unused = [k for k in params if k not in names.params and k not in DEFAULT_SETTINGS]
+        if unused:
+            raise QueryError(
+                f"param {unused[0]!r} is neither used by the query (as ${unused[0]}) nor a "
+                f"setting ({', '.join(DEFAULT_SETTINGS)})")
+        db.ensure(names.tables)
+        bound = {k: v for k, v in params.items() if k in names.params}
+        return convert(con.sql(sql, params=bound or None))
 
     def failure(self, e: Exception) -> Exception:
         """DuckDB's error as the one to show: the sandbox refusing a file or a setting; a

@@ -9,7 +9,9 @@ and connection, so whatever sandbox settings `Store` applies apply here too), `S
 `Store.settings`, `runstore check`'s evaluation (ui/health.py) and the run groups of
 `analysis.groups` (which runs make each group `compare` draws). Bad input is a
 `RunstoreError` whose message says what to send instead (the app turns it into HTTP 400
-`{"error": ...}`).
+`{"error": ...}`). The SQL page's queries (`sql`, `sql_download`) run under a time limit
+(`sql_timeout` seconds, `SQL_TIMEOUT_S` unless given; None: none): one still running then is
+stopped and is that 400 ("query stopped after 30 s ..."). The pages' own queries have none.
 
 Answers of the read endpoints are cached per store snapshot (`cached`): the same request
 against the same snapshot is answered once; a new snapshot empties the cache, and `warm()`
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import QueryError, RunstoreError
 from ..health.rules import KL_METRICS
+from ..query.deadline import checked
 from ..query.keys import family
 from . import health, queries, series
 from .answers import Download, Params, json_value, plain, tabular
@@ -41,6 +44,9 @@ if TYPE_CHECKING:
 
 CACHE_ENTRIES = 32  # answers kept per snapshot (a chart answer is up to ~1.3 MB)
 SQL_ROW_LIMIT = 5000  # rows /api/sql returns to the page; downloads carry every row
+# Seconds a query of the SQL page (or its download) may run: a runaway cross join must not
+# hold a server core forever. The pages' own queries have no limit.
+SQL_TIMEOUT_S = 30.0
 SEARCH_LIMIT = 200
 CODE_LIMIT = 1_000_000  # characters of one code.diff (or of their unified diff) sent to a page
 # Every stored spelling of the KL metrics, `optim/` ones first (for the charts page).
@@ -55,8 +61,10 @@ def _safe_filename(text: str) -> str:
 class Api:
     """The endpoints (see docs/ui.md); `status_extra` adds what the server knows (watch)."""
 
-    def __init__(self, store: "Store", status_extra: Callable[[], dict[str, Any]] | None = None):
+    def __init__(self, store: "Store", status_extra: Callable[[], dict[str, Any]] | None = None,
+                 *, sql_timeout: float | None = SQL_TIMEOUT_S):
         self.store = store
+        self.sql_timeout = checked(sql_timeout, "sql_timeout")
         self.status_extra = status_extra or (lambda: {})
         self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._cache_seq: int | None = None
@@ -170,7 +178,7 @@ class Api:
     def sql(self, p: Params) -> dict[str, Any]:
         sql = self._sql_text(p)
         started = time.perf_counter()
-        table = self.store.arrow(sql)
+        table = self.store.arrow(sql, timeout=self.sql_timeout)
         out = tabular(table, SQL_ROW_LIMIT)
         out["elapsed_s"] = round(time.perf_counter() - started, 4)
         return out
@@ -180,7 +188,7 @@ class Api:
 
         sql = self._sql_text(p)
         fmt = (p.body.get("format") if isinstance(p.body, dict) else None) or "csv"
-        table = self.store.arrow(sql)
+        table = self.store.arrow(sql, timeout=self.sql_timeout)
         if fmt == "csv":
             return Download(output.render(table, "csv").encode(), "text/csv; charset=utf-8",
                             "query.csv")

@@ -1,7 +1,8 @@
 """The web app: Starlette routes over `Api`, the pages' static files, live snapshot events.
 
 Contract: `create_app(store, policy, ...)` returns an ASGI app whose every request first
-passes `security.Guard` (Host, token, same-origin writes, headers). Routes:
+passes `security.Guard` (Host, token, same-origin writes, headers); `sql_timeout` is the
+SQL page's time limit (`Api`). Routes:
 
 * `/`, `/runs`, `/charts`, `/compare`, `/health`, `/sql`, `/checkpoints`, `/timing`, `/rollouts`: the one page
   (`static/index.html`); the page's script reads the path and query string, so each page
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import RunstoreError
-from .api import Api, Download, Params
+from .api import SQL_TIMEOUT_S, Api, Download, Params
 from .security import Guard, Policy
 
 if TYPE_CHECKING:
@@ -139,14 +140,14 @@ class Snapshots:
 
 def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
                status_extra: Callable[[], dict[str, Any]] | None = None,
-               static_dir: Path = STATIC) -> Any:
+               static_dir: Path = STATIC, sql_timeout: float | None = SQL_TIMEOUT_S) -> Any:
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.middleware.gzip import GZipMiddleware
     from starlette.responses import Response, StreamingResponse
     from starlette.routing import Route
 
-    api = Api(store, status_extra)
+    api = Api(store, status_extra, sql_timeout=sql_timeout)
     assets = load_assets(static_dir)
     snapshots = Snapshots(store, poll_s, on_change=api.warm)
 

@@ -1,8 +1,10 @@
 """`runstore ui`: bind, print the URL once, serve until Ctrl-C; optionally keep ingesting.
 
-Contract: `serve(store, paths=..., watch=S, host=, port=, token=)` binds `host:port` (port 0:
-any free port), prints one line `runstore ui: serving STORE at URL` on stdout (with
-`?token=...` when a token is in force) and serves until SIGINT/SIGTERM, then returns.
+Contract: `serve(store, paths=..., watch=S, host=, port=, token=, sql_timeout=)` binds
+`host:port` (port 0: any free port), prints one line `runstore ui: serving STORE at URL` on
+stdout (with `?token=...` when a token is in force) and serves until SIGINT/SIGTERM, then
+returns. The SQL page's queries stop after `sql_timeout` seconds (`api.SQL_TIMEOUT_S`
+unless given).
 
 * A loopback host (127.0.0.1, ::1, localhost) needs no token; a `token` given is still
   enforced. Any other host always has one: the given `token`, else a random one
@@ -26,6 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import UsageError
+from .api import SQL_TIMEOUT_S
 from .security import Policy, is_loopback
 
 if TYPE_CHECKING:
@@ -134,7 +137,8 @@ def effective_token(host: str, token: str | None) -> str | None:
 
 def serve(store: "Store", *, paths: Sequence[str] = (), watch: float | None = None,
           host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-          poll_s: float = 1.0, out: Echo = _echo_out, err: Echo = _echo_err) -> None:
+          sql_timeout: float | None = SQL_TIMEOUT_S, poll_s: float = 1.0,
+          out: Echo = _echo_out, err: Echo = _echo_err) -> None:
     import uvicorn
 
     from .app import create_app
@@ -151,7 +155,7 @@ def serve(store: "Store", *, paths: Sequence[str] = (), watch: float | None = No
     bound_port = sock.getsockname()[1]
     watcher = WatchThread(store, paths, watch, out, err) if watch is not None else None
     policy = Policy(host=host, port=bound_port, token=token)
-    app = create_app(store, policy, poll_s=poll_s,
+    app = create_app(store, policy, poll_s=poll_s, sql_timeout=sql_timeout,
                      status_extra=watcher.status if watcher else None)
     config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False,
                             lifespan="on", timeout_graceful_shutdown=3)
