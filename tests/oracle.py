@@ -134,7 +134,8 @@ def messages_in(path: Path) -> int:
 def expected_counts(root: Path) -> dict[str, int]:
     """Row counts per table for the runs under `root`, as one ingest from scratch writes them
     (`metric_keys`: one row per metrics file and key it logs; appends add a row per key a
-    later read logs)."""
+    later read logs; `metric_steps`: one row per metrics file that logs anything, and per
+    later read that does)."""
     c: dict[str, int] = defaultdict(int)
     for run in run_dirs(root):
         c["runs"] += 1
@@ -143,6 +144,7 @@ def expected_counts(root: Path) -> dict[str, int]:
                 rows = metric_rows(f)
                 c["metrics_raw"] += len(rows)
                 c["metric_keys"] += len({key for _, key, _, _ in rows})
+                c["metric_steps"] += 1 if rows else 0
         ck = run / "checkpoints.jsonl"
         if ck.is_file():
             c["checkpoints"] += sum(1 for _, o in complete_lines(ck) if isinstance(o, dict))

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 import oracle
 from runstore.cli import main
+from runstore.storage import schema
 from runstore.storage.lock import Lock
 
 SUMMARY = re.compile(r"^runs: (\d+) new, (\d+) updated, (\d+) unchanged, (\d+) missing; "
@@ -34,9 +35,9 @@ def run_cli(*args: str, env: dict[str, str] | None = None):
 
 def rows_part(root: Path) -> str:
     """The "rows: ..." part of the summary for a first ingest of root, from the oracle (rows read
-    from sources: the metric_keys summary is not reported)."""
+    from sources: the summaries kept beside them are not reported)."""
     return ", ".join(f"{t} +{n}" for t, n in sorted(oracle.expected_counts(root).items())
-                     if n and t != "metric_keys")
+                     if n and t not in schema.SUMMARY_TABLES)
 
 
 
