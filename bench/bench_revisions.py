@@ -51,6 +51,7 @@ QUERIES = {
 PROBE = r"""
 import json, sys, time
 import runstore
+assert runstore.__file__.startswith(sys.argv[3]), (runstore.__file__, sys.argv[3])
 store = runstore.open(sys.argv[1])
 queries = json.loads(sys.argv[2])
 def best(fn, n=5):
@@ -117,14 +118,17 @@ def main() -> None:
                 env = {**os.environ, "PYTHONPATH": str(srcs[rev])}
                 store = work / f"store{i}"
                 shutil.rmtree(store, ignore_errors=True)
-                cli = [sys.executable, "-m", "runstore", "--store", str(store)]
+                # -P: `-m` and `-c` would otherwise put the working directory first on the
+                # path, and run a checkout's own runstore instead of the revision's.
+                cli = [sys.executable, "-P", "-m", "runstore", "--store", str(store)]
                 wall, cpu = timed(cli + ["ingest", "-q", str(args.tree)], env)
                 add(rev, "full ingest, s", wall)
                 add(rev, "full ingest CPU, s", cpu)
                 add(rev, "no-op re-ingest, s", timed(cli + ["ingest", "-q", str(args.tree)],
                                                      env)[0])
-                probe = subprocess.run([sys.executable, "-c", PROBE, str(store),
-                                        json.dumps(QUERIES)], env=env, capture_output=True,
+                probe = subprocess.run([sys.executable, "-P", "-c", PROBE, str(store),
+                                        json.dumps(QUERIES), str(srcs[rev])], env=env,
+                                       capture_output=True,
                                        text=True, check=True)
                 for name, seconds in json.loads(probe.stdout).items():
                     add(rev, f"{name}, ms", seconds * 1000)

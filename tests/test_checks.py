@@ -910,3 +910,31 @@ def test_docstring_examples() -> None:
 
 def test_errors_are_runstore_errors() -> None:
     assert issubclass(UsageError, RunstoreError) and UsageError.exit_code == 2
+
+
+def test_check_shapes_file_is_generated_and_used_without_sqlglot() -> None:
+    """sql/statements/check_shapes.sql is what `build_statement` (sqlglot over check.sql) makes
+    for every shape, and a check reads it without importing sqlglot: a fresh process running
+    `runstore check` must not load it."""
+    import subprocess
+    import sys
+
+    import gen_statements
+    from runstore.query.statements import check as statements
+
+    path = Path(__file__).resolve().parent.parent / "sql" / "statements" / "check_shapes.sql"
+    assert path.read_text() == gen_statements.check_shapes(), \
+        "sql/statements/check_shapes.sql is stale: python tools/gen_statements.py -o " \
+        "sql/statements/check_shapes.sql"
+    for shape in statements.SHAPES:
+        assert statements.check_statement(*shape) == statements.build_statement(*shape)
+    probe = ("import sys, runstore.health.evaluate as e\n"
+             "from runstore.health.rules import Rule, kl_rule\n"
+             "for rules in ([kl_rule(0.01)], [Rule('optim/entropy', '<', 0.5), kl_rule(0.01)]):\n"
+             "    for since in (None, 3):\n"
+             "        for runs in (None, 'a*'):\n"
+             "            e.check_query(rules, since_step=since, runs=runs, kl_threshold=0.01)\n"
+             "print('sqlglot' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"
