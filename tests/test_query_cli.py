@@ -519,3 +519,24 @@ def test_views_dialect_prints_every_view_for_that_engine(store_dir: Path, dialec
     created = {s.this.name for s in sqlglot.parse(result.output, read=dialect)
                if s is not None and s.key == "create"}
     assert {v.name for v in views()} <= created, created
+
+
+def test_an_unexpected_exception_is_one_error_line_and_debug_shows_it(
+        store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fault that is no RunstoreError (a bug; the machine's disk full) prints one `Error:`
+    line naming it and what to do, exit 1, no traceback; `--debug` lets the exception out."""
+    def broken(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("deliberately broken for this test\nsecond line")
+
+    monkeypatch.setattr(runstore.Store, "fetch", broken)
+    result = CliRunner().invoke(main, ["--store", str(store_dir), "sql", "select 1"])
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output + result.stderr
+    assert lines[0].startswith("Error: unexpected RuntimeError: deliberately broken for this test")
+    assert "--debug" in lines[0]
+    debug = CliRunner().invoke(main, ["--debug", "--store", str(store_dir), "sql", "select 1"])
+    assert isinstance(debug.exception, RuntimeError)
+    # click's own errors keep their form: a usage error is exit 2 with click's message.
+    usage = CliRunner().invoke(main, ["--store", str(store_dir), "sql", "--no-such-option"])
+    assert usage.exit_code == 2 and "Error: unexpected" not in usage.stderr

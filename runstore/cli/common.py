@@ -1,8 +1,9 @@
 """What every command shares: error handling, the output options and writing rows, params.
 
 Contract: `handle_errors` turns a `RunstoreError` into `Error: …` on stderr and its exit code
-(1; 2 for usage errors), and Ctrl-C into exit 130 (an interrupted ingest says what it kept);
-`--debug` (on the group) shows the traceback instead. `output_options` is the one decorator
+(1; 2 for usage errors), Ctrl-C into exit 130 (an interrupted ingest says what it kept), and
+any other exception into one `Error: unexpected …` line and exit 1 (click's own exceptions
+pass through); `--debug` (on the group) shows the traceback instead. `output_options` is the one decorator
 for commands that print rows (`--format` from `present.render.FORMATS`, `--output`,
 `--wide`); `Seconds` is the click type of a time limit (a number of seconds above 0);
 `emit(table, fmt, output)` writes rows in the format asked for, or the one the
@@ -24,7 +25,7 @@ from typing import Any, Callable
 
 import click
 
-from ..errors import RunstoreError
+from ..errors import RunstoreError, one_line
 from ..present.render import FORMATS, format_for
 from ..storage.location import is_remote
 
@@ -46,6 +47,18 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             # An ingest's says what it kept (it carries the report); others were just stopped.
             click.echo(str(e) if hasattr(e, "report") else "interrupted", err=True)
             ctx.exit(130)
+        except (click.exceptions.ClickException, click.exceptions.Exit,
+                click.exceptions.Abort):
+            raise  # click's own: usage errors and exits say what they have to
+        except Exception as e:
+            # Anything else is a fault of runstore's (or of the machine: a full disk, say):
+            # one line naming it, the traceback only when asked for.
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"Error: unexpected {type(e).__name__}: {one_line(e)} (a runstore bug, or "
+                       "a fault of the machine; run again with --debug for the traceback and "
+                       "report it)", err=True)
+            ctx.exit(1)
 
     return wrapper
 
