@@ -580,7 +580,10 @@ def test_hostile_ingest(base: dict[str, Any], actions: list[tuple[str, Any]]) ->
     # their ids stay).
     now = rows_of(store)
     for t in TABLES:
-        if t == "runs":
+        # A summary's rows are per read of a file: when a grown file is read whole again (the
+        # tree was copied back, so its files have new inode numbers), its rows are made again
+        # for the whole file; what they add up to is checked in tests/test_summaries.py.
+        if t == "runs" or t in schema.SUMMARY_TABLES:
             continue
         before = base["rows"][t]
         if t == "spans":
