@@ -7,31 +7,21 @@ STEP_COLUMNS = [("run_id", "string"), ("source_id", "int64"), ("pre_resume", "bo
                 ("steps_exact", "bool")]
 # Written before the snapshot lists it: after a kill, readers ignore it and it is written again.
 FILLS = ["metric_steps"]
-READ = ["run_id", "source_id", "key", "pre_resume", "step", "value", "value_str"]
+READ = [("run_id", "string"), ("source_id", "int64"), ("key", "string"), ("pre_resume", "bool"),
+        ("step", "int64"), ("value", "float64"), ("value_str", "string")]
 
 
 def migrate(ctx):
     from runstore.ingest.normalize import metric_keys, metric_steps
 
-    def reader(ctx):
-        # One stored file at a time: memory stays that of one file, on a store of any size.
-        import pyarrow as pa
-
-        types = {"run_id": pa.string(), "source_id": pa.int64(), "key": pa.string(),
-                 "pre_resume": pa.bool_(), "step": pa.int64(), "value": pa.float64(),
-                 "value_str": pa.string()}
-
-        def read(path):  # files a Delta delete rewrote hold string_view columns
-            part = ctx.read_file(path).select(READ)
-            return part.cast(pa.schema([(c, types[c]) for c in READ]))
-
-        return read
+    def read(path):  # one stored file at a time: memory stays that of one file
+        return ctx.read_file(path, READ)
 
     files = ctx.table_files("metrics_raw")
     ctx.add_columns("metric_keys", KEY_COLUMNS)
     # Every metric_keys row again, now with the new columns: summaries are recomputed from
     # the rows they summarise (the same function the ingest uses), never patched.
     ctx.rewrite_table("metric_keys",
-                      lambda ctx: metric_keys.summarize_files(files, reader(ctx)))
+                      lambda ctx: metric_keys.summarize_files(files, read))
     ctx.fill_table("metric_steps", STEP_COLUMNS,
-                   lambda ctx: metric_steps.summarize_files(files, reader(ctx)))
+                   lambda ctx: metric_steps.summarize_files(files, read))

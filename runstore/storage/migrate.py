@@ -9,7 +9,7 @@ given as (name, type name) pairs with the type names of `schema.TYPES` (`string`
 pyarrow types for new tables and into deltalake's types for added columns, and
 `fill_table(name, columns, rows)`, a new table written with the rows `rows(ctx)` computes from
 the snapshot the migration starts from (`table_files(name)` lists a table's live files,
-`read_file(path)` reads one; a summary of another table, say) — the migration names such a
+`read_file(path, columns)` reads one, as those columns; a summary of another table, say) — the migration names such a
 table in its module's `FILLS` list, so that after a kill readers ignore the unlisted table and
 the next writer deletes it (`versions.filled_by_pending`) — and
 `rewrite_table(name, rows)`, an existing table's rows replaced by the Arrow table `rows(ctx)`
@@ -66,11 +66,19 @@ class MigrationContext:
         manifest = self.writer.manifest
         return table_files(self.writer.root, manifest, name) if manifest else []
 
-    def read_file(self, path: str) -> Any:
-        """One live Parquet file of the store as Arrow (its checksums verified on read)."""
-        from .snapshot import open_parquet
+    def read_file(self, path: str, columns: list[tuple[str, str]] | None = None) -> Any:
+        """One live Parquet file of the store as Arrow (its checksums verified on read); with
+        `columns` ((name, type name) pairs, as `create_table` takes), exactly those columns of
+        those types (`snapshot.conform`: the `string_view` columns of a file a Delta delete
+        rewrote read as strings)."""
+        import pyarrow as pa
 
-        return open_parquet(path).read()
+        from .snapshot import conform, open_parquet
+
+        part = open_parquet(path).read()
+        if columns is None:
+            return part
+        return conform(part, pa.schema([(c, arrow_type(t)) for c, t in columns]))
 
     def fill_table(self, name: str, columns: list[tuple[str, str]], rows: Any) -> None:
         """Create table `name` holding `rows(self)` (an Arrow table of these columns). Run

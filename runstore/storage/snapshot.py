@@ -83,7 +83,7 @@ def read_table(root: Root, manifest: Manifest, table: str) -> pa.Table:
     parts = []
     for f in files:
         try:
-            parts.append(_conform(open_parquet(f).read(), target))
+            parts.append(conform(open_parquet(f).read(), target))
         except (OSError, pa.ArrowException) as e:
             why = "missing" if not location(f).exists() else f"unreadable ({one_line(e, 200)})"
             raise integrity.damaged_error(f, table, why) from e
@@ -135,7 +135,7 @@ def read_error(root: Root, e: BaseException) -> RunstoreError | None:
         f"reading the store failed: {text}. If it happens again, run `runstore repair`.")
 
 
-def _conform(part: pa.Table, target: pa.Schema) -> pa.Table:
+def conform(part: pa.Table, target: pa.Schema) -> pa.Table:
     """`part` with exactly `target`'s columns and types.
 
     Files rewritten by a Delta delete come back with `string_view` columns, which

@@ -104,6 +104,13 @@ def summarize(rows: "pa.Table", state: dict[str, Any], fresh: bool) -> "pa.Table
     return schema.to_arrow(TABLE, out)
 
 
+def overlapping(ranges: Iterable[tuple[Any, Any]]) -> bool:
+    """Whether any two (first_step, last_step) ranges of stored files share a step (ranges
+    without steps, first_step None, left out): their rows' step counts cannot be added."""
+    spans = sorted(r for r in ranges if r[0] is not None)
+    return any(b[0] <= a[1] for a, b in zip(spans, spans[1:]))
+
+
 def summarize_files(paths: Iterable[str], read: Any) -> "pa.Table":
     """`metric_keys` rows computed from stored `metrics_raw` files (`read(path)` gives one
     file's rows); see the module."""
@@ -122,8 +129,7 @@ def summarize_files(paths: Iterable[str], read: Any) -> "pa.Table":
             spans.setdefault((g["source_id"], g["key"]), []).append((g["step_min"],
                                                                      g["step_max"]))
     for r in rows:
-        ranges = sorted(s for s in spans[(r["source_id"], r["key"])] if s[0] is not None)
-        if any(b[0] <= a[1] for a, b in zip(ranges, ranges[1:])):
+        if overlapping(spans[(r["source_id"], r["key"])]):
             r["steps_exact"] = False
     if not rows:
         return pa.Table.from_batches([], schema=schema.schema(TABLE))

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 if TYPE_CHECKING:
     import pyarrow as pa
 
+from .metric_keys import overlapping
+
 TABLE = "metric_steps"
 
 
@@ -77,13 +79,11 @@ def summarize_files(paths: Iterable[str], read: Any) -> "pa.Table":
         part = read(path)
         if part.num_rows:
             rows += [_row(g, g["step_count_distinct"], True) for g in _grouped(part)]
-    ranges: dict[Any, list[tuple[int, int]]] = {}
+    ranges: dict[Any, list[tuple[Any, Any]]] = {}
     for r in rows:
-        if r["first_step"] is not None:
-            ranges.setdefault(r["source_id"], []).append((r["first_step"], r["last_step"]))
+        ranges.setdefault(r["source_id"], []).append((r["first_step"], r["last_step"]))
     for r in rows:
-        spans = sorted(ranges.get(r["source_id"], []))
-        if any(b[0] <= a[1] for a, b in zip(spans, spans[1:])):
+        if overlapping(ranges[r["source_id"]]):
             r["steps_exact"] = False
     if not rows:
         return pa.Table.from_batches([], schema=schema.schema(TABLE))
