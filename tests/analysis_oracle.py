@@ -138,6 +138,9 @@ class SqlStore:
     def arrow(self, sql: str, params: dict[str, Any] | None = None) -> Any:
         return self.con.sql(sql, params=params or None).to_arrow_table()
 
+    def fetch(self, sql: str, params: dict[str, Any] | None = None, *, convert: Any) -> Any:
+        return convert(self.con.sql(sql, params=params or None))
+
     def tables(self) -> list[str]:
         return self.names
 

@@ -31,6 +31,7 @@ from runstore.health import config, evaluate
 from runstore import demo
 from runstore.health import rules as rules_mod
 from runstore.query import keys
+from runstore.query.rows import Rows
 from runstore.health.rules import KL_METRICS, Rule, parse_rule
 from runstore.cli import main
 from runstore.demo import RunSpec
@@ -666,21 +667,50 @@ def test_a_firing_check_also_says_what_it_checked(awkward_store: runstore.Store,
     assert result.stdout.splitlines()[0] == "| " + " | ".join(COLUMNS) + " |"
 
 
-def test_check_imports_no_pandas_polars_or_arrow_compute(awkward_store: runstore.Store,
-                                                         tmp_path: Path) -> None:
-    """`runstore check` stays a quick command: pyarrow's Table.filter alone would import
-    pyarrow.compute and pandas (about a second in a fresh process)."""
+@pytest.mark.parametrize("args,heavy", [
+    # Threshold rules: plain rows, no Arrow at all, and no HTTP client without a webhook.
+    (["--rule", "optim/entropy < 0.3", "-F", "table"], set()),
+    (["-F", "json"], set()),
+    (["-F", "markdown"], set()),
+    # A Parquet file needs the Arrow table.
+    (["-F", "parquet", "-o", "fired.parquet"], {"pyarrow", "numpy"}),
+])
+def test_check_imports_only_what_it_needs(awkward_store: runstore.Store, tmp_path: Path,
+                                          args: list[str], heavy: set[str]) -> None:
+    """`runstore check` stays a quick command (a CI gate runs it after every ingest): a check
+    of threshold rules imports neither pyarrow nor numpy (~0.1 s of a fresh process) nor
+    urllib.request (only a webhook needs it); pyarrow's Table.filter alone would import
+    pyarrow.compute and pandas (about a second)."""
+    watched = ("pandas", "polars", "pyarrow", "pyarrow.compute", "numpy", "urllib.request")
     code = ("import sys\n"
             "from click.testing import CliRunner\n"
             "from runstore.cli import main\n"
             f"r = CliRunner().invoke(main, ['--store', {str(awkward_store.path)!r}, 'check', "
-            "'--rule', 'optim/entropy < 0.3', '-F', 'table'])\n"
-            "assert r.exit_code == 1, r.output\n"
-            "heavy = [m for m in ('pandas', 'polars', 'pyarrow.compute') if m in sys.modules]\n"
-            "print(','.join(heavy) or 'none')\n")
+            f"*{args!r}])\n"
+            "assert r.exit_code in (0, 1), r.output\n"
+            f"print(','.join(m for m in {watched!r} if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=tmp_path, check=True)
-    assert out.stdout.strip() == "none"
+    assert set(filter(None, out.stdout.strip().split(","))) == heavy
+
+
+@pytest.mark.parametrize("rules", [None, ["optim/entropy < 0.3"], ["env/all/reward/total > 0.5"]])
+def test_plain_rows_check_is_the_arrow_check(awkward_store: runstore.Store,
+                                             rules: list[str] | None) -> None:
+    """The CLI's plain-rows check (`arrow=False`) and the Arrow one find the same rows, with
+    the same types, run ids, counts and summary, and print the same text in every format."""
+    from runstore.present import render
+
+    plain = evaluate.check(awkward_store, rules=rules, config=False, arrow=False)
+    arrow = evaluate.check(awkward_store, rules=rules, config=False)
+    assert isinstance(plain.rows, Rows) and not isinstance(arrow.rows, Rows)
+    assert plain.rows.num_rows > 0  # something fired, so the comparison compares values
+    assert plain.table.schema == arrow.table.schema and plain.table.equals(arrow.table)
+    assert (plain.run_ids, plain.checked, plain.fired, plain.runs, plain.summary()) == \
+        (arrow.run_ids, arrow.checked, arrow.fired, arrow.runs, arrow.summary())
+    for fmt in ("table", "csv", "json", "jsonl", "markdown"):
+        assert render.render(plain.rows, fmt, width=200) == render.render(arrow.rows, fmt,
+                                                                         width=200)
 
 
 def test_check_help_has_an_example() -> None:

@@ -31,6 +31,7 @@ from polars.testing import assert_frame_equal
 
 import runstore
 from runstore.present import render as output
+from runstore.query.rows import from_relation
 from runstore.query.views import views
 
 HEAVY = ("pyarrow", "polars", "numpy", "sqlglot", "pandas", "deltalake")
@@ -179,7 +180,7 @@ def test_views_render_alike_from_rows_and_from_arrow(store_dir: Path) -> None:
             arrow = con.sql(f'select * from "{name}" order by all').to_arrow_table()
             # The same values both ways (running the view twice could sum floats in another
             # order): the rows come from DuckDB reading back the Arrow result.
-            fast = output.from_relation(con.from_arrow(arrow))
+            fast = from_relation(con.from_arrow(arrow))
             assert isinstance(fast, output.Rows), name  # every table and view prints plain
             for fmt in ("table", "csv", "json", "jsonl", "markdown"):
                 assert output.render(fast, fmt, width=120) == output.render(arrow, fmt,
@@ -243,7 +244,7 @@ def test_rows_render_exactly_like_arrow(drawn: tuple, width: int) -> None:
         con.register("data", data)
         cols = ", ".join(f'cast(a{i} as {t}) as "{labels[i]}"' for i, t in enumerate(picked))
         q = f"select {cols} from data"
-        fast = output.from_relation(con.sql(q))
+        fast = from_relation(con.sql(q))
         assert isinstance(fast, output.Rows), picked
         arrow = con.sql(q).to_arrow_table()
         for fmt in ("table", "csv", "json", "jsonl", "markdown"):
@@ -260,7 +261,7 @@ def test_rows_render_exactly_like_arrow(drawn: tuple, width: int) -> None:
 def test_other_types_take_the_arrow_path(sql: str) -> None:
     con = duckdb.connect()
     try:
-        assert isinstance(output.from_relation(con.sql(sql)), pa.Table)
+        assert isinstance(from_relation(con.sql(sql)), pa.Table)
     finally:
         con.close()
 
@@ -270,7 +271,7 @@ def test_decimal_values_are_the_same_decimals() -> None:
     either way, but the table and CSV show their digits)."""
     con = duckdb.connect()
     try:
-        rows = output.from_relation(con.sql("select 1.50 as d, 0.1::decimal(3,2) as e"))
+        rows = from_relation(con.sql("select 1.50 as d, 0.1::decimal(3,2) as e"))
         assert isinstance(rows, output.Rows)
         assert rows.data == [(decimal.Decimal("1.50"), decimal.Decimal("0.10"))]
     finally:

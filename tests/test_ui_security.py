@@ -257,7 +257,7 @@ class ExplodingStore:
     def arrow(self, *a: Any, **k: Any) -> Any:
         raise RuntimeError("boom at /very/secret/path.py line 42")
 
-    sql = runs = arrow
+    sql = runs = fetch = arrow
 
 
 def test_an_internal_error_is_a_500_without_the_details(capsys: pytest.CaptureFixture[str]) -> None:

@@ -62,14 +62,14 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
         if sys.stdin is None or sys.stdin.isatty():
             raise click.UsageError("give a QUERY, -f FILE, or pipe the query on stdin")
         query = sys.stdin.read()
-    from ..present import render as out
+    from ..query.rows import from_relation
 
     # Plain rows where they print the same as Arrow, so most answers need no pyarrow; a
     # Parquet file needs the Arrow table.
     parquet = output_format(fmt, output) == "parquet"
     table = open_store(ctx).fetch(query, parse_params(params), allow_read=list(allow_read) or None,
                               convert=(lambda rel: rel.to_arrow_table()) if parquet
-                              else out.from_relation, timeout=timeout)
+                              else from_relation, timeout=timeout)
     emit(table, fmt, output)
 
 
@@ -165,29 +165,33 @@ def check(ctx: click.Context, threshold: float | None, rules: tuple[str, ...],
         runstore check --rule "drop(env/all/reward/total) > 0.2" --rule "stale > 30"  # exit 1
     """
     from ..health import evaluate
-    from ..health.watch import Alert
 
     store = open_store(ctx)
     try:
         alerts = notifier(store, notify, lambda text: click.echo(f"warning: {text}", err=True))
+        # Plain rows unless a Parquet file is asked for: a check of threshold rules then
+        # imports no pyarrow (a CI gate runs it after every ingest).
         result = evaluate.check(store, threshold=threshold, rules=rules, runs=runs,
-                                since_step=since_step, default_rules=default_rules)
+                                since_step=since_step, default_rules=default_rules,
+                                arrow=output_format(fmt, output) == "parquet")
     except RunstoreError as e:
         e.exit_code = 2  # 1 means "a rule fired", so every error here is a 2
         raise
     if alerts is not None:
+        from ..health.watch import Alert
+
         # Every row is a firing of this check; the webhook gets them while the table prints.
-        for run_id, row in zip(result.run_ids, result.table.to_pylist()):
+        for run_id, row in zip(result.run_ids, result.rows.to_pylist()):
             alerts.notify(Alert(run_id=run_id, **row))
-    if output_format(fmt, output) == "markdown" and not result.table.num_rows:
+    if output_format(fmt, output) == "markdown" and not result.rows.num_rows:
         # For $GITHUB_STEP_SUMMARY: the verdict, not a table with a header and no rows.
         write_text(result.summary() + "\n", output)
     else:
-        emit(result.table, fmt, output)
+        emit(result.rows, fmt, output)
     click.echo(result.summary(), err=True)
     if alerts is not None:
         alerts.close()
-    if result.table.num_rows:
+    if result.rows.num_rows:
         ctx.exit(1)
 
 

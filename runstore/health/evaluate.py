@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from ..errors import StoreNotFound, UsageError
 from ..query.keys import family
+from ..query.rows import Rows, from_relation
 from ..query.statements.check import check_statement
 from ..query.statements.frames import count_runs_query
 from .config import choose_rules
@@ -47,8 +48,11 @@ if TYPE_CHECKING:
     from ..query.reader import Reader
     from .trends import TrendRule
 
-COLUMNS = ("run_name", "rule", "first_step", "last_step", "steps_over", "longest_streak",
-           "peak", "latest", "status")
+# The columns of a fired row and the type of each (as Arrow gives them: string, int64, float64).
+COLUMN_TYPES = {"run_name": "str", "rule": "str", "first_step": "int", "last_step": "int",
+                "steps_over": "int", "longest_streak": "int", "peak": "float",
+                "latest": "float", "status": "str"}
+COLUMNS = tuple(COLUMN_TYPES)
 
 # The KL families and the `kl_steps` column that holds each.
 KL_COLUMNS = {family(KL_METRICS[0]): "v1", family(KL_METRICS[1]): "v2"}
@@ -131,16 +135,20 @@ def check_query(rules: Sequence[Rule], *, runs: str | None = None,
 
 
 def _answer(store: "Reader", rules: Sequence[Rule], runs: str | None,
-            since_step: int | None) -> tuple[pa.Table, list[dict[str, Any]]]:
+            since_step: int | None, *, arrow: bool) -> tuple["Rows | pa.Table",
+                                                            list[dict[str, Any]]]:
     """The check query's two parts: the fired rows (`run_id`, the `COLUMNS`, `rule_idx`) and
-    one dict per rule (`rule_idx`, `checked`, `fired_runs`, `scope_runs`)."""
+    one dict per rule (`rule_idx`, `checked`, `fired_runs`, `scope_runs`). The rows are an
+    Arrow table with `arrow`, else plain `Rows` (every column of the statement has a plain
+    type), so a check of threshold rules imports no pyarrow."""
     try:
         setting = store.settings().get("kl_threshold")
     except StoreNotFound:
         setting = None
     kl_threshold = float(setting) if isinstance(setting, (int, float)) else None
-    table = store.arrow(*check_query(rules, runs=runs, since_step=since_step,
-                                     kl_threshold=kl_threshold))
+    sql, params = check_query(rules, runs=runs, since_step=since_step, kl_threshold=kl_threshold)
+    table = (store.arrow(sql, params) if arrow
+             else store.fetch(sql, params, convert=from_relation))
     n_fired = table.num_rows - len(rules)
     counts = table.slice(n_fired).select(["rule_idx", "checked", "fired_runs", "scope_runs"])
     return table.slice(0, n_fired).select(["run_id", *COLUMNS, "rule_idx"]), counts.to_pylist()
@@ -148,21 +156,23 @@ def _answer(store: "Reader", rules: Sequence[Rule], runs: str | None,
 
 @dataclass(frozen=True)
 class _Evaluated:
-    table: pa.Table  # run_id, the COLUMNS, rule_idx; by run_name, then rule order
+    table: "Rows | pa.Table"  # run_id, the COLUMNS, rule_idx; by run_name, then rule order
     checked: tuple[int, ...]
     fired: tuple[int, ...]
     runs: int  # runs in scope
 
 
 def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | None,
-              since_step: int | None) -> _Evaluated:
+              since_step: int | None, *, arrow: bool = True) -> _Evaluated:
     """Threshold rules in one statement, trend rules (trends.py) beside them, merged in
     rule order: one table with both kinds' rows and per-rule counts. Only trend rules load
-    polars and pyarrow.compute: a check of threshold rules stays as light as it was."""
+    polars and pyarrow.compute; threshold rules alone with `arrow=False` give plain `Rows`
+    and load no pyarrow at all."""
     from .trends import TrendRule
 
     if not any(isinstance(r, TrendRule) for r in rules):
-        table, counts = _answer(store, rules, runs, since_step)  # type: ignore[arg-type]
+        table, counts = _answer(store, rules, runs, since_step,  # type: ignore[arg-type]
+                                arrow=arrow)
         by_rule = sorted(counts, key=lambda c: c["rule_idx"])
         return _Evaluated(table, tuple(int(c["checked"]) for c in by_rule),
                           tuple(int(c["fired_runs"]) for c in by_rule),
@@ -177,7 +187,7 @@ def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | 
     parts = []
     scope_runs = None
     if plain:
-        table, counts = _answer(store, [r for _, r in plain], runs, since_step)
+        table, counts = _answer(store, [r for _, r in plain], runs, since_step, arrow=True)
         where = [i for i, _ in plain]
         for c in counts:
             checked[where[c["rule_idx"]]] = int(c["checked"])
@@ -198,7 +208,7 @@ def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | 
     return _Evaluated(table, tuple(checked), tuple(fired), scope_runs)
 
 
-def _renumber(table: pa.Table, where: list[int]) -> pa.Table:
+def _renumber(table: "pa.Table", where: list[int]) -> pa.Table:
     """`table` with its `rule_idx` (a position in a subset of the rules) mapped to `where`."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -211,7 +221,9 @@ def evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", *, runs: str 
              since_step: int | None = None) -> pa.Table:
     """Every (run, rule) that fires, as Arrow: `run_id` then the `COLUMNS`, by run name then
     rule order. Trend rules (trends.py) and threshold rules alike."""
-    return _evaluate(store, rules, runs, since_step).table.select(["run_id", *COLUMNS])
+    table = _evaluate(store, rules, runs, since_step).table.select(["run_id", *COLUMNS])
+    assert not isinstance(table, Rows)
+    return table
 
 
 @dataclass(frozen=True)
@@ -220,10 +232,11 @@ class CheckResult:
 
     `checked[i]` counts the runs (in scope) that log a value of `rules[i]`'s metrics (at
     `since_step` or later), `fired[i]` those it fired for; `runs` counts every run in scope
-    (matching the `--runs` GLOB `scope`, when given).
+    (matching the `--runs` GLOB `scope`, when given). `rows` holds the fired rows as they
+    came (plain `Rows` from `check(..., arrow=False)`, else Arrow); `table` is them as Arrow.
     """
 
-    table: pa.Table  # exactly the COLUMNS, one row per (run, rule) that fired
+    rows: "Rows | pa.Table"  # exactly the COLUMNS, one row per (run, rule) that fired
     rules: tuple[Rule, ...]
     runs: int
     checked: tuple[int, ...]
@@ -231,6 +244,17 @@ class CheckResult:
     scope: str | None = None
     since_step: int | None = None
     run_ids: tuple[str, ...] = ()  # the run_id of each row of `table`, for notifications
+
+    @property
+    def table(self) -> "pa.Table":
+        """The fired rows as an Arrow table, with the check statement's column types."""
+        if not isinstance(self.rows, Rows):
+            return self.rows
+        import pyarrow as pa
+
+        return pa.Table.from_pylist(self.rows.to_pylist(), schema=pa.schema(
+            [(c, pa.string() if t == "str" else pa.int64() if t == "int" else pa.float64())
+             for c, t in COLUMN_TYPES.items()]))
 
     def summary(self) -> str:
         """One line for people (and CI summaries), fired or not, e.g.
@@ -246,7 +270,7 @@ class CheckResult:
 
         if len(self.rules) == 1:
             return f"{self.rules[0].name} fired for {self.fired[0]} of {total}{since} {seen(0)}"
-        hit = len(set(self.table.column("run_name").to_pylist()))
+        hit = len({row["run_name"] for row in self.rows.to_pylist()})
         parts = "; ".join(f"{r.name} fired for {self.fired[i]} {seen(i)}"
                           for i, r in enumerate(self.rules))
         return f"{hit} of {total} fired a rule{since}: {parts}"
@@ -290,21 +314,22 @@ def require_metrics(store: "Reader", rules: Sequence[Rule]) -> None:
 def check(store: "Reader", *, threshold: float | None = None,
           rules: Iterable[RuleLike] | None = None, runs: str | None = None,
           since_step: int | None = None, default_rules: bool | None = None,
-          config: bool | str | os.PathLike[str] = True) -> CheckResult:
+          config: bool | str | os.PathLike[str] = True, arrow: bool = True) -> CheckResult:
     """`runstore check`: choose the rules (arguments, runstore.toml, store setting), make sure
     each names logged metrics (`require_metrics`), evaluate them, and count what was seen.
 
     `config=True` reads the runstore.toml beside the store or in the working directory,
-    `False` none, a path that file.
+    `False` none, a path that file. `arrow=False` keeps the fired rows as plain `Rows` when
+    the rules allow (threshold rules only), so the check imports no pyarrow (the CLI).
     """
     chosen = choose_rules(store, threshold=threshold, rules=rules,
                           default_rules=default_rules, config=config)
     require_metrics(store, chosen)
-    found = _evaluate(store, chosen, runs, since_step)
+    found = _evaluate(store, chosen, runs, since_step, arrow=arrow)
     return CheckResult(
-        table=found.table.select(list(COLUMNS)), rules=tuple(chosen), runs=found.runs,
+        rows=found.table.select(list(COLUMNS)), rules=tuple(chosen), runs=found.runs,
         checked=found.checked, fired=found.fired, scope=runs, since_step=since_step,
-        run_ids=tuple(found.table.column("run_id").to_pylist()))
+        run_ids=tuple(row["run_id"] for row in found.table.select(["run_id"]).to_pylist()))
 
 
 def run_check(store: "Reader", **options: Any) -> pa.Table:

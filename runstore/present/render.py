@@ -21,9 +21,9 @@ expanded mode does), and its last line says so. `wide=True` cuts nothing and nev
 to blocks: one line per row, however long. `markdown` cuts no identifying value and other
 cells at 200 characters.
 
-`from_relation(rel)` fetches a DuckDB result as `Rows` (plain Python rows) when every column
-has a type whose Python values DuckDB and Arrow give alike, else as an Arrow table; `render`
-takes either and gives the same text for both (a test holds them together), so a query that
+`from_relation(rel)` (query/rows.py) fetches a DuckDB result as `Rows` (plain Python rows)
+when every column has a type whose Python values DuckDB and Arrow give alike, else as an Arrow
+table; `render` takes either and gives the same text for both (a test holds them together), so a query that
 needs no Arrow type is printed without importing pyarrow.
 """
 
@@ -34,13 +34,12 @@ import io
 import json
 import math
 import os
-import re
-from dataclasses import dataclass
 from datetime import date, datetime, time
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from ..numbers import nonfinite_name
+from ..query.rows import Rows
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -70,48 +69,6 @@ def format_for(path: str | None) -> str | None:
     ('json', 'markdown', None, None)
     """
     return EXTENSIONS.get(os.path.splitext(path)[1].lower()) if path else None
-
-
-# DuckDB types whose Python values (`fetchall`) are exactly what Arrow's `to_pylist` gives for
-# the same result; DECIMAL(p,s) and lists of these too. Others (HUGEINT comes back from Arrow
-# as a Decimal, STRUCT, MAP, UUID, INTERVAL, ...) take the Arrow path.
-_INTEGERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER",
-             "UBIGINT"}
-_PLAIN = _INTEGERS | {"FLOAT", "DOUBLE", "BOOLEAN", "VARCHAR", "DATE", "TIME", "TIMESTAMP",
-                      "TIMESTAMP WITH TIME ZONE", "BLOB", '"NULL"'}
-_DECIMAL = re.compile(r"DECIMAL\(\d+,\d+\)")
-
-
-def _plain_type(typ: str) -> bool:
-    if typ.endswith("[]"):
-        return _plain_type(typ[:-2])
-    return typ in _PLAIN or bool(_DECIMAL.fullmatch(typ))
-
-
-@dataclass(frozen=True)
-class Rows:
-    """A query result as plain Python rows (see `from_relation`)."""
-
-    column_names: list[str]
-    numeric: list[bool]  # integer, floating or decimal columns
-    data: list[tuple[Any, ...]]
-
-    @property
-    def num_rows(self) -> int:
-        return len(self.data)
-
-    def to_pylist(self) -> list[dict[str, Any]]:
-        return [dict(zip(self.column_names, row)) for row in self.data]
-
-
-def from_relation(rel: Any) -> "Rows | pa.Table":
-    """A DuckDB relation's result: `Rows` when every column type allows, else Arrow."""
-    types = [str(t) for t in rel.types]
-    if not all(_plain_type(t) for t in types):
-        return rel.to_arrow_table()
-    numeric = [t in _INTEGERS or t in ("FLOAT", "DOUBLE") or bool(_DECIMAL.fullmatch(t))
-               for t in types]
-    return Rows(list(rel.columns), numeric, rel.fetchall())
 
 
 def _numeric(table: "Rows | pa.Table") -> list[bool]:

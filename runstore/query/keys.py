@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import StoreNotFound, UnknownKey
+from .rows import from_relation
 from .statements.frames import count_runs_query, logged_keys_query
 
 if TYPE_CHECKING:
@@ -136,10 +137,11 @@ def _recount(store: "Reader", table: "pa.Table") -> "pa.Table":
 def logged_keys(store: "Reader", keys: Sequence[str] | None = None, *,
                 runs: str | None = None) -> dict[str, frozenset[str]]:
     """Each key (of `keys`, else every one logged) that some run logged, with those runs' ids."""
-    table = store.arrow(*logged_keys_query(keys, runs=runs, summarised=summarised(store)))
+    sql, params = logged_keys_query(keys, runs=runs, summarised=summarised(store))
+    # Plain rows (two text columns): `runstore check --rule` asks this, and imports no Arrow.
     found: dict[str, set[str]] = {}
-    for key, run_id in zip(table.column("key").to_pylist(), table.column("run_id").to_pylist()):
-        found.setdefault(key, set()).add(run_id)
+    for row in store.fetch(sql, params, convert=from_relation).to_pylist():
+        found.setdefault(row["key"], set()).add(row["run_id"])
     return {k: frozenset(v) for k, v in found.items()}
 
 

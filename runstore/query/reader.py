@@ -4,18 +4,21 @@ Contract: health rules, pictures, key lookups and other engines take a `Reader`,
 `Store`: anything with the store's location (`path`), its checked newest snapshot
 (`manifest()`), the settings a query sees by default (`settings()`) and read-only queries
 answered as Arrow (`arrow(sql, params)`: the guard, the sandbox and bound `$name` params of
-`Store.fetch`). `Store` is one (it is the object every caller has); naming only what they use
+`Store.fetch`), or converted by the caller (`fetch(sql, params, convert=)`, e.g. plain rows:
+`rows.from_relation`). `Store` is one (it is the object every caller has); naming only what they use
 keeps those layers below `store.py`, so imports run one way (docs/architecture.md).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from ..storage.manifest import Manifest, Root
+
+T = TypeVar("T")
 
 
 class Reader(Protocol):
@@ -29,3 +32,6 @@ class Reader(Protocol):
     def settings(self) -> dict[str, Any]: ...
 
     def arrow(self, sql: str, params: dict[str, Any] | None = None) -> "pa.Table": ...
+
+    def fetch(self, sql: str, params: dict[str, Any] | None = None, *,
+              convert: Callable[[Any], T]) -> T: ...

@@ -1,0 +1,77 @@
+"""A query result as plain Python rows, for callers that need no Arrow type.
+
+Contract: `from_relation(rel)` fetches a DuckDB result as `Rows` when every column has a type
+whose Python values DuckDB (`fetchall`) and Arrow (`to_pylist`) give alike (integers, floats,
+DECIMAL, booleans, text, dates and times, blobs, and lists of these), else as an Arrow table.
+`Rows` answers the few questions callers ask of a table the way a pyarrow Table does
+(`column_names`, `num_rows`, `to_pylist()`, `slice(offset, length)`, `select(names)`), so
+code that reads a result works on either, and a result of plain types is read without
+importing pyarrow (~0.1 s of a short process): `runstore sql` and `runstore check` print so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# DuckDB types whose Python values (`fetchall`) are exactly what Arrow's `to_pylist` gives for
+# the same result; DECIMAL(p,s) and lists of these too. Others (HUGEINT comes back from Arrow
+# as a Decimal, STRUCT, MAP, UUID, INTERVAL, ...) take the Arrow path.
+INTEGERS = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT",
+                      "UINTEGER", "UBIGINT"})
+_PLAIN = INTEGERS | {"FLOAT", "DOUBLE", "BOOLEAN", "VARCHAR", "DATE", "TIME", "TIMESTAMP",
+                     "TIMESTAMP WITH TIME ZONE", "BLOB", '"NULL"'}
+DECIMAL = re.compile(r"DECIMAL\(\d+,\d+\)")
+
+
+def plain_type(typ: str) -> bool:
+    """Whether DuckDB and Arrow give the same Python values for a column of type `typ`."""
+    if typ.endswith("[]"):
+        return plain_type(typ[:-2])
+    return typ in _PLAIN or bool(DECIMAL.fullmatch(typ))
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A query result as plain Python rows (see `from_relation`)."""
+
+    column_names: list[str]
+    numeric: list[bool]  # integer, floating or decimal columns
+    data: list[tuple[Any, ...]]
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.data)
+
+    def to_pylist(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.column_names, row)) for row in self.data]
+
+    def slice(self, offset: int = 0, length: int | None = None) -> "Rows":
+        """Rows `offset` to `offset + length` (to the end for None), as `pa.Table.slice`."""
+        end = None if length is None else offset + length
+        return Rows(self.column_names, self.numeric, self.data[offset:end])
+
+    def select(self, names: Sequence[str]) -> "Rows":
+        """These columns, in this order, as `pa.Table.select` (a missing name: KeyError)."""
+        at = [self.column_names.index(n) if n in self.column_names else _missing(n)
+              for n in names]
+        return Rows(list(names), [self.numeric[i] for i in at],
+                    [tuple(row[i] for i in at) for row in self.data])
+
+
+def _missing(name: str) -> int:
+    raise KeyError(f"no column {name!r}")
+
+
+def from_relation(rel: Any) -> "Rows | pa.Table":
+    """A DuckDB relation's result: `Rows` when every column type allows, else Arrow."""
+    types = [str(t) for t in rel.types]
+    if not all(plain_type(t) for t in types):
+        return rel.to_arrow_table()
+    numeric = [t in INTEGERS or t in ("FLOAT", "DOUBLE") or bool(DECIMAL.fullmatch(t))
+               for t in types]
+    return Rows(list(rel.columns), numeric, rel.fetchall())
