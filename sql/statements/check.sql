@@ -72,10 +72,12 @@ steps as (
     group by p.run_id, p.rule_idx, p.step, r.op
 ),
 islands as (
-    -- Gaps and islands: consecutive over-steps share one difference of row numbers.
+    -- Gaps and islands: the steps of one streak of over-steps share the number of not-over
+    -- steps before them. One window pass (a difference of two row numbers took two).
     select run_id, rule_idx, is_over,
-           row_number() over (partition by run_id, rule_idx order by step)
-           - row_number() over (partition by run_id, rule_idx, is_over order by step) as island
+           count(case when not is_over then 1 end)
+               over (partition by run_id, rule_idx order by step
+                     rows between unbounded preceding and current row) as island
     from steps
 ),
 streaks as (
