@@ -681,7 +681,8 @@ def test_check_imports_only_what_it_needs(awkward_store: runstore.Store, tmp_pat
     of threshold rules imports neither pyarrow nor numpy (~0.1 s of a fresh process) nor
     urllib.request (only a webhook needs it); pyarrow's Table.filter alone would import
     pyarrow.compute and pandas (about a second)."""
-    watched = ("pandas", "polars", "pyarrow", "pyarrow.compute", "numpy", "urllib.request")
+    watched = ("pandas", "polars", "pyarrow", "pyarrow.compute", "numpy", "urllib.request",
+               "runstore.health.notify")
     code = ("import sys\n"
             "from click.testing import CliRunner\n"
             "from runstore.cli import main\n"

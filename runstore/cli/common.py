@@ -113,9 +113,13 @@ def notify_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 def notifier(store: Any, given: tuple[str, ...], warn: Callable[[str], None]) -> Any:
     """The Notifier for `given` URLs plus runstore.toml's, or None when there are none."""
     from ..health.config import store_config
+
+    configured = store_config(store).notify
+    if not given and not configured:
+        return None  # the webhook client is not even imported (~8 ms of a quick check)
     from ..health.notify import Notifier, urls
 
-    chosen = urls(given, config=store_config(store).notify)
+    chosen = urls(given, config=configured)
     if not chosen:
         return None
     return Notifier(chosen, store=str(store.path), on_warning=warn)
