@@ -254,6 +254,34 @@ def test_rows_render_exactly_like_arrow(drawn: tuple, width: int) -> None:
         con.close()
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(results(), st.data())
+def test_rows_slice_and_select_as_arrow_does(drawn: tuple, data: st.DataObject) -> None:
+    """`Rows.slice` and `Rows.select` give what `pa.Table.slice` / `select` give (callers such
+    as `runstore check` use either table alike)."""
+    picked, table, _ = drawn
+    con = duckdb.connect()
+    try:
+        con.register("data", table)
+        q = "select " + ", ".join(f"cast(a{i} as {t}) as a{i}" for i, t in enumerate(picked)) \
+            + " from data"
+        rows, arrow = from_relation(con.sql(q)), con.sql(q).to_arrow_table()
+        assert isinstance(rows, output.Rows)
+        offset = data.draw(st.integers(0, arrow.num_rows + 1))
+        length = data.draw(st.none() | st.integers(0, arrow.num_rows + 1))
+        names = data.draw(st.lists(st.sampled_from(arrow.column_names), min_size=1,
+                                   unique=True))
+        for got, want in ((rows.slice(offset, length), arrow.slice(offset, length)),
+                          (rows.select(names), arrow.select(names)),
+                          (rows.slice(offset).select(names), arrow.slice(offset).select(names))):
+            assert got.column_names == want.column_names and got.num_rows == want.num_rows
+            assert repr(got.to_pylist()) == repr(want.to_pylist())  # NaN compares by text
+        with pytest.raises(KeyError):
+            rows.select(["no such column"])
+    finally:
+        con.close()
+
+
 @pytest.mark.parametrize("sql", ["select 1::hugeint as h", "select {'a': 1} as s",
                                  "select map {'k': 1} as m", "select uuid() as u",
                                  "select interval 1 day as i", "select 'a'::enum('a') as e",
