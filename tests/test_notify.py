@@ -369,3 +369,31 @@ def test_url_sources() -> None:
         notify.config_urls({"notify": [1]}, "f")
     with pytest.raises(UsageError, match="not an http"):
         notify.urls(["file:///etc/passwd"])
+
+
+def test_runstore_check_posts_each_fired_row(server: tuple[str, Hook], awkward_tree: Path,
+                                             tmp_path: Path) -> None:
+    """`runstore check --notify URL` (its rows are DuckDB's plain rows, not Arrow) posts one
+    JSON object per fired (run, rule), with the values the command prints."""
+    from click.testing import CliRunner
+
+    from runstore.cli import main
+
+    base, hook = server
+    store = runstore.open(tmp_path / "store")
+    store.ingest([awkward_tree])
+    rules = ["--rule", "optim/entropy < 0.3"]
+    printed = CliRunner().invoke(main, ["--store", str(store.path), "check", *rules,
+                                        "-F", "json"])
+    assert printed.exit_code == 1, printed.output
+    rows = json.loads(printed.stdout)
+    assert len(rows) >= 2  # the KL rule and the entropy rule fire
+    result = CliRunner().invoke(main, ["--store", str(store.path), "check", *rules,
+                                       "--notify", base + "/ok/check", "-F", "csv"])
+    assert result.exit_code == 1, result.output
+    assert wait_for(lambda: len(hook.received("/ok/check")) == len(rows))
+    posted = [strict(r["body"]) for r in hook.received("/ok/check")]
+    key = ("run", "rule", "step", "last_step", "steps_over", "status")
+    assert sorted(tuple(p[k] for k in key) for p in posted) == sorted(
+        (r["run_name"], r["rule"], r["first_step"], r["last_step"], r["steps_over"], r["status"])
+        for r in rows)
