@@ -23,8 +23,8 @@ cells at 200 characters.
 
 `from_relation(rel)` (query/rows.py) fetches a DuckDB result as `Rows` (plain Python rows)
 when every column has a type whose Python values DuckDB and Arrow give alike, else as an Arrow
-table; `render` takes either and gives the same text for both (a test holds them together), so a query that
-needs no Arrow type is printed without importing pyarrow.
+table; `render` takes either and gives the same text for both (a test holds them together),
+so a query that needs no Arrow type is printed without importing pyarrow.
 """
 
 from __future__ import annotations
