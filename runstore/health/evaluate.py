@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from ..errors import StoreNotFound, UsageError
 from ..query.keys import family
 from ..query.rows import Rows, from_relation
+from ..storage.schema import F64, I64, STR, arrow_type
 from ..query.statements.check import check_statement
 from ..query.statements.frames import count_runs_query
 from .config import choose_rules
@@ -48,10 +49,11 @@ if TYPE_CHECKING:
     from ..query.reader import Reader
     from .trends import TrendRule
 
-# The columns of a fired row and the type of each (as Arrow gives them: string, int64, float64).
-COLUMN_TYPES = {"run_name": "str", "rule": "str", "first_step": "int", "last_step": "int",
-                "steps_over": "int", "longest_streak": "int", "peak": "float",
-                "latest": "float", "status": "str"}
+# The columns of a fired row and the type of each (the check statement's, as schema.py names
+# types).
+COLUMN_TYPES = {"run_name": STR, "rule": STR, "first_step": I64, "last_step": I64,
+                "steps_over": I64, "longest_streak": I64, "peak": F64, "latest": F64,
+                "status": STR}
 COLUMNS = tuple(COLUMN_TYPES)
 
 # The KL families and the `kl_steps` column that holds each.
@@ -253,8 +255,7 @@ class CheckResult:
         import pyarrow as pa
 
         return pa.Table.from_pylist(self.rows.to_pylist(), schema=pa.schema(
-            [(c, pa.string() if t == "str" else pa.int64() if t == "int" else pa.float64())
-             for c, t in COLUMN_TYPES.items()]))
+            [(c, arrow_type(t)) for c, t in COLUMN_TYPES.items()]))
 
     def summary(self) -> str:
         """One line for people (and CI summaries), fired or not, e.g.

@@ -57,14 +57,12 @@ class Rows:
 
     def select(self, names: Sequence[str]) -> "Rows":
         """These columns, in this order, as `pa.Table.select` (a missing name: KeyError)."""
-        at = [self.column_names.index(n) if n in self.column_names else _missing(n)
-              for n in names]
+        missing = [n for n in names if n not in self.column_names]
+        if missing:
+            raise KeyError(f"no column {missing[0]!r}")
+        at = [self.column_names.index(n) for n in names]
         return Rows(list(names), [self.numeric[i] for i in at],
                     [tuple(row[i] for i in at) for row in self.data])
-
-
-def _missing(name: str) -> int:
-    raise KeyError(f"no column {name!r}")
 
 
 def from_relation(rel: Any) -> "Rows | pa.Table":
