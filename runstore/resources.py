@@ -1,12 +1,21 @@
-"""Where the shipped `sql/` and `migrations/` directories are.
+"""Where the shipped `sql/` and `migrations/` directories are, and the named statements in
+`sql/statements/`.
 
 In a wheel they live inside the package (`runstore/_sql`, `runstore/_migrations`, mapped by
 the build config); in a source checkout or editable install they are the top-level
 directories of the repository. Callers get a `Path` either way, or a clear error.
+
+A statements file holds several statements, each under a `-- name: NAME` line and the
+comment saying what it answers; `statement("trace.slices")` is the text of statement
+`slices` of `sql/statements/trace.sql` (read once per process; a name it lacks is a
+`KeyError`). It lives here, below every layer, because the ingest runs one of them too (the
+KL merge of `summaries.sql`, over each read's rows) and the query layer runs them all.
 """
 
 from __future__ import annotations
 
+import re
+import threading
 from pathlib import Path
 
 from .errors import RunstoreError
@@ -30,3 +39,33 @@ def sql_dir() -> Path:
 
 def migrations_dir() -> Path:
     return _find("_migrations", "migrations")
+
+
+_NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.M)
+_FILES: dict[str, dict[str, str]] = {}
+_LOCK = threading.Lock()
+
+
+def parse_statements(text: str) -> dict[str, str]:
+    """The statements of one statements file: name -> SQL. The file's header and the comment
+    lines right after each `-- name:` line document it; they are not statement text."""
+    marks = list(_NAME.finditer(text))
+    out: dict[str, str] = {}
+    for m, nxt in zip(marks, marks[1:] + [None]):
+        body = text[m.end():nxt.start() if nxt else len(text)]
+        lines = body.strip().splitlines()
+        while lines and (lines[0].lstrip().startswith("--") or not lines[0].strip()):
+            lines.pop(0)
+        while lines and (lines[-1].lstrip().startswith("--") or not lines[-1].strip()):
+            lines.pop()
+        out[m.group(1)] = "\n".join(lines).strip().rstrip(";")
+    return out
+
+
+def statement(name: str) -> str:
+    """The SQL of statement `file.statement` (e.g. `trace.slices`)."""
+    file, _, part = name.partition(".")
+    with _LOCK:
+        if file not in _FILES:
+            _FILES[file] = parse_statements((sql_dir() / "statements" / f"{file}.sql").read_text())
+        return _FILES[file][part]
