@@ -5,21 +5,22 @@ that DuckDB's own sandbox (`sandbox.confine`) restricts, before anything is regi
 to reading the snapshot's live Parquet files (and the paths in `allow_read`), with its
 configuration locked. `ensure(names)` then creates what a query reads (every table and view
 for None), each once: a public table is a view over exactly the Parquet files the snapshot
-lists (DuckDB's own Parquet scan, never a directory glob; columns a later migration added
-read as typed nulls, and a table with no file yet is a typed view of no rows; a summary the
-ingest keeps beside `metrics_raw` (`DERIVED`) that the snapshot lacks, or lacks columns of, is
-a view computing it from `metrics_raw`: sql/statements/summaries.sql), `settings` a
-view of the settings this query sees (`storage.settings.merged`: a param named like a setting
-overrides it), and every canned view (`views.py`) after what it depends on. Everything is a
-view, nothing a base table, so no statement can change what a later query sees. `cursor()`
-gives one query its own cursor (`sandbox.cursor`). `connect()` returns such a connection with
-everything created. No DuckDB database file is ever opened, so readers never block writers
-or each other.
+lists (DuckDB's own Parquet scan, never a directory glob, NaN never ruled out by a file's
+statistics; columns a later migration added read as typed nulls, and a table with no file
+yet is a typed view of no rows; a summary the ingest keeps beside `metrics_raw` (`DERIVED`)
+that the snapshot lacks, or lacks columns of, is a view computing it from `metrics_raw`:
+sql/statements/summaries.sql), `settings` a view of the settings this query sees
+(`storage.settings.merged`: a param named like a setting overrides it), and every canned
+view (`views.py`) after what it depends on. Everything is a view, nothing a base table, so
+no statement can change what a later query sees. `cursor()` gives one query its own cursor
+(`sandbox.cursor`). `connect()` returns such a connection with everything created. No DuckDB
+database file is ever opened, so readers never block writers or each other.
 
-No SQL text is built here: tables are DuckDB relations shaped with its expression API,
-`settings` is one fixed statement whose values are bound lists, and a canned view or a
-computed summary is its `.sql` file's body under its quoted name. Building a connection imports neither pyarrow nor
-sqlglot (`runstore sql` pays for neither; tests/test_fast_path.py holds it).
+No SQL text is built here: a table is one fixed statement (the Parquet scan) whose file
+list is bound, shaped with DuckDB's expression API; `settings` one whose values are bound;
+a canned view or a computed summary is its `.sql` file's body under its quoted name.
+Building a connection imports neither pyarrow nor sqlglot (`runstore sql` pays for neither;
+tests/test_fast_path.py holds it).
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ DERIVED = {"metric_keys": "summaries.metric_keys", "metric_steps": "summaries.me
 # The `settings` view: one row per setting, its value as a number or as text.
 SETTINGS_QUERY = ("select unnest($names) as name, cast(unnest($numbers) as double) as value_num,"
                   " cast(unnest($texts) as varchar) as value_str")
+# A table: DuckDB's Parquet scan of the listed files. `can_have_nan`: Parquet's min/max leave
+# NaN out, and without it DuckDB takes a float column chunk with no null for NaN-free, so
+# `isnan(x)` folds to false and `x > 0.01` holds for a NaN (duckdb issues 7803, 25521).
+TABLE_QUERY = "select * from read_parquet($files, union_by_name = true, can_have_nan = true)"
 
 
 class Database:
@@ -141,7 +146,7 @@ class Database:
              .limit(0).create_view(name))
             return
         try:
-            rel = self.con.read_parquet(files, union_by_name=True)
+            rel = self.con.sql(TABLE_QUERY, params={"files": files})
             missing = [(c, t) for c, t in schema_mod.duckdb_columns(name) if c not in rel.columns]
             if missing and name in DERIVED:
                 self._derived(name)  # a summary column no stored row has: computed
