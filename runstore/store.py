@@ -197,7 +197,7 @@ class Store:
     def fetch(self, sql: str, params: dict[str, Any] | None = None, *,
               allow_read: Iterable[str | os.PathLike[str]] | None = None,
               convert: "Callable[[Any], T]", timeout: float | None = None) -> T:
-        """Run one read-only query; `convert(relation)` of DuckDB's result relation.
+        """Run one read-only query; `convert(result)` of its result (`query.result.Result`).
 
         The guard (`query.guard`) checks the query and the params first; `convert` runs
         while the query's cursor is open (e.g. `lambda r: r.fetchall()`). `arrow` and `sql`
@@ -522,10 +522,10 @@ class Store:
                                      source=source)  # type: ignore[arg-type]
 
 
-def _polars(rel: Any) -> "pl.DataFrame":
+def _polars(result: Any) -> "pl.DataFrame":
     """DuckDB's result as a polars DataFrame, through the Arrow C stream (no pyarrow)."""
     import polars as pl
-
+    rel = result.relation()  # DuckDB's own errors (a refused file, say) raised as they are
     try:
         return pl.DataFrame(rel)
     except (KeyboardInterrupt, SystemExit):

@@ -5,7 +5,8 @@ Contract: `Session(root, manifest)` answers read-only queries over the store at 
 timeout=)` runs one: the guard (`guard.guard`) checks it first; a `$name` it uses needs a
 value, and a param it does not use must name a setting (a typo in `kl_threshold` must not
 pass silently); only what the query reads is created on the database (`Database.ensure`);
-values are bound, never pasted; `convert(relation)` runs while the query's cursor is open.
+values are bound, never pasted; `convert(result)` runs while the query's cursor is open
+(`result.Result`: rows and Arrow from the query planned once, else a DuckDB relation).
 With `timeout` (seconds above 0; `deadline.checked`), the clock starts before the guard and
 the query's own cursor is interrupted when it runs out (`deadline.Deadline`), which stops
 whatever DuckDB is executing for it; the error says the query hit its time limit and how to
@@ -31,6 +32,7 @@ from ..storage.settings import DEFAULT_SETTINGS
 from ..storage.snapshot import damaged_file, read_error
 from . import deadline, guard, sandbox
 from .connect import Database
+from .result import Result
 
 T = TypeVar("T")
 
@@ -76,7 +78,7 @@ class Session:
     def fetch(self, sql: str, params: dict[str, Any] | None, *,
               allow_read: list[str] | None, convert: Callable[[Any], T],
               timeout: float | None = None) -> T:
-        """Run one read-only query; `convert(relation)` of DuckDB's result relation. With
+        """Run one read-only query; `convert(result)` of its `Result`. With
         `timeout` (seconds), DuckDB stops the query on its cursor once that much time has
         passed (`deadline.Deadline`), and a `QueryError` says so."""
         import duckdb
@@ -117,7 +119,7 @@ class Session:
                 f"setting ({', '.join(DEFAULT_SETTINGS)})")
         db.ensure(names.tables)
         bound = {k: v for k, v in params.items() if k in names.params}
-        return convert(con.sql(sql, params=bound or None))
+        return convert(Result(con, sql, bound or None))
 
     def failure(self, e: Exception) -> Exception:
         """DuckDB's error as the one to show: the sandbox refusing a file or a setting; a
