@@ -20,16 +20,25 @@ where list_contains($keys, m.key) and m.value is not null
 order by r.run_name, list_position($keys, m.key), m.step
 
 -- name: kl_series
--- KL per run and step from `kl_steps` (the KL merge rules live there), flagged as kl_health
--- flags, flagged runs last. `kl_health where flagged` alone, not joined whole: that filter
--- lets it read only the runs that can be flagged (see kl_steps.sql).
-select r.run_name, k.step, k.v1, k.v2, coalesce(h.flagged, false) as flagged,
-       (select value_num from settings where name = 'kl_threshold') as threshold
+-- KL per step of the runs `$runs` matches, from `kl_steps` (the KL merge rules live there):
+-- each row's run as `ord`, its place among those runs by name, and `is_over` for the flag;
+-- then one row per run (`step` null) with its `run_name` and the `kl_threshold` setting. One
+-- statement, so names and steps come from one snapshot. Unordered: the caller sorts the rows
+-- by run and step and names them (runstore.present.charts.metrics.kl_series), which costs
+-- less than ordering and carrying the name strings of every row here.
+with named as (
+    select run_id, run_name, row_number() over (order by run_name) - 1 as ord
+    from runs
+    where ($runs is null or run_name glob $runs)
+)
+select n.ord, k.step, k.v1, k.v2, k.is_over, null::varchar as run_name,
+       null::double as threshold
 from kl_steps as k
-join runs as r on r.run_id = k.run_id
-left join (select run_id, flagged from kl_health where flagged) as h on h.run_id = k.run_id
-where ($runs is null or r.run_name glob $runs)
-order by coalesce(h.flagged, false), r.run_name, k.step
+join named as n on n.run_id = k.run_id
+union all
+select ord, null, null, null, null, run_name,
+       (select value_num from settings where name = 'kl_threshold')
+from named
 
 -- name: reward_series
 -- reward_trends per run and step.

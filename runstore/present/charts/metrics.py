@@ -2,7 +2,7 @@
 
 Contract: each takes a store (a `Reader`) and returns a plotly Figure drawn from one read-only
 statement of `sql/statements/charts.sql` (`metric_series` over `metrics`, `kl_series` over
-`kl_steps` and `kl_health`, `reward_series` over `reward_trends`), plus `run_colors` for the
+`kl_steps`, `reward_series` over `reward_trends`), plus `run_colors` for the
 colouring. `plot_metric` refuses a key no run has logged (`keys.require`, `UnknownKey`); an
 empty result is `scope.no_data_error`.
 """
@@ -90,11 +90,37 @@ def plot_metric(store: "Reader", keys: str | Sequence[str], *, runs: str | None 
 def kl_series(store: "Reader", runs: str | None = None,
               threshold: float | None = None) -> Any:
     """KL per run and step from the `kl_steps` view (the KL merge rules live there), flagged as
-    `kl_health` flags: Arrow `run_name, step, v1, v2, flagged, threshold`, flagged runs last."""
+    `kl_health` flags (a step over the threshold): Arrow `run_name, step, v1, v2, flagged,
+    threshold`, ordered by run and step, flagged runs last."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     params: dict[str, Any] = {"runs": runs}
     if threshold is not None:
         params["kl_threshold"] = threshold
-    return store.arrow(named("charts.kl_series"), params)
+    rows = store.arrow(named("charts.kl_series"), params)
+    ords, steps = rows.column("ord"), rows.column("step")
+    n_runs = steps.null_count  # the runs' own rows; every KL row has a step
+    over = pc.fill_null(rows.column("is_over"), False)
+    flagged = pc.is_in(ords, value_set=pc.unique(pc.filter(ords, over)))
+    # One sort key per row: the run's place (after every unflagged run when flagged), then
+    # the step; the runs' own rows after all of them, in `ord` order.
+    place = pc.if_else(pc.is_null(steps), pc.add(ords, 3 * n_runs),
+                       pc.add(ords, pc.multiply(pc.cast(flagged, pa.int64()), n_runs)))
+    order = pc.sort_indices(pa.table({"place": place, "step": steps}),
+                            [("place", "ascending"), ("step", "ascending")])
+    n_steps = rows.num_rows - n_runs
+    rows, flagged = rows.take(order), flagged.take(order)
+    names = rows.column("run_name").slice(n_steps)  # names[ord]
+    threshold_value = rows.column("threshold")[n_steps].as_py() if n_runs else None
+    rows = rows.slice(0, n_steps)
+    return pa.table({
+        "run_name": pc.take(names, rows.column("ord")),
+        "step": rows.column("step"), "v1": rows.column("v1"), "v2": rows.column("v2"),
+        "flagged": flagged.slice(0, n_steps),
+        "threshold": pa.array(np.full(n_steps, np.nan if threshold_value is None
+                                      else threshold_value))})
 
 
 def plot_kl(store: "Reader", *, runs: str | None = None, threshold: float | None = None,
