@@ -3,7 +3,7 @@
 -- `kl_steps`, which holds the rules below (one row per run and KL step).
 -- The KL families are `optim/kl_sample_train_v1` / `optim/kl_sample_train_v2` (0.6.x) and the
 -- same names without `optim/` (older releases); when a step logs both spellings the prefixed
--- one is used. Only live values count (the `metrics` view: the latest write of each step, no
+-- one is used. Only live values count (the latest write of each step, no
 -- `metrics.jsonl.pre_resume_*` rows), so a spike that a resume overwrote does not flag.
 -- A step is over when v1 or v2 is strictly greater than the `kl_threshold` setting (0.01
 -- unless `--param kl_threshold=...` or a store setting says otherwise). NaN never counts as
@@ -21,30 +21,21 @@
 -- @column nan_steps: number of steps where v1 or v2 is NaN
 -- @column flagged: true when any step is over the threshold
 with islands as (
-    -- Gaps and islands, over the runs with a KL write above the threshold only: the number
-    -- of not-over steps so far is the same for every step of a streak of over-steps.
+    -- Gaps and islands: the number of not-over steps so far is the same for every step of a
+    -- streak of over-steps.
     select run_id, step, v1, v2, is_nan, is_over,
            count(case when not is_over then 1 end)
                over (partition by run_id order by step
                      rows between unbounded preceding and current row) as island
     from kl_steps
-    where run_writes_over
 ),
 steps as (
     -- The length of each over-step's streak; 0 on not-over steps, which share one partition
     -- per run (a partition per island would be one per not-over step, and slow).
-    select run_id, step, v1, v2, is_nan, is_over, true as run_writes_over,
+    select run_id, step, v1, v2, is_nan, is_over,
            count(case when is_over then 1 end)
                over (partition by run_id, case when is_over then island end) as streak
     from islands
-    union all
-    -- The other runs have no step over, hence no streak. Saying so with constants lets a
-    -- filter on `flagged` (which implies `run_writes_over`) drop this branch unread, and
-    -- the windows above see only the runs that can be flagged.
-    select run_id, step, v1, v2, is_nan, false as is_over, false as run_writes_over,
-           0 as streak
-    from kl_steps
-    where not run_writes_over
 )
 -- Aggregated per run before joining `runs`: the join then sees one row per run.
 select s.run_id,
@@ -62,11 +53,8 @@ from (
            max(case when is_over then step end) as last_step_over,
            max(streak) as longest_streak_over,
            count(case when is_nan then 1 end) as nan_steps,
-           -- Grouped by `run_writes_over` too (constant per run) and `run_writes_over and`
-           -- (the other runs have no step over): the same values, said so that a filter on
-           -- `flagged` goes down into `kl_steps`, which then reads only those runs' pages.
-           run_writes_over and count(case when is_over then 1 end) > 0 as flagged
+           count(case when is_over then 1 end) > 0 as flagged
     from steps
-    group by run_id, run_writes_over
+    group by run_id
 ) as s
 left join runs as r on r.run_id = s.run_id

@@ -135,10 +135,12 @@ def expected_counts(root: Path) -> dict[str, int]:
     """Row counts per table for the runs under `root`, as one ingest from scratch writes them
     (`metric_keys`: one row per metrics file and key it logs; appends add a row per key a
     later read logs; `metric_steps`: one row per metrics file that logs anything, and per
-    later read that does)."""
+    later read that does; `metric_kl`: one row per live step with a KL number, `kl_steps`)."""
     c: dict[str, int] = defaultdict(int)
     for run in run_dirs(root):
         c["runs"] += 1
+        c["metric_kl"] += len({s for (s, k) in live_numbers(run)
+                               if any(k in pair for pair in KL_FAMILIES.values())})
         for f in sorted(run.iterdir()):
             if f.name == "metrics.jsonl" or re.match(r"^metrics\.jsonl\.pre_resume_\d+$", f.name):
                 rows = metric_rows(f)
@@ -361,8 +363,6 @@ def kl_steps(root: Path, threshold: float = 0.01) -> dict[tuple[str, int], dict[
     out: dict[tuple[str, int], dict[str, Any]] = {}
     for run in run_dirs(root):
         live = live_numbers(run)
-        # Any stored write counts: superseded ones, pre_resume copies, step-less rows.
-        writes_over = any(not _isnan(v) and v > threshold for v in all_kl_writes(run))
         for step in sorted({s for s, k in live if k in names}):
             row: dict[str, Any] = {}
             for fam, (prefixed, bare) in KL_FAMILIES.items():
@@ -370,7 +370,6 @@ def kl_steps(root: Path, threshold: float = 0.01) -> dict[tuple[str, int], dict[
             values = [v for v in row.values() if v is not None]
             row["is_nan"] = any(_isnan(v) for v in values)
             row["is_over"] = any(not _isnan(v) and v > threshold for v in values)
-            row["run_writes_over"] = writes_over
             out[(run_name(root, run), step)] = row
     return out
 

@@ -1,10 +1,9 @@
-"""`kl_steps`, the one home of the KL rules, and the fast paths that read it.
+"""`kl_steps` (the KL values `summaries.metric_kl` merged at ingest) and the fast paths.
 
 `kl_steps` must equal tests/oracle.py's independent recomputation from the source files. The
-fast paths must answer what the slow ones answer: `kl_health where flagged` (the filter goes
-down into `kl_steps` and reads only runs with a KL write over the threshold) against the whole
-view filtered afterwards, and `runstore check`'s KL rules read for those runs alone against
-all runs — on generated trees and on random KL histories (hypothesis) with both spellings,
+fast paths must answer what the slow ones answer: `kl_health where flagged` against the whole
+view filtered afterwards, and `runstore check`'s KL rules read for the runs with a KL write
+over the threshold alone (`check.kl_over_runs`) against all runs — on generated trees and on random KL histories (hypothesis) with both spellings,
 repeated steps, strings, NaN, ±Infinity, step-less rows and `pre_resume` copies.
 """
 
@@ -120,21 +119,26 @@ def test_kl_steps_edge_cases(stores: dict) -> None:
     assert ("edge", 16) not in rows
     # NaN is never over, and marks the step.
     assert rows[("edge", 8)]["is_nan"] and not rows[("edge", 8)]["is_over"]
-    assert all(r["run_writes_over"] for r in rows.values())
 
 
-def test_run_writes_over_counts_superseded_writes(stores: dict) -> None:
+def test_check_over_runs_count_superseded_writes(stores: dict) -> None:
     """A spike that a resume overwrote (logged twice, or kept in a pre_resume copy) is a write
-    over the threshold, so the run is read by the fast paths, yet no step of the run is over;
-    a run whose KL never exceeds the threshold is not read."""
-    rows = step_rows(stores["awkward"][1])
+    over the threshold, so `check`'s fast path reads the run (statement `check.kl_over_runs`),
+    yet no step of the run is over; a run whose KL never exceeds the threshold is not read."""
+    from runstore.query.statements import named
+
+    store = stores["awkward"][1]
+    over = set(store.sql("select r.run_name from runs r where r.run_id in ("
+                         + named("check.kl_over_runs") + ")",
+                         {"kl_keys": list(KL_METRICS) + [k.removeprefix("optim/")
+                                                         for k in KL_METRICS]})["run_name"])
+    rows = step_rows(store)
     for style in ("truncate", "duplicate"):
         name = f"awkward/kl/spike_overwritten/{style}"
         mine = [r for (run, _), r in rows.items() if run == name]
         assert mine and not any(r["is_over"] for r in mine)
-        assert all(r["run_writes_over"] for r in mine)
-    quiet = [r for (run, _), r in rows.items() if run == "awkward/kl/exact_threshold"]
-    assert quiet and not any(r["run_writes_over"] for r in quiet)
+        assert name in over
+    assert "awkward/kl/exact_threshold" not in over
 
 
 @pytest.mark.parametrize("tree", ["demo", "awkward", "edge"])

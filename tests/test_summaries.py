@@ -1,9 +1,10 @@
 """The summaries the ingest keeps beside `metrics_raw` (`metric_keys.max_value`,
-`metric_keys.n_step_numbers`, `metric_steps`) and every answer read from them.
+`metric_keys.n_step_numbers`, `metric_steps`, `metric_kl`) and every answer read from them.
 
 Each answer that now comes from a summary — `run_summary`'s steps, KL and reward columns,
-`run_status.done_frac`, which runs `kl_health where flagged` looks at and how many runs
-`runstore check` says it checked — is compared with tests/oracle.py's recomputation from the
+`run_status.done_frac`, every `kl_steps` row (read from `metric_kl`: an append that logs KL
+at steps an earlier read logged reads its file again), which runs `kl_health where flagged`
+looks at and how many runs `runstore check` says it checked — is compared with tests/oracle.py's recomputation from the
 source files, on random metric histories (hypothesis) that arrive in several appends with an
 ingest after each (so the summaries are made of several reads per file), with repeated and
 decreasing steps, step-less rows, strings, NaN, ±Infinity, both KL spellings and `pre_resume`
@@ -96,6 +97,15 @@ def assert_summaries(store: runstore.Store, root: Path) -> None:
     assert result.checked == (checked,)
     flagged = {n for n, r in oracle.kl_health(root).items() if r["flagged"]}
     assert set(result.table.column("run_name").to_pylist()) == flagged
+    # Every KL step, merged at ingest read by read, as the oracle merges the whole file.
+    steps = {(r.pop("run_name"), r.pop("step")): r for r in store.arrow(
+        "select r.run_name, k.step, k.v1, k.v2, k.is_nan, k.is_over "
+        "from kl_steps as k join runs as r using (run_id)").to_pylist()}
+    want_steps = oracle.kl_steps(root)
+    assert sorted(steps, key=repr) == sorted(want_steps, key=repr)
+    for at, row in want_steps.items():
+        assert all(_same(steps[at][c], v) or (v is None and steps[at][c] is None)
+                   for c, v in row.items()), (at, steps[at], row)
     assert set(store.sql("select run_name from kl_health where flagged")["run_name"]) == flagged
 
 
@@ -213,3 +223,49 @@ def test_old_snapshots_answer_the_same_unmigrated_and_migrated(tmp_path: Path) -
     for q, want in zip(queries, unmigrated):
         assert after.sql(q).equals(want), q
     assert check(after, config=False).checked == checked
+
+
+def test_an_append_logging_kl_at_earlier_steps_reads_the_file_again(tmp_path: Path) -> None:
+    """`metric_kl` merges each read alone, so a read that logs KL at a step an earlier read
+    logged cannot be merged by itself: a later unprefixed write must not beat an earlier
+    prefixed number. The ingest reads the whole file again instead, its earlier rows replaced
+    (no row twice), and the next plain append is read as an append."""
+    run = tmp_path / "runs" / "resumed"
+    run.mkdir(parents=True)
+    path = run / "metrics.jsonl"
+    path.write_text("".join(_at(s, {KL[0]: 0.001, REWARD: 0.1}) for s in range(10)))
+    store = runstore.open(tmp_path / "store")
+    store.ingest([tmp_path / "runs"])
+    with open(path, "a") as f:  # step 5 again, unprefixed and over; then step 10, prefixed
+        f.write(_at(5, {KL[1]: 0.9}) + _at(10, {KL[0]: 0.002}))
+    report = store.ingest([tmp_path / "runs"])
+    kl = store.sql("select step, v1, is_over from kl_steps order by step").rows()
+    assert kl == [(s, 0.001, False) for s in range(10)] + [(10, 0.002, False)]
+    lines = path.read_text().splitlines()
+    n_written = sum(len(json.loads(line)) - 1 for line in lines)  # keys besides `step`
+    assert store.sql("select count(*) from metrics_raw").item() == n_written
+    assert report.rows_added["metrics_raw"] == n_written  # the whole file, read again
+    assert store.sql("select count(*) from metric_kl").item() == 11
+    with open(path, "a") as f:
+        f.write(_at(11, {KL[0]: 0.5}))
+    report = store.ingest([tmp_path / "runs"])
+    assert report.rows_added["metrics_raw"] == 1
+    assert store.sql("select step from kl_steps where is_over").rows() == [(11,)]
+
+
+def test_nan_in_a_parquet_chunk_without_nulls_is_nan(tmp_path: Path) -> None:
+    """Parquet's min/max leave NaN out; DuckDB then takes a float column chunk with no null for
+    NaN-free and folds `isnan(x)` to false (duckdb issues 7803, 25521). The store's tables are
+    read with `can_have_nan`, so a NaN there is NaN to every query: never over the threshold."""
+    run = tmp_path / "runs" / "r"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text(  # numbers only: `value`, `v1` have no null
+        _at(0, {KL[0]: 0.5}) + _at(1, {KL[0]: math.nan}) + _at(2, {KL[0]: 0.001}))
+    store = runstore.open(tmp_path / "store")
+    store.ingest([tmp_path / "runs"])
+    assert store.sql("select count(*) from metric_kl where v1 is null").item() == 0
+    assert store.sql("select count(*) from metric_kl where isnan(v1)").item() == 1
+    assert store.sql("select count(*) from metrics_raw where isnan(value)").item() == 1
+    assert store.sql("select step, is_nan, is_over from kl_steps order by step").rows() == [
+        (0, False, True), (1, True, False), (2, False, False)]
+    assert store.sql("select nan_steps, steps_over from kl_health").rows() == [(1, 1)]

@@ -61,8 +61,8 @@ KL_COLUMNS = {family(KL_METRICS[0]): "v1", family(KL_METRICS[1]): "v2"}
 
 
 def _over_runs_only(rules: Sequence[Rule], kl_threshold: float | None) -> bool:
-    """Whether every run that can fire a KL rule has `kl_steps.run_writes_over`, so the KL
-    values may be read for those runs alone (the filter prunes the scan; see kl_steps.sql).
+    """Whether every run that can fire a KL rule has a KL write above the `kl_threshold`
+    setting, so the KL values may be read for those runs alone (`check.kl_over_runs`).
 
     True when each rule that reads a KL family reads only KL families and fires only above a
     value no lower than the store's `kl_threshold`: a step over it then has a KL value above

@@ -6,8 +6,9 @@ skipped), the Arrow tables to append per store table, the deletes to stage first
 file's earlier rows, steps logged again, trace events that were still open; sqlglot
 conditions, see `writer.rows_where`), the warnings (`file:line: message`) and the bytes read.
 What to read comes from the ledger diff (`changes.plan`); the rows from the file kind's
-normalizer (`normalize.registry`). It never touches the store and never writes to a source:
-the ingest applies results in order. A write-once file that changed but now yields no row,
+normalizer (`normalize.registry`); an append the normalizer cannot take alone
+(`Output.reread`) is read again as the whole file, its earlier rows replaced. It never
+touches the store and never writes to a source: the ingest applies results in order. A write-once file that changed but now yields no row,
 only warnings (cut mid-rewrite, garbage), is skipped instead: its earlier rows stay and the
 next ingest retries it. It shares nothing with other calls but what it is given, so the
 ingest runs it in read-ahead threads (its heavy parts release the GIL); a pool of worker
@@ -25,7 +26,7 @@ from ..storage.writer import rows_where
 from . import changes
 from . import parse as jsonl
 from .discover import APPEND_ONLY, SourceFile
-from .normalize.base import Batch, Context
+from .normalize.base import Batch, Context, Output
 from .normalize.registry import for_kind, tables_of
 
 if TYPE_CHECKING:
@@ -70,21 +71,16 @@ def process_file(task: FileTask) -> FileResult:
     plan = changes.plan(entry, f, prefix_changed)
     if plan.action == "skip":
         return result
-    try:
-        data = jsonl.read_span(run, f.rel_path, plan.start, complete_lines=append_only)
-    except OSError as e:
-        ctx.warn(None, f"skipped: cannot read ({e.strerror or e})")
+    read = _read(task, ctx, plan, result)
+    if read is not None and read[1].reread and not plan.replace:
+        # The normalizer cannot take this append alone: the whole file again, its earlier
+        # rows replaced (a metrics append logging KL at steps logged before).
+        del result.warnings[:]
+        plan = changes.Plan("full", 0, 1, True)
+        read = _read(task, ctx, plan, result)
+    if read is None:
         return result
-    result.bytes_read = len(data)
-    if plan.replace or entry is None:
-        entry = Entry(source_id=ctx.source_id, run_id=task.run_id, rel_path=f.rel_path, kind=f.kind)
-        if plan.replace:
-            result.deletes += [(t, rows_where(source_id=ctx.source_id))
-                               for t in tables_of(f.kind)]
-    else:
-        entry = Entry(**{**entry.__dict__, "state": dict(entry.state)})
-    n_lines = jsonl.count_lines(data) if append_only else 0
-    out = for_kind(f.kind).normalize(Batch(data, plan.first_line, ctx, f.kind, entry.state))
+    entry, out, data = read
     result.deletes += out.deletes
     result.appends = out.appends
     if plan.replace and not append_only and result.warnings and tables_of(f.kind) \
@@ -97,6 +93,7 @@ def process_file(task: FileTask) -> FileResult:
                           bytes_read=result.bytes_read)
     entry.size, entry.mtime_ns = f.size, f.mtime_ns
     if append_only:
+        n_lines = jsonl.count_lines(data)
         entry.offset = plan.start + len(data)
         entry.lines = plan.first_line - 1 + n_lines
         changes.fingerprint(entry, f, plan.start, data,
@@ -107,6 +104,30 @@ def process_file(task: FileTask) -> FileResult:
             entry.state["ctime"] = f.ctime_ns
     result.entry = entry
     return result
+
+
+def _read(task: FileTask, ctx: Context, plan: changes.Plan, result: FileResult
+          ) -> tuple[Entry, Output, bytes] | None:
+    """Read and normalize what `plan` says of the task's file: (the new ledger entry, the
+    normalizer's output, the bytes read); None when the file cannot be read (warned)."""
+    f, entry = task.file, task.entry
+    try:
+        data = jsonl.read_span(location(task.run_path), f.rel_path, plan.start,
+                               complete_lines=f.kind in APPEND_ONLY)
+    except OSError as e:
+        ctx.warn(None, f"skipped: cannot read ({e.strerror or e})")
+        return None
+    result.bytes_read += len(data)
+    result.deletes = []
+    if plan.replace or entry is None:
+        entry = Entry(source_id=ctx.source_id, run_id=task.run_id, rel_path=f.rel_path, kind=f.kind)
+        if plan.replace:
+            result.deletes += [(t, rows_where(source_id=ctx.source_id))
+                               for t in tables_of(f.kind)]
+    else:
+        entry = Entry(**{**entry.__dict__, "state": dict(entry.state)})
+    out = for_kind(f.kind).normalize(Batch(data, plan.first_line, ctx, f.kind, entry.state))
+    return entry, out, data
 
 
 def _source_id(task: FileTask) -> int:

@@ -43,7 +43,8 @@ from .views import View, view_files, parsed
 SETTINGS = "settings"
 # Summaries of `metrics_raw` kept at ingest, and the statement computing each for a snapshot
 # written before (some of) it was kept.
-DERIVED = {"metric_keys": "summaries.metric_keys", "metric_steps": "summaries.metric_steps"}
+DERIVED = {"metric_keys": "summaries.metric_keys", "metric_steps": "summaries.metric_steps",
+           "metric_kl": "summaries.metric_kl"}
 # The `settings` view: one row per setting, its value as a number or as text.
 SETTINGS_QUERY = ("select unnest($names) as name, cast(unnest($numbers) as double) as value_num,"
                   " cast(unnest($texts) as varchar) as value_str")

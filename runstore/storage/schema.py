@@ -136,6 +136,13 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("last_step", I64, "largest step"),
         ("steps_exact", BOOL, "false when `n_steps` may count earlier steps again (readers recount)"),
     ],
+    "metric_kl": [
+        ("run_id", STR, "run"),
+        ("source_id", I64, "internal: source file id (the live metrics file merged)"),
+        ("step", I64, "training step"),
+        ("v1", F64, "KL v1 that counts at this step (NaN and ±Infinity kept); null when none is a number"),
+        ("v2", F64, "KL v2 that counts at this step (NaN and ±Infinity kept); null when none is a number"),
+    ],
     "checkpoints": [
         ("run_id", STR, "run"),
         ("name", STR, "`000050` or `final`"),
@@ -294,7 +301,7 @@ def empty(table: str) -> "pa.Table":
 
 # Tables the ingest derives from other tables' rows (not read from a source file): the
 # ingest report's row counts leave them out.
-SUMMARY_TABLES = frozenset({"metric_keys", "metric_steps"})
+SUMMARY_TABLES = frozenset({"metric_keys", "metric_steps", "metric_kl"})
 
 TABLE_DOCS: dict[str, str] = {
     "runs": "One row per run directory. Sources: `config.json`, `code.diff`, the ledger of the "
@@ -306,6 +313,9 @@ TABLE_DOCS: dict[str, str] = {
                    "reads): one row per key and read of a metrics file (appended, never rewritten).",
     "metric_steps": "The per-read step count of `metrics_raw` kept at ingest (what `run_summary`'s "
                     "`n_steps` adds up): one row per read of a metrics file (appended, never rewritten).",
+    "metric_kl": "The KL values that count, merged at ingest (what `kl_steps` reads): one row per "
+                 "run and live step that logs a KL number, after the merge rules of "
+                 "`kl_steps` (a read whose KL steps repeat earlier ones re-reads its file).",
     "checkpoints": "One row per record of `checkpoints.jsonl`.",
     "trajectories": "One row per record of `*_rollout_summaries.jsonl` (either layout).",
     "rollout_steps": "One row per element of a trajectory record's `steps`.",

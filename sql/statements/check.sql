@@ -13,8 +13,8 @@
 -- series from `metrics`. runstore.query.statements.check drops the branch of `picked` a rule
 -- set does not use (an unused branch would still scan its table) and adds the filters as
 -- sqlglot expressions; it also reads only the runs with a KL write over the threshold when
--- the rules allow (see kl_steps.sql). Result: one row per (run, rule) that fired (part 0),
--- then one row per rule with its counts (part 1), in that order.
+-- the rules allow (statement `kl_over_runs` below). Result: one row per (run, rule) that
+-- fired (part 0), then one row per rule with its counts (part 1), in that order.
 
 -- name: check
 with rules as (
@@ -161,3 +161,14 @@ from metrics_raw as m
 join kl_keys as k on k.key = m.key
 where list_contains($kl_keys, m.key) and m.step is not null and m.value is not null
   and not coalesce(m.pre_resume, false)
+
+-- name: kl_over_runs
+-- The runs with a stored KL write above the `kl_threshold` setting, from the per-key summary
+-- the ingest keeps (`metric_keys.max_value`, the largest non-NaN value of each read), so no
+-- metric row is read for it. Any write counts, a superseded one or a `pre_resume` copy too:
+-- a superset of the runs with a KL step over the threshold. For a rule set that fires only
+-- above it (runstore.health.evaluate), `kl_values` reads these runs alone.
+select run_id
+from metric_keys
+where list_contains($kl_keys, key)
+  and max_value > (select value_num from settings where name = 'kl_threshold')

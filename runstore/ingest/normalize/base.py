@@ -13,7 +13,9 @@ skipped); whole-file artifacts parse `data` themselves, tolerantly. The `Output`
 rows to append per table (Arrow tables, or row dicts keyed by the column names of
 `storage.schema.TABLES`, which `Output.rows` turns into Arrow; `run_id` and `source_id` come
 from the `Context`) and the stored rows to delete first (`Output.delete`: a resumed run
-logging steps again, trace events that were still open).
+logging steps again, trace events that were still open). A normalizer that cannot normalize
+an append alone sets `Output.reread`, and the file is read again from its first line, its
+earlier rows replaced (the metrics file whose append logs KL at steps logged before).
 
 Nothing raises on bad input: a record that cannot be used is reported with
 `ctx.warn(line, message)` and skipped; the rest of the file is still normalized. Integers go
@@ -147,6 +149,9 @@ class Output:
 
     appends: dict[str, list["pa.Table"]] = field(default_factory=dict)
     deletes: list[tuple[str, "exp.Condition"]] = field(default_factory=list)
+    # True: this read of an append-only file cannot be normalized alone (what it logs
+    # depends on rows read before); the caller reads the whole file again instead.
+    reread: bool = False
 
     def add(self, table: str, data: "pa.Table") -> None:
         """Append an Arrow table of `table`'s schema (nothing when it has no rows)."""

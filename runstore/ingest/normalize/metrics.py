@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from ...numbers import INT64_MAX, INT64_MIN
 from ...storage.schema import empty, schema
 from .. import parse as jsonl
-from . import metric_keys, metric_steps
+from . import metric_keys, metric_kl, metric_steps
 from .base import (Batch, Context, Output, clean_str as _clean_str, holds_negative_zero,
                    to_float)
 
@@ -185,19 +185,27 @@ def _split_value(v: Any) -> tuple[float | None, str | None]:
 
 class Metrics:
     """metrics.jsonl and its `pre_resume` copies → `metrics_raw`, their per-key summary →
-    `metric_keys` (metric_keys.py) and their per-read step count → `metric_steps`
-    (metric_steps.py); the ledger state keeps the largest step (the `runs` row's `last_step`,
-    and what a read's steps are compared with) and each key's last step (for the summary)."""
+    `metric_keys` (metric_keys.py), their per-read step count → `metric_steps`
+    (metric_steps.py) and the live file's merged KL values → `metric_kl` (metric_kl.py: an
+    append that logs KL at steps an earlier read did asks for the whole file, `Output.reread`);
+    the ledger state keeps the largest step (the `runs` row's `last_step`, and what a read's
+    steps are compared with) and each key's last step (for the summaries)."""
 
     kinds = ("metrics", "metrics_pre_resume")
-    tables = ("metrics_raw", "metric_keys", "metric_steps")
+    tables = ("metrics_raw", "metric_keys", "metric_steps", "metric_kl")
 
     def normalize(self, batch: Batch) -> Output:
         out = Output()
-        table, last = normalize(batch.data, batch.first_line, batch.ctx,
-                                pre_resume=batch.kind == "metrics_pre_resume")
-        out.add("metrics_raw", table)
+        pre_resume = batch.kind == "metrics_pre_resume"
+        table, last = normalize(batch.data, batch.first_line, batch.ctx, pre_resume=pre_resume)
         fresh = batch.first_line == 1
+        if not pre_resume:  # before metric_keys moves the state on to this read
+            kl = metric_kl.summarize(table, batch.state, fresh=fresh)
+            if kl is None:
+                out.reread = True
+                return out
+            out.add("metric_kl", kl)
+        out.add("metrics_raw", table)
         out.add("metric_keys", metric_keys.summarize(table, batch.state, fresh=fresh))
         out.add("metric_steps", metric_steps.summarize(table, batch.state, fresh=fresh))
         if last is not None:

@@ -5,7 +5,7 @@ check query's text for one shape of rule set (its values are all bound params, s
 file's header): the branches of `picked` that no rule reads are dropped with their relations
 (an unused branch would still scan its table), the optional `since_step` and `runs` filters
 are added as sqlglot expressions, and with `over_runs_only` the KL values are read only for
-the runs with a KL write over the threshold (`kl_steps.run_writes_over`). The runs each KL
+the runs with a KL write over the threshold (statement `check.kl_over_runs`). The runs each KL
 rule was checked on come from the `metric_keys` summary, or, with `since_step`, from the KL
 writes themselves (statement `check.kl_logged_since`).
 
@@ -88,7 +88,8 @@ def build_statement(metrics_used: bool, kl_used: bool, since_step: bool, runs: b
                      copy=False)
         ctes["scope"].this.where(glob.copy(), copy=False)
     if over_runs_only:
-        ctes["kl_values"].this.where(k("run_writes_over"), copy=False)
+        over = sqlglot.parse_one(named_statement("check.kl_over_runs"), read="duckdb")
+        ctes["kl_values"].this.where(k("run_id").isin(query=over), copy=False)
     if not kl_used:  # no KL series: `outcome` alone says which runs were checked
         seen = ctes["seen"].this
         ctes["seen"].set("this", seen.this.copy())
