@@ -2,7 +2,7 @@
 
 Contract: `migrations/NNNN_name.py` are the migrations, each with a one-line docstring and a
 `migrate(ctx)` function; `available()` lists them in order (reading only their names and
-docstrings), `latest_version()` is the number of the last one, `pending(version)` those a
+docstrings, once per state of the directory), `latest_version()` is the number of the last one, `pending(version)` those a
 store at `version` has not applied (read-only). `check_version(version)` refuses a store
 whose version is newer than this runstore knows ("upgrade runstore"). Nothing here writes:
 applying migrations is `migrate.apply`, under the writer's lock.
@@ -45,9 +45,22 @@ class Migration:
         return tuple(getattr(self.module(), "FILLS", ()))
 
 
+# (directory, its mtime) -> what `available` read there: every snapshot check asks for the
+# latest version, and the shipped migrations do not change under a running process.
+_READ: dict[tuple[Path, int], list[Migration]] = {}
+
+
 def available() -> list[Migration]:
+    folder = migrations_dir()
+    key = (folder, folder.stat().st_mtime_ns)
+    if key not in _READ:
+        _READ[key] = _read(folder)
+    return list(_READ[key])
+
+
+def _read(folder: Path) -> list[Migration]:
     out = []
-    for path in sorted(migrations_dir().glob("*.py")):
+    for path in sorted(folder.glob("*.py")):
         m = NAME.match(path.name)
         if not m:
             continue
