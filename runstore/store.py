@@ -328,15 +328,10 @@ class Store:
             Traceback (most recent call last):
             runstore.errors.UnknownKey: no run in the store logs optim/entrpy (rule 'optim/entrpy < 0.5'); did you mean optim/entropy? (runstore sql "select distinct key from metrics_raw order by 1" lists every key)
         """
-        import polars as pl
-
         from .health.evaluate import check
 
-        df = pl.from_arrow(check(self, threshold=threshold, rules=rules, runs=runs,
-                                        since_step=since_step, default_rules=default_rules,
-                                        config=config).table)
-        assert isinstance(df, pl.DataFrame)
-        return df
+        return check(self, threshold=threshold, rules=rules, runs=runs, since_step=since_step,
+                     default_rules=default_rules, config=config, arrow=False).frame()
 
     # -- comparing runs (runstore.analysis) ------------------------------------------------
     def keys(self, *, runs: "str | Sequence[str] | None" = None,
