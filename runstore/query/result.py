@@ -3,30 +3,23 @@
 Contract: `Result(con, sql, params)` stands for the result of `sql` on cursor `con` with the
 bound `params`, read in one of these ways, once:
 
-* `columns`, `types` (DuckDB's types), `fetchall()`, `to_arrow_table()`: the query runs as a
-  prepared statement (`con.execute`), so DuckDB binds and optimizes it once. A relation
-  (`con.sql`) binds it twice, once to make the relation and once to run it, which for the
-  canned views' expanded text is 10–15 ms of a 20–60 ms question (docs/benchmarks.md).
-  `to_arrow_table()` reads DuckDB's Arrow record batches into one table (`to_arrow_reader`;
-  DuckDB copies the rows once for an executed cursor, a few ms for 200,000 rows).
-* `__arrow_c_stream__` (what polars reads, with no pyarrow) and any other relation method:
-  the DuckDB relation of the query, made on first use. A prepared result has no Arrow C
-  stream of its own, so the polars path keeps the relation's double planning.
-
-Only one way per result: the first read decides which.
+* `columns`, `types` (DuckDB's types), `fetchall()`: the query runs as a prepared statement
+  (`con.execute`), so DuckDB binds and optimizes it once. A relation (`con.sql`) binds it
+  twice, once to make the relation and once to run it, which for the canned views' expanded
+  text is 10–15 ms of a 20–60 ms check (docs/benchmarks.md).
+* `to_arrow_table()`, `__arrow_c_stream__` (what polars reads, with no pyarrow) and any other
+  relation method: the DuckDB relation of the query, made on first use, so these keep the
+  double planning. An executed statement's Arrow export would plan once, but DuckDB copies
+  its rows (~5 ms even for a few) and warns about that on every call. Only a result already
+  run for its `types` (`rows.from_relation` on columns that are not plain) gives its Arrow
+  that way, rather than running the query again.
 """
 
 from __future__ import annotations
 
-import threading
 import warnings
 from typing import Any
 
-# DuckDB warns that Arrow from an executed cursor copies the rows once: that copy is what
-# planning the query once costs here (far less than planning it again), so the warning is
-# silenced around that one call. `catch_warnings` swaps the process's filters, so the calls
-# that do it take turns (a few microseconds each: the rows are read after it).
-_QUIET = threading.Lock()
 _COPY_WARNING = "Arrow output on a DB-API result"
 
 
@@ -56,11 +49,11 @@ class Result:
         return self._run().fetchall()
 
     def to_arrow_table(self) -> Any:
-        con = self._run()
-        with _QUIET, warnings.catch_warnings():
+        if not self._executed:
+            return self.relation().to_arrow_table()
+        with warnings.catch_warnings():  # the copy is cheaper than running the query again
             warnings.filterwarnings("ignore", message=_COPY_WARNING, category=UserWarning)
-            reader = con.to_arrow_reader()
-        return reader.read_all()
+            return self._con.to_arrow_table()
 
     def relation(self) -> Any:
         """The query as a DuckDB relation (planned again when it runs)."""
