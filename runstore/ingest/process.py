@@ -8,9 +8,9 @@ conditions, see `writer.rows_where`), the warnings (`file:line: message`) and th
 What to read comes from the ledger diff (`changes.plan`); the rows from the file kind's
 normalizer (`normalize.registry`); an append the normalizer cannot take alone
 (`Output.reread`) is read again as the whole file, its earlier rows replaced. It never
-touches the store and never writes to a source: the ingest applies results in order. A write-once file that changed but now yields no row,
-only warnings (cut mid-rewrite, garbage), is skipped instead: its earlier rows stay and the
-next ingest retries it. It shares nothing with other calls but what it is given, so the
+touches the store and never writes to a source: the ingest applies results in order. A
+write-once file that changed but now yields no row, only warnings (cut mid-rewrite,
+garbage), is skipped instead: its earlier rows stay and the next ingest retries it. It shares nothing with other calls but what it is given, so the
 ingest runs it in read-ahead threads (its heavy parts release the GIL); a pool of worker
 processes did not pay on 2 cores (see docs/benchmarks.md).
 """
@@ -18,7 +18,7 @@ processes did not pay on 2 cores (see docs/benchmarks.md).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..storage.ledger import Entry, source_id_for
 from ..storage.location import location
@@ -71,13 +71,13 @@ def process_file(task: FileTask) -> FileResult:
     plan = changes.plan(entry, f, prefix_changed)
     if plan.action == "skip":
         return result
-    read = _read(task, ctx, plan, result)
+    read = _read(task, run, ctx, plan, result)
     if read is not None and read[1].reread and not plan.replace:
         # The normalizer cannot take this append alone: the whole file again, its earlier
         # rows replaced (a metrics append logging KL at steps logged before).
         del result.warnings[:]
         plan = changes.Plan("full", 0, 1, True)
-        read = _read(task, ctx, plan, result)
+        read = _read(task, run, ctx, plan, result)
     if read is None:
         return result
     entry, out, data = read
@@ -106,14 +106,14 @@ def process_file(task: FileTask) -> FileResult:
     return result
 
 
-def _read(task: FileTask, ctx: Context, plan: changes.Plan, result: FileResult
+def _read(task: FileTask, run: Any, ctx: Context, plan: changes.Plan, result: FileResult
           ) -> tuple[Entry, Output, bytes] | None:
-    """Read and normalize what `plan` says of the task's file: (the new ledger entry, the
-    normalizer's output, the bytes read); None when the file cannot be read (warned)."""
+    """Read (from `run`, the run directory's location) and normalize what `plan` says of the
+    task's file: (the new ledger entry, the normalizer's output, the bytes read); None when
+    the file cannot be read (warned)."""
     f, entry = task.file, task.entry
     try:
-        data = jsonl.read_span(location(task.run_path), f.rel_path, plan.start,
-                               complete_lines=f.kind in APPEND_ONLY)
+        data = jsonl.read_span(run, f.rel_path, plan.start, complete_lines=f.kind in APPEND_ONLY)
     except OSError as e:
         ctx.warn(None, f"skipped: cannot read ({e.strerror or e})")
         return None

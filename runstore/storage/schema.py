@@ -314,8 +314,9 @@ TABLE_DOCS: dict[str, str] = {
     "metric_steps": "The per-read step count of `metrics_raw` kept at ingest (what `run_summary`'s "
                     "`n_steps` adds up): one row per read of a metrics file (appended, never rewritten).",
     "metric_kl": "The KL values that count, merged at ingest (what `kl_steps` reads): one row per "
-                 "run and live step that logs a KL number, after the merge rules of "
-                 "`kl_steps` (a read whose KL steps repeat earlier ones re-reads its file).",
+                 "run and live step that logs a KL number, by the statement `metric_kl` of "
+                 "`sql/statements/summaries.sql` (a read whose KL steps repeat earlier ones "
+                 "re-reads its file).",
     "checkpoints": "One row per record of `checkpoints.jsonl`.",
     "trajectories": "One row per record of `*_rollout_summaries.jsonl` (either layout).",
     "rollout_steps": "One row per element of a trajectory record's `steps`.",

@@ -2,8 +2,8 @@
 
 Contract: `migrations/NNNN_name.py` are the migrations, each with a one-line docstring and a
 `migrate(ctx)` function; `available()` lists them in order (reading only their names and
-docstrings, once per state of the directory), `latest_version()` is the number of the last one, `pending(version)` those a
-store at `version` has not applied (read-only). `check_version(version)` refuses a store
+docstrings, once per state of the directory), `latest_version()` is the number of the last
+one, `pending(version)` those a store at `version` has not applied (read-only). `check_version(version)` refuses a store
 whose version is newer than this runstore knows ("upgrade runstore"). Nothing here writes:
 applying migrations is `migrate.apply`, under the writer's lock.
 """
