@@ -35,9 +35,8 @@ def statements(store) -> dict[str, tuple[str, dict | None]]:
     from runstore.query.statements import named
 
     rules = choose_rules(store, config=False)
-    threshold = store.settings().get("kl_threshold")
     out = {"scan": (KL_SCAN_SQL, None), "question": (KL_QUESTION_SQL, None),
-           "check": evaluate.check_query(rules, kl_threshold=threshold),
+           "check": evaluate.check_query(rules),
            "chart": (named("charts.kl_series"), {"runs": None})}
     out.update({f"read {name}": (f"select * from {name}", None) for name in READS})
     return out

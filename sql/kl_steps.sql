@@ -1,6 +1,7 @@
 -- KL per step: one row per run and step that logs a KL value, with the value that counts for
 -- each KL family after the merge rules, and whether the step is over the threshold.
--- `kl_health`, `runstore check`'s KL rules and the KL chart read this view.
+-- `kl_health` and the KL chart read this view (`runstore check`'s KL rules read `metric_kl`
+-- with each rule's own threshold).
 -- The families are `optim/kl_sample_train_v1` / `optim/kl_sample_train_v2` (0.6.x) and the same
 -- names without `optim/` (older releases). Per family and step, the latest write of the
 -- prefixed name is used when it is a number, else the latest write of the unprefixed name; a

@@ -964,7 +964,7 @@ def test_check_shapes_file_is_generated_and_used_without_sqlglot() -> None:
              "for rules in ([kl_rule(0.01)], [Rule('optim/entropy', '<', 0.5), kl_rule(0.01)]):\n"
              "    for since in (None, 3):\n"
              "        for runs in (None, 'a*'):\n"
-             "            e.check_query(rules, since_step=since, runs=runs, kl_threshold=0.01)\n"
+             "            e.check_query(rules, since_step=since, runs=runs)\n"
              "print('sqlglot' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout

@@ -2,9 +2,11 @@
 
 `kl_steps` must equal tests/oracle.py's independent recomputation from the source files. The
 fast paths must answer what the slow ones answer: `kl_health where flagged` against the whole
-view filtered afterwards, and `runstore check`'s KL rules read for the runs with a KL write
-over the threshold alone (`check.kl_over_runs`) against all runs — on generated trees and on random KL histories (hypothesis) with both spellings,
-repeated steps, strings, NaN, ±Infinity, step-less rows and `pre_resume` copies.
+view filtered afterwards, and `runstore check`'s KL rules read for the runs with a KL write at
+or above the rules' floor alone (`check.kl_over_floor`) against all runs — on generated trees
+and on random KL histories (hypothesis) with both spellings, repeated steps, strings, NaN,
+±Infinity, step-less rows and `pre_resume` copies; and `check` against tests/oracle.py for
+rules of each op, of one KL family, and of KL and another metric at once.
 """
 
 from __future__ import annotations
@@ -65,13 +67,13 @@ def health(store: runstore.Store, sql: str, threshold: float) -> dict[str, dict]
     return out
 
 
-def check_paths(store: runstore.Store, rules: list[Rule],
-                setting: float) -> tuple[list[dict], list[dict]]:
-    """`check`'s fired rows read for the runs with a KL write over `setting` alone, and for all
-    runs (their per-rule counts must be equal)."""
-    fast_sql, fast_params = evaluate.check_query(rules, kl_threshold=setting)
-    slow_sql, slow_params = evaluate.check_query(rules, kl_threshold=None)
-    assert fast_sql != slow_sql or not evaluate._over_runs_only(rules, setting)
+def check_paths(store: runstore.Store,
+                rules: list[Rule]) -> tuple[list[dict], list[dict]]:
+    """`check`'s fired rows read for the runs with a KL write at or above the rules' floor
+    alone, and for all runs (their per-rule counts must be equal)."""
+    fast_sql, fast_params = evaluate.check_query(rules)
+    slow_sql, slow_params = evaluate.check_query(rules, every_run=True)
+    assert fast_sql != slow_sql or evaluate.kl_floor(rules) is None
     # Both parts of the answer: the fired rows and the per-rule counts (the fast path counts
     # the runs it checked from `kl_logged`, the slow one from the merged steps).
     fast = store.arrow(fast_sql, fast_params).to_pylist()
@@ -121,24 +123,31 @@ def test_kl_steps_edge_cases(stores: dict) -> None:
     assert rows[("edge", 8)]["is_nan"] and not rows[("edge", 8)]["is_over"]
 
 
-def test_check_over_runs_count_superseded_writes(stores: dict) -> None:
+def test_check_over_floor_counts_superseded_writes(stores: dict) -> None:
     """A spike that a resume overwrote (logged twice, or kept in a pre_resume copy) is a write
-    over the threshold, so `check`'s fast path reads the run (statement `check.kl_over_runs`),
-    yet no step of the run is over; a run whose KL never exceeds the threshold is not read."""
+    over the threshold, so `check`'s fast path reads the run (statement `check.kl_over_floor`),
+    yet no step of the run is over; a run whose KL never reaches the floor is not read."""
     from runstore.query.statements import named
 
     store = stores["awkward"][1]
-    over = set(store.sql("select r.run_name from runs r where r.run_id in ("
-                         + named("check.kl_over_runs") + ")",
-                         {"kl_keys": list(KL_METRICS) + [k.removeprefix("optim/")
-                                                         for k in KL_METRICS]})["run_name"])
+
+    def over(floor: float) -> set[str]:
+        keys = ("with keys as (select * from metric_keys where list_contains($kl_keys, key)) ")
+        return set(store.sql("select r.run_name from runs r where r.run_id in ("
+                             + keys + named("check.kl_over_floor") + ")",
+                             {"kl_keys": list(KL_METRICS) + [k.removeprefix("optim/")
+                                                             for k in KL_METRICS],
+                              "kl_floor": floor})["run_name"])
+
     rows = step_rows(store)
     for style in ("truncate", "duplicate"):
         name = f"awkward/kl/spike_overwritten/{style}"
         mine = [r for (run, _), r in rows.items() if run == name]
         assert mine and not any(r["is_over"] for r in mine)
-        assert name in over
-    assert "awkward/kl/exact_threshold" not in over
+        assert name in over(0.01)
+    # A write at the floor is read (a `>=` rule at it can fire), one just above it is not.
+    assert "awkward/kl/exact_threshold" in over(0.01)
+    assert "awkward/kl/exact_threshold" not in over(math.nextafter(0.01, 1.0))
 
 
 @pytest.mark.parametrize("tree", ["demo", "awkward", "edge"])
@@ -161,23 +170,25 @@ def test_kl_health_where_flagged_is_the_whole_view_filtered(stores: dict, tree: 
 def test_check_reads_only_runs_over_and_answers_the_same(stores: dict, tree: str,
                                                          rule: Rule) -> None:
     root, store = stores[tree]
-    assert evaluate._over_runs_only([rule], 0.01)
-    fast, slow = check_paths(store, [rule], 0.01)
+    assert evaluate.kl_floor([rule]) == rule.value
+    fast, slow = check_paths(store, [rule])
     assert_same_lists(fast, slow)
     want = oracle.check_rule(root, rule.metrics, rule.op, rule.value)
     assert sorted(r["run_name"] for r in fast) == sorted(want)
 
 
-def test_over_runs_only_is_refused_when_a_run_could_fire_without_a_write_over() -> None:
+def test_kl_floor_only_where_no_run_below_it_can_fire() -> None:
     t = 0.01
-    assert not evaluate._over_runs_only([kl_rule(0.005)], t)  # below the setting
-    assert not evaluate._over_runs_only([Rule(KL_METRICS, ">=", t)], t)  # == t
-    assert not evaluate._over_runs_only([Rule(KL_METRICS, "<", 1.0)], t)
-    assert not evaluate._over_runs_only(  # KL or entropy: entropy alone can fire it
-        [Rule(("optim/kl_sample_train_v1", "optim/entropy"), ">", 0.5)], t)
-    assert not evaluate._over_runs_only([kl_rule(0.05)], None)  # setting unknown
+    assert evaluate.kl_floor([kl_rule(0.005)]) == 0.005
+    assert evaluate.kl_floor([Rule(KL_METRICS, ">=", t)]) == t
+    assert evaluate.kl_floor([kl_rule(0.05), Rule(KL_METRICS[1:], ">=", 0.02)]) == 0.02
+    assert evaluate.kl_floor([Rule(KL_METRICS, "<", 1.0)]) is None  # fires below a value
+    assert evaluate.kl_floor([kl_rule(0.05), Rule(KL_METRICS, "<=", 1.0)]) is None
+    assert evaluate.kl_floor(  # KL or entropy: entropy alone can fire it
+        [Rule(("optim/kl_sample_train_v1", "optim/entropy"), ">", 0.5)]) is None
+    assert evaluate.kl_floor([parse_rule("optim/entropy < 1")]) is None  # no KL rule
     # A rule without KL does not matter; the KL rule alone decides.
-    assert evaluate._over_runs_only([kl_rule(t), parse_rule("optim/entropy < 1")], t)
+    assert evaluate.kl_floor([kl_rule(t), parse_rule("optim/entropy < 1")]) == t
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,11 +238,24 @@ def test_random_histories_fast_paths_match_the_oracle(tmp_path_factory: pytest.T
                             if v["flagged"]})
     store.set_setting("kl_threshold", threshold)
     for rule in (kl_rule(threshold), kl_rule(threshold * 2)):
-        got, slow = check_paths(store, [rule], threshold)
+        got, slow = check_paths(store, [rule])
         assert_same_lists(got, slow)
         want = oracle.check_rule(root, rule.metrics, rule.op, rule.value)
         assert {r["run_name"]: (r["first_step"], r["last_step"], r["steps_over"],
                                 r["longest_streak"]) for r in got} == \
             {k: (v["first_step"], v["last_step"], v["steps_over"], v["longest_streak"])
              for k, v in want.items()}
+    # One family, the other ops, KL and another metric in one rule, several rules at once:
+    # each rule's fired rows against the oracle.
+    mixed = [Rule((KL_METRICS[1],), ">=", threshold), Rule((KL_METRICS[0],), "<", threshold),
+             Rule(KL_METRICS, "<=", threshold / 2), kl_rule(threshold),
+             Rule((KL_METRICS[0], "optim/entropy"), ">", threshold * 2)]
+    got, slow = check_paths(store, mixed)
+    assert_same_lists(got, slow)
+    for i, rule in enumerate(mixed):
+        want = oracle.check_rule(root, rule.metrics, rule.op, rule.value)
+        assert {r["run_name"]: (r["first_step"], r["last_step"], r["steps_over"],
+                                r["longest_streak"]) for r in got if r["rule_idx"] == i} == \
+            {k: (v["first_step"], v["last_step"], v["steps_over"], v["longest_streak"])
+             for k, v in want.items()}, rule
     shutil.rmtree(base)

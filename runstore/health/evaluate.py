@@ -2,8 +2,8 @@
 
 Contract: `evaluate(store, rules)` runs every rule (rules.py) over the `metrics` view (live
 values only: the latest write of each step, no `pre_resume` copies), KL families over the
-`kl_steps` view that holds their rules, in one statement (`query.statements.check`, from
-`sql/statements/check.sql`), and returns one row per (run, rule) that fires: `run_name,
+`metric_kl` table their merge rules filled at ingest (the values `kl_steps` shows), in one
+statement (`query.statements.check`, from `sql/statements/check.sql`), and returns one row per (run, rule) that fires: `run_name,
 rule, first_step, last_step, steps_over, longest_streak, peak, latest, status` (plus
 `run_id` for callers that track runs; `status` is `run_status`'s, as of the query). Trend
 rules (`drop`, `rise`, `stale`: trends.py) in the same list are evaluated beside that
@@ -34,7 +34,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from ..errors import StoreNotFound, UsageError
+from ..errors import UsageError
 from ..query.keys import family
 from ..query.rows import Rows, from_relation
 from ..storage.schema import F64, I64, STR, arrow_type
@@ -57,37 +57,35 @@ COLUMN_TYPES = {"run_name": STR, "rule": STR, "first_step": I64, "last_step": I6
                 "status": STR}
 COLUMNS = tuple(COLUMN_TYPES)
 
-# The KL families and the `kl_steps` column that holds each.
+# The KL families and the `metric_kl` (and `kl_steps`) column that holds each.
 KL_COLUMNS = {family(KL_METRICS[0]): "v1", family(KL_METRICS[1]): "v2"}
 
 
-def _over_runs_only(rules: Sequence[Rule], kl_threshold: float | None) -> bool:
-    """Whether every run that can fire a KL rule has a KL write above the `kl_threshold`
-    setting, so the KL values may be read for those runs alone (`check.kl_over_runs`).
-
-    True when each rule that reads a KL family reads only KL families and fires only above a
-    value no lower than the store's `kl_threshold`: a step over it then has a KL value above
-    the threshold, a write of the run above it.
+def kl_floor(rules: Sequence[Rule]) -> float | None:
+    """The value every KL write of a run that can fire one of `rules` is at or above, when
+    there is one: the smallest value of the rules that read KL, when each of them reads only
+    KL families and fires only above its value (`>`, `>=`). The KL values may then be read
+    for the runs with a write at or above it alone (`check.kl_over_floor`); a rule that reads
+    no KL family does not matter. None (every run is read) otherwise.
     """
-    if kl_threshold is None:
-        return False
+    values = []
     for r in rules:
         kl = [f in KL_COLUMNS for f in r.families]
         if not any(kl):
             continue
-        if not all(kl) or not ((r.op == ">" and r.value >= kl_threshold)
-                               or (r.op == ">=" and r.value > kl_threshold)):
-            return False
-    return True
+        if not all(kl) or r.op not in (">", ">="):
+            return None
+        values.append(r.value)
+    return min(values) if values else None
 
 
 def check_query(rules: Sequence[Rule], *, runs: str | None = None,
                 since_step: int | None = None,
-                kl_threshold: float | None = None) -> tuple[str, dict[str, Any]]:
+                every_run: bool = False) -> tuple[str, dict[str, Any]]:
     """`(sql, params)` evaluating every rule in one statement (for `Store.arrow`).
 
-    `kl_threshold` is the `kl_threshold` setting the query will see; when given, rule sets
-    that only fire above it read the KL values of the runs with a KL write above it alone.
+    The KL values are read for the runs with a KL write at or above `kl_floor(rules)` alone,
+    when there is a floor, unless `every_run` (the reference the tests hold that reading to).
     """
     if not rules:
         raise UsageError("no rules to check")
@@ -97,14 +95,16 @@ def check_query(rules: Sequence[Rule], *, runs: str | None = None,
         "rule_op": [r.op for r in rules],
         "rule_value": [r.value for r in rules],
         "key_rule": [], "key_series": [], "key_name": [], "key_pref": [],
-        "kl_rule": [], "kl_series": [], "kl_column": [], "klk_rule": [], "klk_name": [],
+        "kl_rule": [], "kl_v1": [], "kl_v2": [], "klk_rule": [], "klk_name": [],
     }
     for i, r in enumerate(rules):
+        columns = {KL_COLUMNS[keys] for keys in r.families if keys in KL_COLUMNS}
+        if columns:
+            params["kl_rule"].append(i)
+            params["kl_v1"].append("v1" in columns)
+            params["kl_v2"].append("v2" in columns)
         for s, keys in enumerate(r.families):
             if keys in KL_COLUMNS:
-                params["kl_rule"].append(i)
-                params["kl_series"].append(s)
-                params["kl_column"].append(KL_COLUMNS[keys])
                 params["klk_rule"] += [i] * len(keys)
                 params["klk_name"] += list(keys)
                 continue
@@ -124,16 +124,17 @@ def check_query(rules: Sequence[Rule], *, runs: str | None = None,
         params["runs"] = runs
     metrics_used, kl_used = bool(params["key_name"]), bool(params["kl_rule"])
     unused = [] if metrics_used else ["key_rule", "key_series", "key_name", "key_pref", "keys"]
-    unused += [] if kl_used else ["kl_rule", "kl_series", "kl_column"]
-    over_runs_only = kl_used and _over_runs_only(rules, kl_threshold)
+    floor = None if every_run or not kl_used else kl_floor(rules)
     if kl_used:
         params["kl_keys"] = sorted(set(params["klk_name"]))
+        if floor is not None:
+            params["kl_floor"] = floor
     else:
-        unused += ["klk_rule", "klk_name"]
+        unused += ["kl_rule", "kl_v1", "kl_v2", "klk_rule", "klk_name"]
     for name in unused:  # their relations are left out of the statement
         del params[name]
     sql = check_statement(metrics_used, kl_used, since_step is not None, runs is not None,
-                          over_runs_only)
+                          floor is not None)
     return sql, params
 
 
@@ -144,12 +145,7 @@ def _answer(store: "Reader", rules: Sequence[Rule], runs: str | None,
     one dict per rule (`rule_idx`, `checked`, `fired_runs`, `scope_runs`). The rows are an
     Arrow table with `arrow`, else plain `Rows` (every column of the statement has a plain
     type), so a check of threshold rules imports no pyarrow."""
-    try:
-        setting = store.settings().get("kl_threshold")
-    except StoreNotFound:
-        setting = None
-    kl_threshold = float(setting) if isinstance(setting, (int, float)) else None
-    sql, params = check_query(rules, runs=runs, since_step=since_step, kl_threshold=kl_threshold)
+    sql, params = check_query(rules, runs=runs, since_step=since_step)
     table = (store.arrow(sql, params) if arrow
              else store.fetch(sql, params, convert=from_relation))
     n_fired = table.num_rows - len(rules)

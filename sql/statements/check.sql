@@ -1,19 +1,21 @@
 -- runstore check: every health rule over live metrics, in one statement (runstore.health).
 --
--- Rules travel as bound lists, unnested into the `rules`, `rule_keys` and `kl_series`
+-- Rules travel as bound lists, unnested into the `rules`, `rule_keys` and `kl_rules`
 -- relations, so no name or number from a user is ever part of this text:
 --   $rule_idx, $rule_name, $rule_op, $rule_value   one entry per rule
 --   $key_rule, $key_series, $key_name, $key_pref   one per stored key of a non-KL series
 --   $keys                                          those keys again, as one filter
---   $kl_rule, $kl_series, $kl_column               one per KL series (`v1` or `v2`)
---   $klk_rule, $klk_name, $kl_keys                 the stored keys of the KL series
---   $since_step, $runs                             the optional filters
--- A series of a KL family is read from the `kl_steps` view, the one home of the KL merge
--- rules (which spelling counts, latest write wins, strings supersede numbers); every other
--- series from `metrics`. runstore.query.statements.check drops the branch of `picked` a rule
--- set does not use (an unused branch would still scan its table) and adds the filters as
--- sqlglot expressions; it also reads only the runs with a KL write over the threshold when
--- the rules allow (statement `kl_over_runs` below). Result: one row per (run, rule) that
+--   $kl_rule, $kl_v1, $kl_v2                       one per rule that reads a KL family, and
+--                                                  which families (v1, v2) it reads
+--   $klk_rule, $klk_name, $kl_keys                 the stored keys of those families
+--   $kl_floor, $since_step, $runs                  the optional narrowing and filters
+-- A KL family is read from `metric_kl`, the KL values the ingest merged (the merge rules live
+-- in statement `summaries.metric_kl`, which `kl_steps` reads too); every other series from
+-- `metrics`. runstore.query.statements.check drops the branch of `picked` a rule set does not
+-- use (an unused branch would still scan its table) and adds the filters as sqlglot
+-- expressions; with `$kl_floor` (every rule that reads KL reads only KL and fires only above
+-- a value at least the floor) it reads the KL values of the runs with a KL write at or above
+-- the floor alone (statement `kl_over_floor` below). Result: one row per (run, rule) that
 -- fired (part 0), then one row per rule with its counts (part 1), in that order.
 
 -- name: check
@@ -27,31 +29,51 @@ rule_keys as (
     select unnest($key_rule) as rule_idx, unnest($key_series) as series,
            unnest($key_name) as key, unnest($key_pref) as pref
 ),
-kl_series as (
-    -- The rules' series that are a KL family, and which `kl_steps` column holds it.
-    select unnest($kl_rule) as rule_idx, unnest($kl_series) as series,
-           unnest($kl_column) as kl_column
+kl_rules as (
+    -- The rules that read a KL family, and which `metric_kl` columns they read.
+    select unnest($kl_rule) as rule_idx, unnest($kl_v1) as use_v1, unnest($kl_v2) as use_v2
 ),
 metric_values as (
     -- One value per (run, step, rule, series): the preferred spelling's live value, NaN kept.
     -- Strings and booleans have no numeric value and are not compared.
-    select m.run_id, m.step, k.rule_idx, k.series, arg_min(m.value, k.pref) as value
+    select m.run_id, m.step, k.rule_idx, arg_min(m.value, k.pref) as value
     from metrics as m
     join rule_keys as k on k.key = m.key
     where m.value is not null and list_contains($keys, m.key)
     group by m.run_id, m.step, k.rule_idx, k.series
 ),
+kl_keys as (
+    -- The stored keys of each rule's KL families.
+    select unnest($klk_rule) as rule_idx, unnest($klk_name) as key
+),
+keys as (
+    -- The per-key summary the ingest keeps, for the KL keys: read once, for the runs the KL
+    -- values are read for (`kl_over_floor`) and the runs each rule was checked on.
+    select run_id, key, max_value, n_step_numbers, pre_resume
+    from metric_keys
+    where list_contains($kl_keys, key)
+),
 kl_values as (
-    select s.rule_idx, s.series, k.run_id, k.step,
-           case s.kl_column when 'v1' then k.v1 else k.v2 end as value
-    from kl_steps as k
-    cross join kl_series as s
-    where (case s.kl_column when 'v1' then k.v1 else k.v2 end) is not null
+    -- One value per (run, step, rule) that logs one of the rule's KL families: the most
+    -- extreme non-NaN of them in the direction of the rule's comparison, which compares true
+    -- exactly when one of them does (NaN when all are NaN: it never fires, and the step still
+    -- counts).
+    select k.run_id, k.step, s.rule_idx,
+           coalesce(case when r.op in ('>', '>=')
+                         then greatest(case when s.use_v1 and not isnan(k.v1) then k.v1 end,
+                                       case when s.use_v2 and not isnan(k.v2) then k.v2 end)
+                         else least(case when s.use_v1 and not isnan(k.v1) then k.v1 end,
+                                    case when s.use_v2 and not isnan(k.v2) then k.v2 end) end,
+                    'NaN'::double) as value
+    from metric_kl as k
+    cross join kl_rules as s
+    join rules as r on r.rule_idx = s.rule_idx
+    where (s.use_v1 and k.v1 is not null) or (s.use_v2 and k.v2 is not null)
 ),
 picked as (
-    select run_id, step, rule_idx, series, value from metric_values
+    select run_id, step, rule_idx, value from metric_values
     union all
-    select run_id, step, rule_idx, series, value from kl_values
+    select run_id, step, rule_idx, value from kl_values
 ),
 steps as (
     -- One row per (run, rule, step that logs the rule's metrics). NaN > x is true in DuckDB
@@ -102,26 +124,26 @@ outcome as (
     join rules as r on r.rule_idx = s.rule_idx
     group by s.run_id, s.rule_idx, r.op
 ),
+status as (
+    -- Each run's name and status, read once for the fired rows and the scope count.
+    select run_id, run_name, status from run_status
+),
 scope as (
     -- The runs the check covers (the --runs filter is added here too).
-    select count(*) as n from runs
-),
-kl_keys as (
-    -- The stored keys of each KL series (for `kl_logged`).
-    select unnest($klk_rule) as rule_idx, unnest($klk_name) as key
+    select count(*) as n from status
 ),
 kl_logged as (
-    -- The runs each KL series was checked on: every run with a numeric live-file KL write of
-    -- the series' family at a step. `kl_values` may read only the runs with a KL write over
-    -- the threshold (the fast path), so the count cannot come from it; the per-key summary
-    -- the ingest keeps (`metric_keys.n_step_numbers`) gives the same count on both paths
-    -- without reading a metric row (with `$since_step`, statement `kl_logged_since` below
-    -- takes its place). It counts a run whose every KL number was superseded by a string,
-    -- which `kl_steps` leaves out: "checked" means "logged a KL number".
+    -- The runs each KL rule was checked on: every run with a numeric live-file KL write of
+    -- the rule's families at a step. `kl_values` may read only the runs with a write at or
+    -- above `$kl_floor`, so the count cannot come from it; the per-key summary the ingest
+    -- keeps (`metric_keys.n_step_numbers`) gives the same count either way without reading
+    -- a metric row (with `$since_step`, statement `kl_logged_since` below takes its place).
+    -- It counts a run whose every KL number was superseded by a string, which `metric_kl`
+    -- leaves out: "checked" means "logged a KL number".
     select distinct k.rule_idx, m.run_id
-    from metric_keys as m
+    from keys as m
     join kl_keys as k on k.key = m.key
-    where list_contains($kl_keys, m.key) and m.n_step_numbers > 0 and not m.pre_resume
+    where m.n_step_numbers > 0 and not m.pre_resume
 ),
 seen as (
     -- One row per (rule, run) the rule was checked on.
@@ -133,14 +155,13 @@ answer as (
     -- Part 0: one row per (run, rule) that fired. Part 1: one row per rule with its counts.
     -- The parts come in that order, so the fired rows are a prefix of the result and callers
     -- slice instead of filtering (pyarrow's filter imports pandas: ~1 s in a fresh process).
-    select 0 as part, f.run_id, u.run_name, r.rule, f.first_step, f.last_step, f.steps_over,
+    select 0 as part, f.run_id, st.run_name, r.rule, f.first_step, f.last_step, f.steps_over,
            t.longest_streak, f.peak, f.latest, st.status, f.rule_idx,
            null::bigint as checked, null::bigint as fired_runs, null::bigint as scope_runs
     from outcome as f
     join rules as r on r.rule_idx = f.rule_idx
     left join streaks as t on t.run_id = f.run_id and t.rule_idx = f.rule_idx
-    left join runs as u on u.run_id = f.run_id
-    left join run_status as st on st.run_id = f.run_id
+    left join status as st on st.run_id = f.run_id
     where f.fired
     union all
     select 1, null, null, r.rule, null, null, null, null, null, null, null, r.rule_idx,
@@ -162,13 +183,10 @@ join kl_keys as k on k.key = m.key
 where list_contains($kl_keys, m.key) and m.step is not null and m.value is not null
   and not coalesce(m.pre_resume, false)
 
--- name: kl_over_runs
--- The runs with a stored KL write above the `kl_threshold` setting, from the per-key summary
--- the ingest keeps (`metric_keys.max_value`, the largest non-NaN value of each read), so no
--- metric row is read for it. Any write counts, a superseded one or a `pre_resume` copy too:
--- a superset of the runs with a KL step over the threshold. For a rule set that fires only
--- above it (runstore.health.evaluate), `kl_values` reads these runs alone.
-select run_id
-from metric_keys
-where list_contains($kl_keys, key)
-  and max_value > (select value_num from settings where name = 'kl_threshold')
+-- name: kl_over_floor
+-- The runs with a stored KL write at or above `$kl_floor`, from the per-key summary the
+-- ingest keeps (`keys` above: `metric_keys.max_value`, the largest non-NaN value of each read),
+-- so no metric row is read for it. Any write counts, a superseded one or a `pre_resume` copy
+-- too: a superset of the runs with a KL step at or above the floor, so of the runs that can
+-- fire a rule that fires only above a value at least the floor (runstore.health.evaluate).
+select run_id from keys where max_value >= $kl_floor

@@ -1,13 +1,13 @@
 """The statement behind `runstore check`: `sql/statements/check.sql`, shaped for one rule set.
 
-Contract: `check_statement(metrics_used, kl_used, since_step, runs, over_runs_only)` is the
+Contract: `check_statement(metrics_used, kl_used, since_step, runs, over_floor)` is the
 check query's text for one shape of rule set (its values are all bound params, see the
 file's header): the branches of `picked` that no rule reads are dropped with their relations
 (an unused branch would still scan its table), the optional `since_step` and `runs` filters
-are added as sqlglot expressions, and with `over_runs_only` the KL values are read only for
-the runs with a KL write over the threshold (statement `check.kl_over_runs`). The runs each KL
-rule was checked on come from the `metric_keys` summary, or, with `since_step`, from the KL
-writes themselves (statement `check.kl_logged_since`).
+are added as sqlglot expressions, and with `over_floor` the KL values are read only for the
+runs with a KL write at or above `$kl_floor` (statement `check.kl_over_floor`). The runs each
+KL rule was checked on come from the `metric_keys` summary, or, with `since_step`, from the
+KL writes themselves (statement `check.kl_logged_since`).
 
 `build_statement` makes that text with sqlglot; `check_statement` reads it, for each of the
 `SHAPES`, from `sql/statements/check_shapes.sql`, which `python tools/gen_statements.py -o
@@ -24,28 +24,28 @@ from . import named as named_statement
 
 
 def shape_name(metrics_used: bool, kl_used: bool, since_step: bool, runs: bool,
-               over_runs_only: bool) -> str:
+               over_floor: bool) -> str:
     """The name of one shape's statement in check_shapes.sql, e.g. `m0_k1_s0_r0_o1`."""
-    flags = (metrics_used, kl_used, since_step, runs, over_runs_only)
+    flags = (metrics_used, kl_used, since_step, runs, over_floor)
     return "_".join(f"{c}{int(f)}" for c, f in zip("mksro", flags))
 
 
 # Every shape a rule set can have: some metric or KL series, the optional filters, and the
-# over-threshold reading only with a KL series.
+# reading over the floor only with a KL series.
 SHAPES = [(m, k, s, r, o) for m in (False, True) for k in (False, True) if m or k
           for s in (False, True) for r in (False, True) for o in ((False, True) if k else (False,))]
 
 
 def check_statement(metrics_used: bool, kl_used: bool, since_step: bool, runs: bool,
-                    over_runs_only: bool) -> str:
+                    over_floor: bool) -> str:
     """The statement for one shape of rule set (its values are all params), as generated."""
     return named_statement("check_shapes." + shape_name(metrics_used, kl_used, since_step, runs,
-                                                        over_runs_only))
+                                                        over_floor))
 
 
 @lru_cache(maxsize=64)
 def build_statement(metrics_used: bool, kl_used: bool, since_step: bool, runs: bool,
-                    over_runs_only: bool) -> str:
+                    over_floor: bool) -> str:
     """The statement for one shape of rule set, made from check.sql with sqlglot."""
     import sqlglot
     from sqlglot import exp
@@ -55,15 +55,16 @@ def build_statement(metrics_used: bool, kl_used: bool, since_step: bool, runs: b
     # Only the branches of `picked` that some rule reads, with their relations: an unused
     # branch would still scan its table.
     used = {"metric_values": metrics_used, "kl_values": kl_used}
-    inputs = {"metric_values": "rule_keys", "kl_values": "kl_series"}
-    selects = [exp.select("run_id", "step", "rule_idx", "series", "value").from_(name)
+    inputs = {"metric_values": ["rule_keys"], "kl_values": ["kl_rules", "kl_keys", "keys"]}
+    selects = [exp.select("run_id", "step", "rule_idx", "value").from_(name)
                for name, is_used in used.items() if is_used]
     ctes["picked"].set("this", selects[0] if len(selects) == 1
                        else exp.union(*selects, distinct=False))
     for name, is_used in used.items():
         if not is_used:
             ctes[name].pop()
-            ctes[inputs[name]].pop()
+            for relation in inputs[name]:
+                ctes[relation].pop()
     m = lambda name: exp.column(name, table="m")  # noqa: E731 - a local shorthand
     k = lambda name: exp.column(name, table="k")  # noqa: E731
     branches = [(ctes[n].this, col) for n, col in (("metric_values", m), ("kl_values", k))
@@ -79,6 +80,8 @@ def build_statement(metrics_used: bool, kl_used: bool, since_step: bool, runs: b
     if since_step:  # the summary has no steps: the KL writes are read (see check.sql)
         ctes["kl_logged"].set("this", sqlglot.parse_one(named_statement("check.kl_logged_since"),
                                                          read="duckdb"))
+        if kl_used and not over_floor:  # nothing else reads the summary
+            ctes["keys"].pop()
     logged = ctes["kl_logged"].this
     if since_step:
         logged.where(m("step") >= exp.Placeholder(this="since_step"), copy=False)
@@ -87,12 +90,11 @@ def build_statement(metrics_used: bool, kl_used: bool, since_step: bool, runs: b
         logged.where(m("run_id").isin(query=exp.select("run_id").from_("runs").where(glob)),
                      copy=False)
         ctes["scope"].this.where(glob.copy(), copy=False)
-    if over_runs_only:
-        over = sqlglot.parse_one(named_statement("check.kl_over_runs"), read="duckdb")
+    if over_floor:
+        over = sqlglot.parse_one(named_statement("check.kl_over_floor"), read="duckdb")
         ctes["kl_values"].this.where(k("run_id").isin(query=over), copy=False)
     if not kl_used:  # no KL series: `outcome` alone says which runs were checked
         seen = ctes["seen"].this
         ctes["seen"].set("this", seen.this.copy())
         ctes["kl_logged"].pop()
-        ctes["kl_keys"].pop()
     return tree.sql(dialect="duckdb")
