@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from click.testing import CliRunner
 
 import oracle
@@ -333,6 +335,56 @@ def test_plot_kl_nan_is_a_gap_and_a_missing_step_is_skipped(tmp_path: Path) -> N
                 [(0, 0.001), (1, 0.002), (2, 0.003), (3, math.nan), (4, 0.004)])
     assert_line(by_meta(fig, "kl_v2")[("hand/kl", "kl_v2")], [(2, 0.001), (3, 0.02), (4, 0.5)])
     assert "flagged: hand/kl" in fig.layout.title.text
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(runs=st.lists(st.lists(st.integers(-3, 30), min_size=1, max_size=12), max_size=6))
+def test_kl_step_order_is_a_stable_sort_by_step_within_each_run(runs: list[list[int]]) -> None:
+    """`step_order` (None when the steps are already in order) against Python's stable sort
+    of each run's steps, on runs in order, shuffled, with repeated steps."""
+    from runstore.present.charts.metrics import step_order
+
+    steps = np.array([s for run in runs for s in run], dtype=np.int64)
+    lengths = np.array([len(run) for run in runs], dtype=np.int64)
+    want, start = [], 0
+    for run in runs:
+        want += sorted(range(start, start + len(run)), key=lambda i: steps[i])
+        start += len(run)
+    got = step_order(steps, lengths)
+    if got is None:
+        assert want == list(range(len(steps)))
+    else:
+        assert got.tolist() == want
+
+
+def test_kl_series_of_runs_read_in_several_ingests(tmp_path: Path) -> None:
+    """Runs whose KL steps came in three ingests (the lines appended to a live file in between,
+    so each run's rows are in three files): every step, in step order per run, flagged runs
+    last, each value as tests/oracle.py reads it from the files."""
+    root = tmp_path / "runs"
+    store = runstore.open(tmp_path / "store")
+    names = ["b/run", "a/run", "c/run"]
+    for part in range(3):
+        for i, name in enumerate(names):
+            run = root / name
+            run.mkdir(parents=True, exist_ok=True)
+            with (run / "metrics.jsonl").open("a") as f:
+                for step in range(part * 5, part * 5 + 5):
+                    spike = 0.05 if (name == "b/run" and step == 7) else 0.001 * (i + 1)
+                    f.write(json.dumps({"step": step, "optim/kl_sample_train_v1": spike,
+                                        "optim/kl_sample_train_v2": step / 100_000}) + "\n")
+        store.ingest([root], on_warning=lambda text: None)
+    table = charts.kl_series(store)
+    rows = table.to_pylist()
+    want = kl_per_step(root)
+    assert [r["run_name"] for r in rows] == [n for n in ("a/run", "c/run", "b/run")
+                                           for _ in range(15)]
+    for name, fams in want.items():
+        mine = [r for r in rows if r["run_name"] == name]
+        assert [(r["step"], r["v1"]) for r in mine] == fams["v1"]
+        assert [(r["step"], r["v2"]) for r in mine] == fams["v2"]
+        assert {r["flagged"] for r in mine} == {name == "b/run"}
+    assert {r["threshold"] for r in rows} == {0.01}
 
 
 def test_plot_kl_threshold_follows_setting_and_argument(demo_tree: tuple[Path, runstore.Store]) -> None:

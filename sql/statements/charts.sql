@@ -21,24 +21,25 @@ order by r.run_name, list_position($keys, m.key), m.step
 
 -- name: kl_series
 -- KL per step of the runs `$runs` matches, from `kl_steps` (the KL merge rules live there):
--- each row's run as `ord`, its place among those runs by name, and `is_over` for the flag;
--- then one row per run (`step` null) with its `run_name` and the `kl_threshold` setting. One
--- statement, so names and steps come from one snapshot. Unordered: the caller sorts the rows
--- by run and step and names them (runstore.present.charts.metrics.kl_series), which costs
--- less than ordering and carrying the name strings of every row here.
-with named as (
-    select run_id, run_name, row_number() over (order by run_name) - 1 as ord
-    from runs
-    where ($runs is null or run_name glob $runs)
+-- one row per run that logs KL, its steps and v1, v2 values as three lists of one order,
+-- `flagged` when any step is over the threshold, and the `kl_threshold` setting; unflagged
+-- runs first, then by name. One statement, so names and steps come from one snapshot. The
+-- lists are not sorted by step here (a sorted list aggregate costs more than the rest of
+-- the statement): the caller sorts a run whose steps are out of order
+-- (runstore.present.charts.metrics.kl_series), and rows come out of the table in the order
+-- the ingest wrote them, by step within each of its reads.
+with per_run as (
+    select run_id, list(step) as steps, list(v1) as v1, list(v2) as v2,
+           bool_or(is_over) as flagged
+    from kl_steps
+    group by run_id
 )
-select n.ord, k.step, k.v1, k.v2, k.is_over, null::varchar as run_name,
-       null::double as threshold
-from kl_steps as k
-join named as n on n.run_id = k.run_id
-union all
-select ord, null, null, null, null, run_name,
-       (select value_num from settings where name = 'kl_threshold')
-from named
+select r.run_name, p.flagged, p.steps, p.v1, p.v2,
+       (select value_num from settings where name = 'kl_threshold') as threshold
+from per_run as p
+join runs as r on r.run_id = p.run_id
+where ($runs is null or r.run_name glob $runs)
+order by p.flagged, r.run_name
 
 -- name: reward_series
 -- reward_trends per run and step.

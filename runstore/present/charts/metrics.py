@@ -99,28 +99,39 @@ def kl_series(store: "Reader", runs: str | None = None,
     params: dict[str, Any] = {"runs": runs}
     if threshold is not None:
         params["kl_threshold"] = threshold
-    rows = store.arrow(named("charts.kl_series"), params)
-    ords, steps = rows.column("ord"), rows.column("step")
-    n_runs = steps.null_count  # the runs' own rows; every KL row has a step
-    over = pc.fill_null(rows.column("is_over"), False)
-    flagged = pc.is_in(ords, value_set=pc.unique(pc.filter(ords, over)))
-    # One sort key per row: the run's place (after every unflagged run when flagged), then
-    # the step; the runs' own rows after all of them, in `ord` order.
-    place = pc.if_else(pc.is_null(steps), pc.add(ords, 3 * n_runs),
-                       pc.add(ords, pc.multiply(pc.cast(flagged, pa.int64()), n_runs)))
-    order = pc.sort_indices(pa.table({"place": place, "step": steps}),
-                            [("place", "ascending"), ("step", "ascending")])
-    n_steps = rows.num_rows - n_runs
-    rows, flagged = rows.take(order), flagged.take(order)
-    names = rows.column("run_name").slice(n_steps)  # names[ord]
-    threshold_value = rows.column("threshold")[n_steps].as_py() if n_runs else None
-    rows = rows.slice(0, n_steps)
+    per_run = store.arrow(named("charts.kl_series"), params)  # one row per run, in order
+    lengths = pc.list_value_length(per_run.column("steps")).to_numpy(zero_copy_only=False)
+    columns = {c: pc.list_flatten(per_run.column(c)) for c in ("steps", "v1", "v2")}
+    order = step_order(columns["steps"].to_numpy(), lengths)
+    if order is not None:
+        taken = pa.array(order)
+        columns = {c: values.take(taken) for c, values in columns.items()}
+    n = int(lengths.sum())
+    value = per_run.column("threshold")[0].as_py() if per_run.num_rows else None
+    which = pa.array(np.repeat(np.arange(per_run.num_rows, dtype=np.int32), lengths))
     return pa.table({
-        "run_name": pc.take(names, rows.column("ord")),
-        "step": rows.column("step"), "v1": rows.column("v1"), "v2": rows.column("v2"),
-        "flagged": flagged.slice(0, n_steps),
-        "threshold": pa.array(np.full(n_steps, np.nan if threshold_value is None
-                                      else threshold_value))})
+        "run_name": per_run.column("run_name").take(which),
+        "step": columns["steps"], "v1": columns["v1"], "v2": columns["v2"],
+        "flagged": pa.array(np.repeat(per_run.column("flagged").to_numpy(zero_copy_only=False)
+                                      .astype(bool), lengths)),
+        "threshold": pa.array(np.full(n, np.nan if value is None else value))})
+
+
+def step_order(steps: Any, lengths: Any) -> "Any | None":
+    """The order that sorts `steps` (runs of `lengths` values one after another) by step within
+    each run, keeping the runs' order and, among equal steps, the given order; None when they
+    already are (the common case: the ingest writes each read of a file by step)."""
+    import numpy as np
+
+    if len(steps) < 2:
+        return None
+    down = np.diff(steps) < 0
+    starts = np.cumsum(lengths)[:-1]  # where each run after the first begins
+    down[starts[starts > 0] - 1] = False  # a run may start below the last one's end
+    if not down.any():
+        return None
+    run = np.repeat(np.arange(len(lengths)), lengths)
+    return np.lexsort((steps, run))  # stable: equal keys keep their order
 
 
 def plot_kl(store: "Reader", *, runs: str | None = None, threshold: float | None = None,
