@@ -48,11 +48,14 @@ def profile(con, sql: str, params: dict | None) -> dict:
     d = json.loads(text)
     d = d[0] if isinstance(d, list) else d
     ops: list[tuple[float, str, str]] = []
+    files_read = 0
 
     def walk(node: dict) -> None:
+        nonlocal files_read
         extra = node.get("extra_info") or {}
         what = extra.get("Function", "") if isinstance(extra, dict) else ""
         files = extra.get("Total Files Read", "") if isinstance(extra, dict) else ""
+        files_read += int(files or 0)
         name = node.get("name", "")
         what = "" if what == name else what
         ops.append((node.get("timing", 0.0), name, f"{what} ({files} files)".strip()
@@ -68,7 +71,7 @@ def profile(con, sql: str, params: dict | None) -> dict:
             "optimize": d["optimizer"]["total_time"],
             "physical": d["physical_planner"]["total_time"],
             "run": d["query"]["total_time"] - planning,
-            "files": sum(int(o[2].split("(")[1].split()[0]) for o in ops if "files)" in o[2]),
+            "files": files_read,
             "top": [o for o in sorted(ops, reverse=True)[:3] if o[0] >= 0.0001]}
 
 
