@@ -372,6 +372,43 @@ def test_read_ahead_and_background_commits_store_what_inline_does(
     assert seen["2"] == seen["0"]
 
 
+def test_small_tables_are_compacted_as_an_ingest_publishes(
+        awkward_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ingest that publishes many snapshots leaves a table under `SMALL_TABLE_BYTES` with
+    at most `SMALL_COMPACT_FILES` files, as the Delta logs themselves list them; with the size
+    rule off every table keeps a file per snapshot that wrote it; both stores hold the same
+    rows."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    from runstore.storage import writer
+
+    monkeypatch.setenv("RUNSTORE_BATCH_ROWS", "2000")
+    monkeypatch.delenv("RUNSTORE_COMPACT_FILES", raising=False)
+    seen = {}
+    for rule in ("on", "off"):
+        if rule == "off":
+            monkeypatch.setattr(writer, "SMALL_TABLE_BYTES", 0)
+        store = runstore.open(tmp_path / f"store-{rule}")
+        report = store.ingest([awkward_tree])
+        assert report.snapshots > writer.SMALL_COMPACT_FILES + 1
+        files = {}
+        for name in store.manifest().tables:
+            path = tmp_path / f"store-{rule}" / "tables" / name
+            if (path / "_delta_log").exists():
+                actions = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True))
+                actions = actions.to_pydict()
+                files[name] = (len(actions["path"]), sum(actions["size_bytes"]))
+        seen[rule] = (all_rows(store), files)
+    assert seen["on"][0] == seen["off"][0]
+    small = {n for n, (_, size) in seen["off"][1].items() if size < (1 << 20)}
+    assert {"runs", "metric_keys", "checkpoints"} <= small
+    for name in small:
+        assert seen["on"][1][name][0] <= writer.SMALL_COMPACT_FILES, name
+    # Without the rule the small tables had more files than that (a file per snapshot).
+    assert all(seen["off"][1][n][0] > writer.SMALL_COMPACT_FILES for n in ("runs", "metric_keys"))
+
+
 def test_ingest_leaves_the_cycle_collector_as_it_found_it(small_tree: Path, store_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     # The ingest pauses it (docs/benchmarks.md); a caller's setting must survive, errors too.

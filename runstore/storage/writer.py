@@ -24,8 +24,9 @@ Contract:
 * `delete(table, predicate)` stages a Delta delete: `predicate` is a sqlglot condition
   (`rows_where`), rendered as SQL text only when the delete runs; `append(table, data)`
   stages Arrow rows. `commit` applies what is staged (two tables at a time), writes the
-  ledger, and publishes. Tables whose file count passes `COMPACT_FILES` are compacted (and
-  their Delta log checkpointed) at commit time; `compact()` does it on demand. Every file a
+  ledger, and publishes. Tables whose file count passes `COMPACT_FILES`, or
+  `SMALL_COMPACT_FILES` for a table under `SMALL_TABLE_BYTES`, are compacted (and their Delta
+  log checkpointed) at commit time; `compact()` does it on demand. Every file a
   commit writes gets its content hash in the snapshot; a commit whose delete or compaction
   read a file that no longer matches its hash publishes nothing (integrity.py). New files
   are laid out by layout.py.
@@ -67,7 +68,29 @@ else:  # imported on first use: opening a snapshot for a query needs none of it
     from ..lazy import pyarrow as pa
 
 COMPACT_FILES = 32  # $RUNSTORE_COMPACT_FILES overrides it (tests use it to compact often)
+# A table under SMALL_TABLE_BYTES is compacted once it has more than SMALL_COMPACT_FILES files:
+# every scan of a table opens each of its files, which for a small table (a row per run or
+# per run and key) costs more than reading its rows, and an ingest that publishes a snapshot
+# every few million rows writes a file into each table each time (docs/benchmarks.md).
+SMALL_TABLE_BYTES = 1 << 20
+SMALL_COMPACT_FILES = 4
 COMMIT_THREADS = 2  # tables written at once by a commit
+
+
+def _should_compact(dt: Any) -> bool:
+    """Whether a commit compacts this Delta table: past `COMPACT_FILES` files (or
+    `$RUNSTORE_COMPACT_FILES`, which then decides alone), or past `SMALL_COMPACT_FILES`
+    when its live files add up to less than `SMALL_TABLE_BYTES`."""
+    n = len(dt.file_uris())
+    override = os.environ.get("RUNSTORE_COMPACT_FILES")
+    if override:
+        return n > int(override)
+    if n > COMPACT_FILES:
+        return True
+    if n <= SMALL_COMPACT_FILES:
+        return False
+    sizes = pa.table(dt.get_add_actions(flatten=True)).column("size_bytes")
+    return sum(sizes.to_pylist()) < SMALL_TABLE_BYTES
 
 
 def rows_where(**columns: Any) -> "exp.Condition":
@@ -327,8 +350,7 @@ class Writer:
                 self.rows_added[name] = self.rows_added.get(name, 0) + data.num_rows
             pause_point("write")
             dt = delta_table(path)
-            if len(dt.file_uris()) > int(os.environ.get("RUNSTORE_COMPACT_FILES")
-                                         or COMPACT_FILES):
+            if _should_compact(dt):
                 dt.optimize.compact(writer_properties=writer_properties(name))
                 dt = delta_table(path)
                 dt.create_checkpoint()
