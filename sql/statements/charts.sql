@@ -22,12 +22,12 @@ order by r.run_name, list_position($keys, m.key), m.step
 -- name: kl_series
 -- KL per step of the runs `$runs` matches, from `kl_steps` (the KL merge rules live there):
 -- one row per run that logs KL, its steps and v1, v2 values as three lists of one order,
--- `flagged` when any step is over the threshold, and the `kl_threshold` setting; unflagged
--- runs first, then by name. One statement, so names and steps come from one snapshot. The
--- lists are not sorted by step here (a sorted list aggregate costs more than the rest of
--- the statement): the caller sorts a run whose steps are out of order
--- (runstore.present.charts.metrics.kl_series), and rows come out of the table in the order
--- the ingest wrote them, by step within each of its reads.
+-- `flagged` when any step is over the threshold, and the `kl_threshold` setting. One
+-- statement, so names and steps come from one snapshot. Neither the runs nor the lists are
+-- sorted here (a sorted list aggregate, or an ORDER BY carrying the lists, costs more than
+-- the caller's sort): runstore.present.charts.metrics.kl_series puts unflagged runs first,
+-- then by name, and sorts a run whose steps are out of order (rows come out of the table in
+-- the order the ingest wrote them, by step within each of its reads).
 with per_run as (
     select run_id, list(step) as steps, list(v1) as v1, list(v2) as v2,
            bool_or(is_over) as flagged
@@ -39,7 +39,6 @@ select r.run_name, p.flagged, p.steps, p.v1, p.v2,
 from per_run as p
 join runs as r on r.run_id = p.run_id
 where ($runs is null or r.run_name glob $runs)
-order by p.flagged, r.run_name
 
 -- name: reward_series
 -- reward_trends per run and step.

@@ -99,21 +99,34 @@ def kl_series(store: "Reader", runs: str | None = None,
     params: dict[str, Any] = {"runs": runs}
     if threshold is not None:
         params["kl_threshold"] = threshold
-    per_run = store.arrow(named("charts.kl_series"), params)  # one row per run, in order
-    lengths = pc.list_value_length(per_run.column("steps")).to_numpy(zero_copy_only=False)
-    columns = {c: pc.list_flatten(per_run.column(c)) for c in ("steps", "v1", "v2")}
-    order = step_order(columns["steps"].to_numpy(), lengths)
-    if order is not None:
-        taken = pa.array(order)
+    per_run = store.arrow(named("charts.kl_series"), params)  # one row per run
+    # Unflagged runs first, then by name: ordered here, where the 100-odd rows are sorted by
+    # two keys and each run's values are sliced without a copy (DuckDB's ORDER BY would
+    # carry the lists through its sort).
+    runs_order = pc.sort_indices(per_run.select(["flagged", "run_name"]),
+                                 sort_keys=[("flagged", "ascending"), ("run_name", "ascending")])
+    order = runs_order.to_numpy()
+    stored = pc.list_value_length(per_run.column("steps")).to_numpy(zero_copy_only=False)
+    starts = np.cumsum(stored) - stored
+    columns = {}
+    for c in ("steps", "v1", "v2"):
+        values = pc.list_flatten(per_run.column(c))
+        columns[c] = pa.chunked_array(
+            [piece for i in order for piece in values.slice(starts[i], stored[i]).chunks],
+            type=values.type)
+    lengths = stored[order]
+    steps_in_order = step_order(columns["steps"].to_numpy(), lengths)
+    if steps_in_order is not None:
+        taken = pa.array(steps_in_order)
         columns = {c: values.take(taken) for c, values in columns.items()}
     n = int(lengths.sum())
     value = per_run.column("threshold")[0].as_py() if per_run.num_rows else None
-    which = pa.array(np.repeat(np.arange(per_run.num_rows, dtype=np.int32), lengths))
+    which = pa.array(np.repeat(order.astype(np.int32), lengths))
+    flagged = per_run.column("flagged").to_numpy(zero_copy_only=False).astype(bool)
     return pa.table({
         "run_name": per_run.column("run_name").take(which),
         "step": columns["steps"], "v1": columns["v1"], "v2": columns["v2"],
-        "flagged": pa.array(np.repeat(per_run.column("flagged").to_numpy(zero_copy_only=False)
-                                      .astype(bool), lengths)),
+        "flagged": pa.array(np.repeat(flagged[order], lengths)),
         "threshold": pa.array(np.full(n, np.nan if value is None else value))})
 
 
