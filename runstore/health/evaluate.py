@@ -95,14 +95,12 @@ def check_query(rules: Sequence[Rule], *, runs: str | None = None,
         "rule_op": [r.op for r in rules],
         "rule_value": [r.value for r in rules],
         "key_rule": [], "key_series": [], "key_name": [], "key_pref": [],
-        "kl_rule": [], "kl_v1": [], "kl_v2": [], "klk_rule": [], "klk_name": [],
+        "rule_v1": [], "rule_v2": [], "klk_rule": [], "klk_name": [],
     }
     for i, r in enumerate(rules):
         columns = {KL_COLUMNS[keys] for keys in r.families if keys in KL_COLUMNS}
-        if columns:
-            params["kl_rule"].append(i)
-            params["kl_v1"].append("v1" in columns)
-            params["kl_v2"].append("v2" in columns)
+        params["rule_v1"].append("v1" in columns)
+        params["rule_v2"].append("v2" in columns)
         for s, keys in enumerate(r.families):
             if keys in KL_COLUMNS:
                 params["klk_rule"] += [i] * len(keys)
@@ -122,7 +120,7 @@ def check_query(rules: Sequence[Rule], *, runs: str | None = None,
         params["since_step"] = since_step
     if runs is not None:
         params["runs"] = runs
-    metrics_used, kl_used = bool(params["key_name"]), bool(params["kl_rule"])
+    metrics_used, kl_used = bool(params["key_name"]), bool(params["klk_name"])
     unused = [] if metrics_used else ["key_rule", "key_series", "key_name", "key_pref", "keys"]
     floor = None if every_run or not kl_used else kl_floor(rules)
     if kl_used:
@@ -130,7 +128,7 @@ def check_query(rules: Sequence[Rule], *, runs: str | None = None,
         if floor is not None:
             params["kl_floor"] = floor
     else:
-        unused += ["kl_rule", "kl_v1", "kl_v2", "klk_rule", "klk_name"]
+        unused += ["klk_rule", "klk_name"]
     for name in unused:  # their relations are left out of the statement
         del params[name]
     sql = check_statement(metrics_used, kl_used, since_step is not None, runs is not None,

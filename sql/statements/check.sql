@@ -1,13 +1,12 @@
 -- runstore check: every health rule over live metrics, in one statement (runstore.health).
 --
--- Rules travel as bound lists, unnested into the `rules`, `rule_keys` and `kl_rules`
+-- Rules travel as bound lists, unnested into the `rules`, `rule_keys` and `kl_keys`
 -- relations, so no name or number from a user is ever part of this text:
 --   $rule_idx, $rule_name, $rule_op, $rule_value   one entry per rule
+--   $rule_v1, $rule_v2                             whether the rule reads KL v1, v2
 --   $key_rule, $key_series, $key_name, $key_pref   one per stored key of a non-KL series
 --   $keys                                          those keys again, as one filter
---   $kl_rule, $kl_v1, $kl_v2                       one per rule that reads a KL family, and
---                                                  which families (v1, v2) it reads
---   $klk_rule, $klk_name, $kl_keys                 the stored keys of those families
+--   $klk_rule, $klk_name, $kl_keys                 the stored keys of the rules' KL families
 --   $kl_floor, $since_step, $runs                  the optional narrowing and filters
 -- A KL family is read from `metric_kl`, the KL values the ingest merged (the merge rules live
 -- in statement `summaries.metric_kl`, which `kl_steps` reads too); every other series from
@@ -21,17 +20,14 @@
 -- name: check
 with rules as (
     select unnest($rule_idx) as rule_idx, unnest($rule_name) as rule,
-           unnest($rule_op) as op, unnest($rule_value) as threshold
+           unnest($rule_op) as op, unnest($rule_value) as threshold,
+           unnest($rule_v1) as use_v1, unnest($rule_v2) as use_v2
 ),
 rule_keys as (
     -- Which stored keys feed which rule: `series` numbers the rule's metrics, `pref` orders the
     -- spellings of one family (0 is `optim/...`, the one used when a step logs both).
     select unnest($key_rule) as rule_idx, unnest($key_series) as series,
            unnest($key_name) as key, unnest($key_pref) as pref
-),
-kl_rules as (
-    -- The rules that read a KL family, and which `metric_kl` columns they read.
-    select unnest($kl_rule) as rule_idx, unnest($kl_v1) as use_v1, unnest($kl_v2) as use_v2
 ),
 metric_values as (
     -- One value per (run, step, rule, series): the preferred spelling's live value, NaN kept.
@@ -58,17 +54,16 @@ kl_values as (
     -- extreme non-NaN of them in the direction of the rule's comparison, which compares true
     -- exactly when one of them does (NaN when all are NaN: it never fires, and the step still
     -- counts).
-    select k.run_id, k.step, s.rule_idx,
+    select k.run_id, k.step, r.rule_idx,
            coalesce(case when r.op in ('>', '>=')
-                         then greatest(case when s.use_v1 and not isnan(k.v1) then k.v1 end,
-                                       case when s.use_v2 and not isnan(k.v2) then k.v2 end)
-                         else least(case when s.use_v1 and not isnan(k.v1) then k.v1 end,
-                                    case when s.use_v2 and not isnan(k.v2) then k.v2 end) end,
+                         then greatest(case when r.use_v1 and not isnan(k.v1) then k.v1 end,
+                                       case when r.use_v2 and not isnan(k.v2) then k.v2 end)
+                         else least(case when r.use_v1 and not isnan(k.v1) then k.v1 end,
+                                    case when r.use_v2 and not isnan(k.v2) then k.v2 end) end,
                     'NaN'::double) as value
     from metric_kl as k
-    cross join kl_rules as s
-    join rules as r on r.rule_idx = s.rule_idx
-    where (s.use_v1 and k.v1 is not null) or (s.use_v2 and k.v2 is not null)
+    cross join rules as r
+    where (r.use_v1 and k.v1 is not null) or (r.use_v2 and k.v2 is not null)
 ),
 picked as (
     select run_id, step, rule_idx, value from metric_values

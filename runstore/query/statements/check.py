@@ -55,7 +55,7 @@ def build_statement(metrics_used: bool, kl_used: bool, since_step: bool, runs: b
     # Only the branches of `picked` that some rule reads, with their relations: an unused
     # branch would still scan its table.
     used = {"metric_values": metrics_used, "kl_values": kl_used}
-    inputs = {"metric_values": ["rule_keys"], "kl_values": ["kl_rules", "kl_keys", "keys"]}
+    inputs = {"metric_values": ["rule_keys"], "kl_values": ["kl_keys", "keys"]}
     selects = [exp.select("run_id", "step", "rule_idx", "value").from_(name)
                for name, is_used in used.items() if is_used]
     ctes["picked"].set("this", selects[0] if len(selects) == 1
