@@ -3,12 +3,13 @@
 Contract: `evaluate(store, rules)` runs every rule (rules.py) over the `metrics` view (live
 values only: the latest write of each step, no `pre_resume` copies), KL families over the
 `metric_kl` table their merge rules filled at ingest (the values `kl_steps` shows), in one
-statement (`query.statements.check`, from `sql/statements/check.sql`), and returns one row per (run, rule) that fires: `run_name,
-rule, first_step, last_step, steps_over, longest_streak, peak, latest, status` (plus
-`run_id` for callers that track runs; `status` is `run_status`'s, as of the query). Trend
-rules (`drop`, `rise`, `stale`: trends.py) in the same list are evaluated beside that
-statement and merged into the same rows, ordered by run name, then rule order; a list of
-threshold rules alone imports neither polars nor pyarrow.compute.
+statement (`query.statements.check`, from `sql/statements/check.sql`), and returns one row
+per (run, rule) that fires: `run_name, rule, first_step, last_step, steps_over,
+longest_streak, peak, latest, status` (plus `run_id` for callers that track runs; `status`
+is `run_status`'s, as of the query). Trend rules (`drop`, `rise`, `stale`: trends.py) in the
+same list are evaluated beside that statement and merged into the same rows, ordered by run
+name, then rule order; a list of threshold rules alone imports neither polars nor
+pyarrow.compute.
 `check(store, ...)` is `runstore check`: it chooses the rules (config.py), refuses a rule
 whose metric no run in the store has logged (`keys.UnknownKey`, naming the closest logged
 keys; the default KL rule excepted) and returns a `CheckResult` whose `summary()` is one
