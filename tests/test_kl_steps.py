@@ -237,25 +237,19 @@ def test_random_histories_fast_paths_match_the_oracle(tmp_path_factory: pytest.T
     assert_same_rows(fast, {k: v for k, v in oracle.kl_health(root, threshold).items()
                             if v["flagged"]})
     store.set_setting("kl_threshold", threshold)
-    for rule in (kl_rule(threshold), kl_rule(threshold * 2)):
-        got, slow = check_paths(store, [rule])
-        assert_same_lists(got, slow)
-        want = oracle.check_rule(root, rule.metrics, rule.op, rule.value)
-        assert {r["run_name"]: (r["first_step"], r["last_step"], r["steps_over"],
-                                r["longest_streak"]) for r in got} == \
-            {k: (v["first_step"], v["last_step"], v["steps_over"], v["longest_streak"])
-             for k, v in want.items()}
-    # One family, the other ops, KL and another metric in one rule, several rules at once:
-    # each rule's fired rows against the oracle.
+    # The default rule alone at two thresholds; then one family, the other ops, KL and
+    # another metric in one rule, several rules at once: each rule's fired rows against the
+    # oracle.
     mixed = [Rule((KL_METRICS[1],), ">=", threshold), Rule((KL_METRICS[0],), "<", threshold),
              Rule(KL_METRICS, "<=", threshold / 2), kl_rule(threshold),
              Rule((KL_METRICS[0], "optim/entropy"), ">", threshold * 2)]
-    got, slow = check_paths(store, mixed)
-    assert_same_lists(got, slow)
-    for i, rule in enumerate(mixed):
-        want = oracle.check_rule(root, rule.metrics, rule.op, rule.value)
-        assert {r["run_name"]: (r["first_step"], r["last_step"], r["steps_over"],
-                                r["longest_streak"]) for r in got if r["rule_idx"] == i} == \
-            {k: (v["first_step"], v["last_step"], v["steps_over"], v["longest_streak"])
-             for k, v in want.items()}, rule
+    for rules in ([kl_rule(threshold)], [kl_rule(threshold * 2)], mixed):
+        got, slow = check_paths(store, rules)
+        assert_same_lists(got, slow)
+        for i, rule in enumerate(rules):
+            want = oracle.check_rule(root, rule.metrics, rule.op, rule.value)
+            assert {r["run_name"]: (r["first_step"], r["last_step"], r["steps_over"],
+                                    r["longest_streak"]) for r in got if r["rule_idx"] == i} == \
+                {k: (v["first_step"], v["last_step"], v["steps_over"], v["longest_streak"])
+                 for k, v in want.items()}, rule
     shutil.rmtree(base)
