@@ -103,18 +103,19 @@ def kl_series(store: "Reader", runs: str | None = None,
     # Unflagged runs first, then by name: ordered here, where the 100-odd rows are sorted by
     # two keys and each run's values are sliced without a copy (DuckDB's ORDER BY would
     # carry the lists through its sort).
-    runs_order = pc.sort_indices(per_run.select(["flagged", "run_name"]),
-                                 sort_keys=[("flagged", "ascending"), ("run_name", "ascending")])
-    order = runs_order.to_numpy()
-    stored = pc.list_value_length(per_run.column("steps")).to_numpy(zero_copy_only=False)
-    starts = np.cumsum(stored) - stored
+    order = pc.sort_indices(per_run.select(["flagged", "run_name"]),
+                            sort_keys=[("flagged", "ascending"),
+                                       ("run_name", "ascending")]).to_numpy()
+    # Each row's number of steps, and where its values start once the lists are flattened.
+    counts = pc.list_value_length(per_run.column("steps")).to_numpy(zero_copy_only=False)
+    starts = np.cumsum(counts) - counts
     columns = {}
     for c in ("steps", "v1", "v2"):
         values = pc.list_flatten(per_run.column(c))
         columns[c] = pa.chunked_array(
-            [piece for i in order for piece in values.slice(starts[i], stored[i]).chunks],
+            [piece for i in order for piece in values.slice(starts[i], counts[i]).chunks],
             type=values.type)
-    lengths = stored[order]
+    lengths = counts[order]
     steps_in_order = step_order(columns["steps"].to_numpy(), lengths)
     if steps_in_order is not None:
         taken = pa.array(steps_in_order)
