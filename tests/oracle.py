@@ -225,10 +225,18 @@ def layout_of(run: Path) -> str:
 
 
 def has_final_checkpoint(run: Path) -> bool:
+    """A record named `final`, or whose `final` is true: JSON true, the integer 1, or the
+    text `true` in any case with spaces around (the checkpoints normalizer's coercions)."""
     ck = run / "checkpoints.jsonl"
     if not ck.is_file():
         return False
-    return any(isinstance(o, dict) and (o.get("name") == "final" or o.get("final") is True)
+
+    def final(o: Any) -> bool:
+        v = o.get("final")
+        return (v is True or (type(v) is int and v == 1)
+                or (isinstance(v, str) and v.strip().lower() == "true"))
+
+    return any(isinstance(o, dict) and (o.get("name") == "final" or final(o))
                for _, o in complete_lines(ck))
 
 

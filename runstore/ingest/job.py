@@ -3,9 +3,9 @@
 Contract: a `Job` holds the writer, the ledger being updated and the report being counted.
 `tasks(runs)` yields one `FileTask` per file of every run, in order; `run(rd, ahead)` stages
 the results of one run's files (taken in order from the read-ahead) and its `runs` row (its
-name, layout, kind and config fields, code diff, status: `completed` once a final checkpoint
-is written, `running` while a file changed in the last `RUNNING_WINDOW_S` seconds, else
-`idle`), counting the run as new, updated or unchanged; an interrupt between two files stops
+name, layout, kind and config fields, code diff, final checkpoint and largest
+`progress/done_frac` (progress.py), status: `completed` once a final checkpoint is written,
+`running` while a file changed in the last `RUNNING_WINDOW_S` seconds, else `idle`), counting the run as new, updated or unchanged; an interrupt between two files stops
 it there, the run's row still staged. `mark_missing(seen)` marks runs whose directory is
 gone. `commit(final=, background=)` publishes a snapshot of what is staged (the ledger and
 report taken at that moment, so they match its rows exactly), in a background thread while
@@ -26,6 +26,7 @@ from ..storage.manifest import Manifest, Root
 from ..storage.snapshot import read_table
 from ..storage.writer import Writer, rows_where
 from . import parse as jsonl
+from . import progress
 from .discover import RunDir, SourceFile
 from .interrupts import Interrupts
 from .normalize import config
@@ -43,8 +44,11 @@ class Job:
 
     def __init__(self, root: Root, w: Writer, led: Ledger, report: IngestReport,
                  on_warning: Callable[[str], None] | None, now: float,
-                 interrupts: Interrupts):
+                 interrupts: Interrupts, *, ledger_changed: bool = False):
         self.root, self.w, self.led, self.report = root, w, led, report
+        # The ledger differs from the snapshot's before anything is staged (progress.seed):
+        # the final commit publishes it even when no run changed.
+        self.ledger_changed = ledger_changed
         self.on_warning = on_warning
         self.now = now
         self.interrupts = interrupts
@@ -86,7 +90,8 @@ class Job:
                 changed = True
                 break
         newest = max((f.mtime_ns for f in rd.files), default=0)
-        status = self._status(run_id, newest)
+        facts = progress.columns(self.led, run_id)
+        status = self._status(facts["final_checkpoint"], newest)
         prev_status = prev.state.get("status") if prev else None
         if prev is None:
             self.report.runs_new += 1
@@ -100,22 +105,21 @@ class Job:
                            kind=RUN_KIND,
                            state={"run_name": run_name, "run_path": rd.path, "layout": rd.layout,
                                   "status": status}))
-        self.run_rows.append(self._run_row(rd, run_id, run_name, status, newest))
+        self.run_rows.append(self._run_row(rd, run_id, run_name, status, newest, facts))
         if prev is not None:
             self.replace_runs.append(run_id)
 
-    def _status(self, run_id: str, newest_ns: int) -> str:
+    def _status(self, final_checkpoint: bool, newest_ns: int) -> str:
         # A final checkpoint beats fresh mtimes: a copied tree of finished runs is not running.
         # (The run_status view applies the same rule at query time, and also `done_frac`.)
-        ck = self.led.get(run_id, "checkpoints.jsonl")
-        if ck is not None and ck.state.get("final"):
+        if final_checkpoint:
             return "completed"
         if newest_ns and self.now - newest_ns / 1e9 < RUNNING_WINDOW_S:
             return "running"
         return "idle"
 
     def _run_row(self, rd: RunDir, run_id: str, run_name: str, status: str,
-                 newest_ns: int) -> dict[str, Any]:
+                 newest_ns: int, facts: dict[str, Any]) -> dict[str, Any]:
         info: dict[str, Any] = {}
         code_diff = None
         # Problems with these files were reported when the files themselves were read.
@@ -145,6 +149,7 @@ class Job:
             "source_updated_at": (datetime.fromtimestamp(newest_ns / 1e9, timezone.utc)
                                   if newest_ns else None),
             "ingested_at": datetime.now(timezone.utc),
+            **facts,
         }
 
     def _stored_config(self, run_id: str) -> dict[str, Any] | None:
@@ -228,9 +233,10 @@ class Job:
         if not self.w.dirty and not final:
             return
         if not self.w.dirty and final and self.report.runs_new == self.report.runs_updated == 0 \
-                and self.report.runs_missing == 0:
+                and self.report.runs_missing == 0 and not self.ledger_changed:
             return  # nothing changed: publish nothing (a no-op ingest writes no file)
         ledger = self.led.to_arrow()
+        self.ledger_changed = False
         last_ingest = {"at": datetime.now(timezone.utc).isoformat(), **self.report.to_dict()}
         self.report.snapshots += 1
         if not background:

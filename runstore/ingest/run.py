@@ -41,10 +41,12 @@ from ..errors import NoRuns, SourceNotFound
 from ..storage import ledger, migrate, schema
 from ..storage.location import Location, location
 from ..storage.manifest import Root, manifest_paths
+from ..storage.snapshot import read_table
 from ..storage.writer import writer
 from .discover import RunDir, discover, run_holding
 from .interrupts import Interrupts, ingest_interrupted
 from .job import Job
+from .progress import seed as seed_progress
 from .readahead import ReadAhead
 from .report import NO_RUNS_HINT, IngestReport, Progress
 
@@ -95,11 +97,13 @@ def ingest(root: Root, paths: Iterable[str | os.PathLike[str]], *,
             migrate.apply(w)
             assert w.manifest is not None
             led = ledger.read(root, w.manifest)
+            manifest = w.manifest
+            seeded = seed_progress(led, lambda table: read_table(root, manifest, table))
             runs, empty = _discover_all(roots)
             report.empty_paths = [given[i] for i in empty]
             report.runs_total = len(runs)
             job = Job(root, w, led, report, on_warning, now if now is not None else time.time(),
-                      interrupts)
+                      interrupts, ledger_changed=seeded)
             interrupts.defer()  # from here a signal stops at the next whole file
             try:
                 with ReadAhead(job.tasks(runs), threads) as ahead:

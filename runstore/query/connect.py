@@ -9,7 +9,9 @@ lists (DuckDB's own Parquet scan, never a directory glob, NaN never ruled out by
 statistics; columns a later migration added read as typed nulls, and a table with no file
 yet is a typed view of no rows; a summary the ingest keeps beside `metrics_raw` (`DERIVED`)
 that the snapshot lacks, or lacks columns of, is a view computing it from `metrics_raw`:
-sql/statements/summaries.sql), `settings` a view of the settings this query sees
+sql/statements/summaries.sql), `runs` stored before the ingest kept each run's final
+checkpoint and largest `progress/done_frac` joined with the statement computing them
+(`PROGRESS`), `settings` a view of the settings this query sees
 (`storage.settings.merged`: a param named like a setting overrides it), and every canned
 view (`views.py`) after what it depends on. Everything is a view, nothing a base table, so
 no statement can change what a later query sees. `cursor()` gives one query its own cursor
@@ -41,6 +43,10 @@ from .statements import named
 from .views import View, view_files, parsed
 
 SETTINGS = "settings"
+# The `runs` columns the ingest keeps from a run's checkpoints and per-key summary, and the
+# statement computing them for a snapshot written before it kept them.
+PROGRESS = ("final_checkpoint", "done_frac")
+PROGRESS_STATEMENT = "summaries.run_progress"
 # Summaries of `metrics_raw` kept at ingest, and the statement computing each for a snapshot
 # written before (some of) it was kept.
 DERIVED = {"metric_keys": "summaries.metric_keys", "metric_steps": "summaries.metric_steps",
@@ -152,6 +158,9 @@ class Database:
             if missing and name in DERIVED:
                 self._derived(name)  # a summary column no stored row has: computed
                 return
+            if name == "runs" and {c for c, _ in missing} >= set(PROGRESS):
+                rel = self._with_progress(rel)
+                missing = [(c, t) for c, t in missing if c not in PROGRESS]
             if missing:
                 # Columns a later migration added, which no live file has yet: nulls of the
                 # column's type, so queries see the current schema.
@@ -163,6 +172,23 @@ class Database:
                 f"reading table {name} of the store failed: {one_line(e)}. If it "
                 "happens again, run `runstore repair --check`.")
             raise damaged from e
+
+    def _with_progress(self, runs: Any) -> Any:
+        # `runs` rows stored before the ingest kept a run's progress: the columns computed
+        # from the run's checkpoints and per-key summary, as the ingest keeps them
+        # (statement `summaries.run_progress`), so `run_status` reads the same either way.
+        import duckdb
+
+        for name in ("checkpoints", "metric_keys"):
+            if name not in self._made:
+                self._table(name)
+                self._made.add(name)
+        joined = runs.join(self.con.sql(named(PROGRESS_STATEMENT)), "run_id", how="left")
+        final = duckdb.CoalesceOperator(duckdb.ColumnExpression("final_checkpoint"),
+                                        duckdb.ConstantExpression(False))
+        return joined.project(*[duckdb.ColumnExpression(c) for c in runs.columns],
+                              final.alias("final_checkpoint"),
+                              duckdb.ColumnExpression("done_frac"))
 
     def _derived(self, name: str) -> None:
         # A summary this snapshot does not hold (whole): computed from `metrics_raw`, as the

@@ -93,6 +93,10 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("n_metric_rows", I64, "lines read from metrics.jsonl (including superseded ones)"),
         ("source_updated_at", TS, "newest modification time of any source file of the run"),
         ("ingested_at", TS, "when this row was written"),
+        ("final_checkpoint", BOOL, "true when `checkpoints.jsonl` holds a final checkpoint "
+                                   "(`final` true or the name `final`)"),
+        ("done_frac", F64, "largest non-NaN `progress/done_frac` logged in `metrics.jsonl` (any "
+                           "write, superseded ones too; null when it logs none)"),
     ],
     "config": [
         ("run_id", STR, "run"),
@@ -305,7 +309,8 @@ SUMMARY_TABLES = frozenset({"metric_keys", "metric_steps", "metric_kl"})
 
 TABLE_DOCS: dict[str, str] = {
     "runs": "One row per run directory. Sources: `config.json`, `code.diff`, the ledger of the "
-            "run's files (status, last step, modification times).",
+            "run's files (status, last step, modification times, final checkpoint, largest "
+            "`progress/done_frac`).",
     "config": "One row per leaf of `config.json`, nested keys flattened with dots.",
     "metrics_raw": "One row per (line, key) of `metrics.jsonl` and its `metrics.jsonl.pre_resume_*` "
                    "copies, as written. The `metrics` view keeps the live value per (run, step, key).",

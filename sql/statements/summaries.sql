@@ -3,7 +3,8 @@
 -- snapshot written before the ingest kept them, or kept some of their columns
 -- (runstore.query.connect). Each stored file is summarised whole here, so every row's
 -- `steps_exact` is true. The next ingest (or `runstore migrate`) stores them, and queries
--- stop scanning for them.
+-- stop scanning for them. Last, `run_progress`: the two columns of `runs` the ingest keeps
+-- from the run's checkpoints and per-key summary.
 
 -- name: metric_keys
 select run_id, source_id, key, coalesce(pre_resume, false) as pre_resume,
@@ -50,3 +51,23 @@ from (
 )
 where v1 is not null or v2 is not null
 order by run_id, source_id, step
+
+-- name: run_progress
+-- Per run with a checkpoint or a per-key summary row: `runs.final_checkpoint` (a checkpoint
+-- record with `final` true or the name `final`) and `runs.done_frac` (the largest non-NaN
+-- `progress/done_frac` of the live metrics file, any write counting: `metric_keys.max_value`
+-- is each read's largest). The ingest keeps both on the `runs` row from its ledger states
+-- (runstore.ingest.progress, which holds itself to this statement); migration
+-- 0006_run_progress fills them for the rows stored before, and the query layer joins this to
+-- `runs` for a snapshot written before them (runstore.query.connect). A run with neither
+-- is not listed: its `final_checkpoint` is false and its `done_frac` null.
+select coalesce(f.run_id, p.run_id) as run_id,
+       coalesce(f.final_checkpoint, false) as final_checkpoint,
+       p.done_frac
+from (select run_id, bool_or(coalesce(final, false) or name = 'final') as final_checkpoint
+      from checkpoints
+      group by run_id) as f
+full join (select run_id, max(max_value) as done_frac
+           from metric_keys
+           where key = 'progress/done_frac' and not pre_resume
+           group by run_id) as p on p.run_id = f.run_id

@@ -19,6 +19,7 @@ import json
 from typing import Any, Iterable
 
 from ...numbers import fits_int64, int64_from_digits
+from .. import progress
 from .base import Batch, Context, Output, clean_str as _clean_str, json_text as _json_text
 
 __all__ = ["Checkpoints", "normalize", "KNOWN_KEYS"]
@@ -107,16 +108,14 @@ def normalize(records: Iterable[tuple[int, Any]], ctx: Context) -> dict[str, lis
 
 class Checkpoints:
     """checkpoints.jsonl → `checkpoints`; the ledger state remembers a final checkpoint
-    (`final`: the run's status is `completed`)."""
+    (`final`, ingest/progress.py: the run's status is `completed`)."""
 
     kinds = ("checkpoints",)
     tables = ("checkpoints",)
 
     def normalize(self, batch: Batch) -> Output:
         out = Output()
-        recs = list(batch.records())
-        out.rows(normalize(recs, batch.ctx))
-        if any(isinstance(o, dict) and (o.get("name") == "final" or o.get("final") is True)
-               for _, o in recs):
-            batch.state["final"] = True
+        rows = normalize(batch.records(), batch.ctx)
+        out.rows(rows)
+        progress.note_checkpoints(batch.state, rows["checkpoints"])
         return out

@@ -16,8 +16,8 @@ is in one `metric_kl` row, and that row is the merge of all the file's writes of
 The merge is the statement `summaries.metric_kl` (sql/statements/summaries.sql), run by
 DuckDB over the chunk's KL rows: the very text the query layer runs over all of
 `metrics_raw` for a snapshot written before this table existed, so the rules have one home.
-The DuckDB it runs in is in memory with external access off: it reads the Arrow rows it is
-given and nothing else.
+It runs in the ingest's in-memory DuckDB with external access off (ingest/statements.py): it
+reads the Arrow rows it is given and nothing else.
 
 The last KL step so far is read from `state` before `metric_keys.summarize` updates it:
 `key_last` (each key's last step, kept by metric_keys.py) where the ledger has it, else the
@@ -31,7 +31,6 @@ migration that adds the table): each file's KL rows, then the merge over all of 
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any, Iterable
 
 if TYPE_CHECKING:
@@ -45,9 +44,6 @@ KEYS = ("optim/kl_sample_train_v1", "optim/kl_sample_train_v2",
         "kl_sample_train_v1", "kl_sample_train_v2")
 COLUMNS = ("run_id", "source_id", "key", "step", "value", "seq", "pre_resume")
 
-_con: Any = None
-_lock = threading.Lock()
-
 
 def _kl_rows(rows: "pa.Table") -> "pa.Table":
     import pyarrow as pa
@@ -59,21 +55,10 @@ def _kl_rows(rows: "pa.Table") -> "pa.Table":
 
 def _merge(kl: "pa.Table") -> "pa.Table":
     """The statement over these KL rows, as a `metric_kl` table."""
-    import duckdb
-
-    from ...resources import statement
     from ...storage import schema
+    from .. import statements
 
-    global _con
-    with _lock:  # one in-memory database; each merge its own cursor (thread-safe that way)
-        if _con is None:
-            _con = duckdb.connect(":memory:", config={"enable_external_access": False})
-        cur = _con.cursor()
-    try:
-        cur.register("metrics_raw", kl)
-        return cur.sql(statement(STATEMENT)).to_arrow_table().cast(schema.schema(TABLE))
-    finally:
-        cur.close()
+    return statements.run(STATEMENT, {"metrics_raw": kl}).cast(schema.schema(TABLE))
 
 
 def _last_kl_step(state: dict[str, Any]) -> tuple[bool, int | None]:

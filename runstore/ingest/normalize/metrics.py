@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from ...numbers import INT64_MAX, INT64_MIN
 from ...storage.schema import empty, schema
 from .. import parse as jsonl
+from .. import progress
 from . import metric_keys, metric_kl, metric_steps
 from .base import (Batch, Context, Output, clean_str as _clean_str, holds_negative_zero,
                    to_float)
@@ -189,7 +190,8 @@ class Metrics:
     (metric_steps.py) and the live file's merged KL values → `metric_kl` (metric_kl.py: an
     append that logs KL at steps an earlier read did asks for the whole file, `Output.reread`);
     the ledger state keeps the largest step (the `runs` row's `last_step`, and what a read's
-    steps are compared with) and each key's last step (for the summaries)."""
+    steps are compared with), each key's last step (for the summaries) and the live file's
+    largest `progress/done_frac` (the `runs` row's `done_frac`, ingest/progress.py)."""
 
     kinds = ("metrics", "metrics_pre_resume")
     tables = ("metrics_raw", "metric_keys", "metric_steps", "metric_kl")
@@ -206,7 +208,10 @@ class Metrics:
                 return out
             out.add("metric_kl", kl)
         out.add("metrics_raw", table)
-        out.add("metric_keys", metric_keys.summarize(table, batch.state, fresh=fresh))
+        keys = metric_keys.summarize(table, batch.state, fresh=fresh)
+        out.add("metric_keys", keys)
+        if not pre_resume:
+            progress.note_metrics(batch.state, keys)
         out.add("metric_steps", metric_steps.summarize(table, batch.state, fresh=fresh))
         if last is not None:
             batch.state["max_step"] = max(last, batch.state.get("max_step", last))
