@@ -14,8 +14,10 @@
 -- use (an unused branch would still scan its table) and adds the filters as sqlglot
 -- expressions; with `$kl_floor` (every rule that reads KL reads only KL and fires only above
 -- a value at least the floor) it reads the KL values of the runs with a KL write at or above
--- the floor alone (statement `kl_over_floor` below). Result: one row per (run, rule) that
--- fired (part 0), then one row per rule with its counts (part 1), in that order.
+-- the floor alone (statement `kl_over_floor` below); for KL series alone it drops the grouping
+-- of `steps` (one row per run, step and rule already) and `outcome` from `seen`. Result: one
+-- row per (run, rule) that fired (part 0), then one row per rule with its counts (part 1), in
+-- that order.
 
 -- name: check
 with rules as (
@@ -88,22 +90,6 @@ steps as (
     join rules as r on r.rule_idx = p.rule_idx
     group by p.run_id, p.rule_idx, p.step, r.op
 ),
-islands as (
-    -- Gaps and islands: the steps of one streak of over-steps share the number of not-over
-    -- steps before them. One window pass (a difference of two row numbers took two).
-    select run_id, rule_idx, is_over,
-           count(case when not is_over then 1 end)
-               over (partition by run_id, rule_idx order by step
-                     rows between unbounded preceding and current row) as island
-    from steps
-),
-streaks as (
-    select run_id, rule_idx, max(n) as longest_streak
-    from (select run_id, rule_idx, island, count(*) as n
-          from islands where is_over
-          group by run_id, rule_idx, island) as s
-    group by run_id, rule_idx
-),
 outcome as (
     -- One row per (run, rule) whose metrics the run logs, fired or not: a green check still
     -- says how many runs it looked at.
@@ -114,7 +100,14 @@ outcome as (
            count(*) filter (where s.is_over) as steps_over,
            case when r.op in ('>', '>=') then max(s.value) filter (where s.is_over)
                 else min(s.value) filter (where s.is_over) end as peak,
-           arg_max(coalesce(s.value, 'NaN'::double), s.step) as latest
+           arg_max(coalesce(s.value, 'NaN'::double), s.step) as latest,
+           -- The longest streak of over-steps: the steps' marks in step order as text, `1`
+           -- over and `0` not, cut at each `0`; the pieces are runs of `1`s, and the longest
+           -- is also the largest as text. One ordered aggregate of the few steps here costs
+           -- less than a window over them (gaps and islands).
+           length(list_max(string_split(
+               string_agg(case when s.is_over then '1' else '0' end, '' order by s.step),
+               '0'))) as longest_streak
     from steps as s
     join rules as r on r.rule_idx = s.rule_idx
     group by s.run_id, s.rule_idx, r.op
@@ -151,11 +144,10 @@ answer as (
     -- The parts come in that order, so the fired rows are a prefix of the result and callers
     -- slice instead of filtering (pyarrow's filter imports pandas: ~1 s in a fresh process).
     select 0 as part, f.run_id, st.run_name, r.rule, f.first_step, f.last_step, f.steps_over,
-           t.longest_streak, f.peak, f.latest, st.status, f.rule_idx,
+           f.longest_streak, f.peak, f.latest, st.status, f.rule_idx,
            null::bigint as checked, null::bigint as fired_runs, null::bigint as scope_runs
     from outcome as f
     join rules as r on r.rule_idx = f.rule_idx
-    left join streaks as t on t.run_id = f.run_id and t.rule_idx = f.rule_idx
     left join status as st on st.run_id = f.run_id
     where f.fired
     union all

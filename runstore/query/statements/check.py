@@ -7,7 +7,10 @@ file's header): the branches of `picked` that no rule reads are dropped with the
 are added as sqlglot expressions, and with `over_floor` the KL values are read only for the
 runs with a KL write at or above `$kl_floor` (statement `check.kl_over_floor`). The runs each
 KL rule was checked on come from the `metric_keys` summary, or, with `since_step`, from the
-KL writes themselves (statement `check.kl_logged_since`).
+KL writes themselves (statement `check.kl_logged_since`). A rule set of KL series alone reads
+one row per run, step and rule already (`metric_kl` has one row per run and live step), so
+its `steps` is the same select without the grouping (`_one_row_each`), and its checked runs
+are `kl_logged`'s alone (every run with a KL value logged a KL number).
 
 `build_statement` makes that text with sqlglot; `check_statement` reads it, for each of the
 `SHAPES`, from `sql/statements/check_shapes.sql`, which `python tools/gen_statements.py -o
@@ -93,8 +96,28 @@ def build_statement(metrics_used: bool, kl_used: bool, since_step: bool, runs: b
     if over_floor:
         over = sqlglot.parse_one(named_statement("check.kl_over_floor"), read="duckdb")
         ctes["kl_values"].this.where(k("run_id").isin(query=over), copy=False)
+    seen = ctes["seen"].this
     if not kl_used:  # no KL series: `outcome` alone says which runs were checked
-        seen = ctes["seen"].this
         ctes["seen"].set("this", seen.this.copy())
         ctes["kl_logged"].pop()
+    if not metrics_used:
+        # KL series only: `kl_values` has one row per (run, step, rule) already (`metric_kl`
+        # holds one row per run and live step), so `steps` needs no grouping; and every run
+        # with a KL value of a rule logged a KL number, so `kl_logged` alone says which runs
+        # were checked.
+        _one_row_each(ctes["steps"].this)
+        ctes["seen"].set("this", seen.expression.copy())
     return tree.sql(dialect="duckdb")
+
+
+def _one_row_each(select: "exp.Select") -> None:
+    """`select` rewritten for input with one row per group: no GROUP BY, and each aggregate
+    the value of that one row (`agg(x) filter (where c)` as `case when c then x end`,
+    `agg(x)` as `x`)."""
+    from sqlglot import exp
+
+    select.set("group", None)
+    for node in list(select.find_all(exp.Filter)):
+        node.replace(exp.Case().when(node.expression.this.copy(), node.this.this.copy()))
+    for node in list(select.find_all(exp.AggFunc)):
+        node.replace(node.this.copy())
