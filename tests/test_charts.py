@@ -387,6 +387,38 @@ def test_kl_series_of_runs_read_in_several_ingests(tmp_path: Path) -> None:
     assert {r["threshold"] for r in rows} == {0.01}
 
 
+def test_kl_series_flags_what_kl_health_flags_at_the_edges(tmp_path: Path) -> None:
+    """The chart flags a run itself, from its values: a value exactly at the threshold is not
+    over, nor is NaN, -Infinity or a step whose number a later string superseded; +Infinity
+    is. Each run's flag is kl_health's, and the oracle's, at two thresholds."""
+    cases = {
+        "at": [{"optim/kl_sample_train_v1": 0.01}, {"optim/kl_sample_train_v2": 0.002}],
+        "nan": [{"optim/kl_sample_train_v1": math.nan, "optim/kl_sample_train_v2": math.nan}],
+        "neg_inf": [{"kl_sample_train_v1": -math.inf}],
+        "pos_inf": [{"kl_sample_train_v2": math.inf}, {"kl_sample_train_v2": 0.001}],
+        "superseded": [{"optim/kl_sample_train_v1": 0.5}, {"optim/kl_sample_train_v1": "n/a"}],
+        "above": [{"optim/kl_sample_train_v1": 0.0100001}],
+    }
+    root = tmp_path / "runs"
+    for name, writes in cases.items():
+        (root / name).mkdir(parents=True)
+        # Each write its own line at step 1 or 2; the superseding string comes after the number.
+        lines = [json.dumps({"step": 1 + (i > 0 and name != "superseded"), **w}) + "\n"
+                 for i, w in enumerate(writes)]
+        (root / name / "metrics.jsonl").write_text("".join(lines))
+    store = _store(root, tmp_path / "store")
+    for threshold in (0.01, 0.0005):
+        table = charts.kl_series(store, threshold=threshold)
+        flags = {r["run_name"]: r["flagged"] for r in table.to_pylist()}
+        health = dict(store.sql("select run_name, flagged from kl_health",
+                                params={"kl_threshold": threshold}).rows())
+        want = {n: row["flagged"] for n, row in oracle.kl_health(root, threshold).items()}
+        assert flags == health == want, threshold
+    assert {n for n, f in flags.items() if f} == {"at", "pos_inf", "above"}  # at 0.0005
+    table = charts.kl_series(store, threshold=0.01)
+    assert {r["run_name"] for r in table.to_pylist() if r["flagged"]} == {"pos_inf", "above"}
+
+
 def test_plot_kl_threshold_follows_setting_and_argument(demo_tree: tuple[Path, runstore.Store]) -> None:
     root, store = demo_tree
     fig = store.plot_kl(threshold=0.002)

@@ -5,8 +5,9 @@ fast paths must answer what the slow ones answer: `kl_health where flagged` agai
 view filtered afterwards, and `runstore check`'s KL rules read for the runs with a KL write at
 or above the rules' floor alone (`check.kl_over_floor`) against all runs — on generated trees
 and on random KL histories (hypothesis) with both spellings, repeated steps, strings, NaN,
-±Infinity, step-less rows and `pre_resume` copies; and `check` against tests/oracle.py for
-rules of each op, of one KL family, and of KL and another metric at once.
+±Infinity, step-less rows and `pre_resume` copies; `check` against tests/oracle.py for
+rules of each op, of one KL family, and of KL and another metric at once; and the KL chart's
+series (its values and the runs it flags) against the oracle's `kl_steps` and `kl_health`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import oracle
 import runstore
 from runstore.health import evaluate
 from runstore.health.rules import KL_METRICS, Rule, kl_rule, parse_rule
+from runstore.present import charts
 
 KL_SQL = "select r.run_name, k.* from kl_steps as k join runs as r using (run_id)"
 CASES = int(os.environ.get("KL_STEPS_CASES", 40))
@@ -236,6 +238,14 @@ def test_random_histories_fast_paths_match_the_oracle(tmp_path_factory: pytest.T
     fast = health(store, "select * from kl_health where flagged", threshold)
     assert_same_rows(fast, {k: v for k, v in oracle.kl_health(root, threshold).items()
                             if v["flagged"]})
+    # The KL chart flags runs itself (IEEE `>` over its values): as kl_health does, with every
+    # step's values as kl_steps has them.
+    chart = charts.kl_series(store, threshold=threshold).to_pylist()
+    assert {r["run_name"]: r["flagged"] for r in chart} == {
+        k: v["flagged"] for k, v in oracle.kl_health(root, threshold).items()}
+    assert_same_rows({(r["run_name"], r["step"]): {"v1": r["v1"], "v2": r["v2"]} for r in chart},
+                     {k: {"v1": v["v1"], "v2": v["v2"]}
+                      for k, v in oracle.kl_steps(root, threshold).items()})
     store.set_setting("kl_threshold", threshold)
     # The default rule alone at two thresholds; then one family, the other ops, KL and
     # another metric in one rule, several rules at once: each rule's fired rows against the

@@ -20,21 +20,21 @@ where list_contains($keys, m.key) and m.value is not null
 order by r.run_name, list_position($keys, m.key), m.step
 
 -- name: kl_series
--- KL per step of the runs `$runs` matches, from `kl_steps` (the KL merge rules live there):
--- one row per run that logs KL, its steps and v1, v2 values as three lists of one order,
--- `flagged` when any step is over the threshold, and the `kl_threshold` setting. One
+-- KL per step of the runs `$runs` matches, from `metric_kl` (the KL values that count, as the
+-- merge rules kept them at ingest: what `kl_steps` shows): one row per run that logs KL, its
+-- steps and v1, v2 values as three lists of one order, and the `kl_threshold` setting. One
 -- statement, so names and steps come from one snapshot. Neither the runs nor the lists are
 -- sorted here (a sorted list aggregate, or an ORDER BY carrying the lists, costs more than
--- the caller's sort): runstore.present.charts.metrics.kl_series puts unflagged runs first,
--- then by name, and sorts a run whose steps are out of order (rows come out of the table in
--- the order the ingest wrote them, by step within each of its reads).
+-- the caller's sort): runstore.present.charts.metrics.kl_series flags a run with a value
+-- above the threshold (`kl_steps.is_over` at some step, what `kl_health` flags), puts
+-- unflagged runs first, then by name, and sorts a run whose steps are out of order (rows come
+-- out of the table in the order the ingest wrote them, by step within each of its reads).
 with per_run as (
-    select run_id, list(step) as steps, list(v1) as v1, list(v2) as v2,
-           bool_or(is_over) as flagged
-    from kl_steps
+    select run_id, list(step) as steps, list(v1) as v1, list(v2) as v2
+    from metric_kl
     group by run_id
 )
-select r.run_name, p.flagged, p.steps, p.v1, p.v2,
+select r.run_name, p.steps, p.v1, p.v2,
        (select value_num from settings where name = 'kl_threshold') as threshold
 from per_run as p
 join runs as r on r.run_id = p.run_id

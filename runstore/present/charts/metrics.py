@@ -2,7 +2,7 @@
 
 Contract: each takes a store (a `Reader`) and returns a plotly Figure drawn from one read-only
 statement of `sql/statements/charts.sql` (`metric_series` over `metrics`, `kl_series` over
-`kl_steps`, `reward_series` over `reward_trends`), plus `run_colors` for the
+`metric_kl`, what `kl_steps` shows, `reward_series` over `reward_trends`), plus `run_colors` for the
 colouring. `plot_metric` refuses a key no run has logged (`keys.require`, `UnknownKey`); an
 empty result is `scope.no_data_error`.
 """
@@ -89,9 +89,9 @@ def plot_metric(store: "Reader", keys: str | Sequence[str], *, runs: str | None 
 
 def kl_series(store: "Reader", runs: str | None = None,
               threshold: float | None = None) -> Any:
-    """KL per run and step from the `kl_steps` view (the KL merge rules live there), flagged as
-    `kl_health` flags (a step over the threshold): Arrow `run_name, step, v1, v2, flagged,
-    threshold`, ordered by run and step, flagged runs last."""
+    """KL per run and step as the merge rules keep it (`metric_kl`, what `kl_steps` shows),
+    flagged as `kl_health` flags: Arrow `run_name, step, v1, v2, flagged, threshold`, ordered
+    by run and step, flagged runs last."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -100,35 +100,48 @@ def kl_series(store: "Reader", runs: str | None = None,
     if threshold is not None:
         params["kl_threshold"] = threshold
     per_run = store.arrow(named("charts.kl_series"), params)  # one row per run
-    # Unflagged runs first, then by name: ordered here, where the 100-odd rows are sorted by
-    # two keys and each run's values are sliced without a copy (DuckDB's ORDER BY would
-    # carry the lists through its sort).
-    order = pc.sort_indices(per_run.select(["flagged", "run_name"]),
-                            sort_keys=[("flagged", "ascending"),
-                                       ("run_name", "ascending")]).to_numpy()
+    value = per_run.column("threshold")[0].as_py() if per_run.num_rows else None
     # Each row's number of steps, and where its values start once the lists are flattened.
     counts = pc.list_value_length(per_run.column("steps")).to_numpy(zero_copy_only=False)
     starts = np.cumsum(counts) - counts
-    columns = {}
-    for c in ("steps", "v1", "v2"):
-        values = pc.list_flatten(per_run.column(c))
-        columns[c] = pa.chunked_array(
-            [piece for i in order for piece in values.slice(starts[i], counts[i]).chunks],
-            type=values.type)
+    flat = {c: pc.list_flatten(per_run.column(c)) for c in ("steps", "v1", "v2")}
+    flagged = _flagged(flat["v1"], flat["v2"], starts, value)
+    # Unflagged runs first, then by name: ordered here, where the 100-odd rows are sorted by
+    # two keys and each run's values are sliced without a copy (DuckDB's ORDER BY would
+    # carry the lists through its sort).
+    order = pc.sort_indices(pa.table({"flagged": flagged, "run_name": per_run.column("run_name")}),
+                            sort_keys=[("flagged", "ascending"),
+                                       ("run_name", "ascending")]).to_numpy()
+    columns = {c: pa.chunked_array(
+                   [piece for i in order for piece in values.slice(starts[i], counts[i]).chunks],
+                   type=values.type)
+               for c, values in flat.items()}
     lengths = counts[order]
     steps_in_order = step_order(columns["steps"].to_numpy(), lengths)
     if steps_in_order is not None:
         taken = pa.array(steps_in_order)
         columns = {c: values.take(taken) for c, values in columns.items()}
     n = int(lengths.sum())
-    value = per_run.column("threshold")[0].as_py() if per_run.num_rows else None
     which = pa.array(np.repeat(order.astype(np.int32), lengths))
-    flagged = per_run.column("flagged").to_numpy(zero_copy_only=False).astype(bool)
     return pa.table({
         "run_name": per_run.column("run_name").take(which),
         "step": columns["steps"], "v1": columns["v1"], "v2": columns["v2"],
         "flagged": pa.array(np.repeat(flagged[order], lengths)),
         "threshold": pa.array(np.full(n, np.nan if value is None else value))})
+
+
+def _flagged(v1: Any, v2: Any, starts: Any, threshold: float | None) -> Any:
+    """Per run (its values from `starts` on), whether v1 or v2 is above `threshold` at some
+    step: `kl_steps.is_over`, which `kl_health` flags. IEEE `>` is that rule as it stands: NaN
+    is above nothing, +Infinity above every number; a step without the value (null, read here
+    as NaN) is not over."""
+    import numpy as np
+
+    if threshold is None or len(starts) == 0:
+        return np.zeros(len(starts), dtype=bool)
+    over = ((v1.to_numpy(zero_copy_only=False) > threshold)
+            | (v2.to_numpy(zero_copy_only=False) > threshold))
+    return np.logical_or.reduceat(over, starts)
 
 
 def step_order(steps: Any, lengths: Any) -> "Any | None":
