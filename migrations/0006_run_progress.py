@@ -26,11 +26,10 @@ def migrate(ctx):
 
         from runstore.ingest import progress
         from runstore.ingest.normalize import metric_keys
+        from runstore.storage.schema import arrow_type
 
         def empty(columns):
-            return pa.table({c: pa.array([], pa.string() if t == "string" else
-                                         {"bool": pa.bool_(), "int64": pa.int64(),
-                                          "float64": pa.float64()}[t]) for c, t in columns})
+            return pa.Table.from_batches([], pa.schema([(c, arrow_type(t)) for c, t in columns]))
 
         def done_frac_rows(path):  # one stored file at a time, only the key that matters
             part = ctx.read_file(path, METRIC_COLUMNS)
@@ -43,8 +42,10 @@ def migrate(ctx):
         facts = progress.from_tables(
             pa.concat_tables(checkpoints) if checkpoints else empty(CHECKPOINT_COLUMNS), keys)
         stored = pa.concat_tables([ctx.read_file(f, RUN_COLUMNS) for f in runs])
-        found = [facts.get(run_id, (False, None)) for run_id in stored.column("run_id").to_pylist()]
-        return (stored.append_column("final_checkpoint", pa.array([f for f, _ in found], pa.bool_()))
-                .append_column("done_frac", pa.array([d for _, d in found], pa.float64())))
+        found = [facts.get(run, (False, None)) for run in stored.column("run_id").to_pylist()]
+        final = pa.array([f for f, _ in found], pa.bool_())
+        done_frac = pa.array([d for _, d in found], pa.float64())
+        return (stored.append_column("final_checkpoint", final)
+                .append_column("done_frac", done_frac))
 
     ctx.rewrite_table("runs", rows)

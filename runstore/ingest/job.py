@@ -5,8 +5,9 @@ Contract: a `Job` holds the writer, the ledger being updated and the report bein
 the results of one run's files (taken in order from the read-ahead) and its `runs` row (its
 name, layout, kind and config fields, code diff, final checkpoint and largest
 `progress/done_frac` (progress.py), status: `completed` once a final checkpoint is written,
-`running` while a file changed in the last `RUNNING_WINDOW_S` seconds, else `idle`), counting the run as new, updated or unchanged; an interrupt between two files stops
-it there, the run's row still staged. `mark_missing(seen)` marks runs whose directory is
+`running` while a file changed in the last `RUNNING_WINDOW_S` seconds, else `idle`),
+counting the run as new, updated or unchanged; an interrupt between two files stops it
+there, the run's row still staged. `mark_missing(seen)` marks runs whose directory is
 gone. `commit(final=, background=)` publishes a snapshot of what is staged (the ledger and
 report taken at that moment, so they match its rows exactly), in a background thread while
 the next batch is staged when asked; one commit runs at a time, in order.

@@ -1,4 +1,4 @@
-"""How far a run got, kept at ingest for its `runs` row: a final checkpoint, the largest `progress/done_frac`.
+"""How far a run got, kept at ingest for its `runs` row: a final checkpoint, the largest done_frac.
 
 Contract: the ledger state of a run's `checkpoints.jsonl` keeps `final` (whether any record
 read so far is a final checkpoint: `final` true or the name `final`), and that of its live
