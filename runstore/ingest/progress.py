@@ -44,10 +44,9 @@ def note_metrics(state: dict[str, Any], keys: "pa.Table") -> None:
     """Move a live metrics file's state on by one read's `metric_keys` rows (whose
     `max_value` is the read's largest non-NaN value of each key)."""
     found = [v for k, v in zip(keys.column("key").to_pylist(),
-                               keys.column("max_value").to_pylist())
-             if k == DONE_KEY and v is not None]
-    before = state.get(DONE_FRAC)
-    state[DONE_FRAC] = max([*found, *([before] if before is not None else [])], default=None)
+                               keys.column("max_value").to_pylist()) if k == DONE_KEY]
+    state[DONE_FRAC] = max((v for v in (*found, state.get(DONE_FRAC)) if v is not None),
+                           default=None)
 
 
 def columns(led: Ledger, run_id: str) -> dict[str, Any]:

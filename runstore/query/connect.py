@@ -173,16 +173,20 @@ class Database:
                 "happens again, run `runstore repair --check`.")
             raise damaged from e
 
+    def _inputs(self, *names: str) -> None:
+        """The tables a computed table reads, made first (under `ensure`'s lock)."""
+        for name in names:
+            if name not in self._made:
+                self._table(name)
+                self._made.add(name)
+
     def _with_progress(self, runs: Any) -> Any:
         # `runs` rows stored before the ingest kept a run's progress: the columns computed
         # from the run's checkpoints and per-key summary, as the ingest keeps them
         # (statement `summaries.run_progress`), so `run_status` reads the same either way.
         import duckdb
 
-        for name in ("checkpoints", "metric_keys"):
-            if name not in self._made:
-                self._table(name)
-                self._made.add(name)
+        self._inputs("checkpoints", "metric_keys")
         joined = runs.join(self.con.sql(named(PROGRESS_STATEMENT)), "run_id", how="left")
         final = duckdb.CoalesceOperator(duckdb.ColumnExpression("final_checkpoint"),
                                         duckdb.ConstantExpression(False))
@@ -193,9 +197,7 @@ class Database:
     def _derived(self, name: str) -> None:
         # A summary this snapshot does not hold (whole): computed from `metrics_raw`, as the
         # ingest would have kept it (sql/statements/summaries.sql).
-        if "metrics_raw" not in self._made:
-            self._table("metrics_raw")
-            self._made.add("metrics_raw")
+        self._inputs("metrics_raw")
         self.con.execute(f"create view {identifier(name)} as {named(DERIVED[name])}")
 
     def _settings(self) -> None:

@@ -2,9 +2,9 @@
 
 Contract: each takes a store (a `Reader`) and returns a plotly Figure drawn from one read-only
 statement of `sql/statements/charts.sql` (`metric_series` over `metrics`, `kl_series` over
-`metric_kl`, what `kl_steps` shows, `reward_series` over `reward_trends`), plus `run_colors` for the
-colouring. `plot_metric` refuses a key no run has logged (`keys.require`, `UnknownKey`); an
-empty result is `scope.no_data_error`.
+`metric_kl`, what `kl_steps` shows, `reward_series` over `reward_trends`), plus `run_colors`
+for the colouring. `plot_metric` refuses a key no run has logged (`keys.require`,
+`UnknownKey`); an empty result is `scope.no_data_error`.
 """
 
 from __future__ import annotations
