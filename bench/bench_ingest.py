@@ -69,6 +69,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--work", type=Path, default=None,
+                    help="where the stores and the tree's copy go (default: a temporary "
+                         "directory); removed at the end")
     args = ap.parse_args()
 
     from runstore import demo
@@ -77,27 +80,34 @@ def main() -> None:
         t = time.perf_counter()
         demo.generate_tree(args.tree, demo.bench_specs(args.runs, args.steps), seed=0, workers=2)
         print(f"wrote {args.tree} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
-    work = Path(tempfile.mkdtemp(prefix="runstore-bench-"))
+    if args.work is not None:
+        args.work.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="runstore-bench-", dir=args.work))
     tree = work / "tree"
     shutil.copytree(args.tree, tree)  # appends below must not change the cached tree
     py = sys.executable
-    cli = [py, "-m", "runstore"]
+    # -P: `-m` would otherwise put the working directory first on the path.
+    cli = [py, "-P", "-m", "runstore"]
     base_t, ingest_t, base_mem, ingest_mem, base_cpu, ingest_cpu = [], [], [], [], [], []
+    load = [os.getloadavg()[0]]
     try:
         for i in range(args.repeat):
             w, m, c = timed([py, "-c", BASELINE, str(tree)])
             base_t.append(w); base_mem.append(m); base_cpu.append(c)
             store = work / f"store{i}"
+            shutil.rmtree(work / f"store{i - 1}", ignore_errors=True)
             w, m, c = timed(cli + ["--store", str(store), "ingest", "-q", str(tree)])
             ingest_t.append(w); ingest_mem.append(m); ingest_cpu.append(c)
-        store = work / "store0"
-        noop, _, _ = timed(cli + ["--store", str(store), "ingest", "-q", str(tree)])
+        store = work / f"store{args.repeat - 1}"
+        noops = [timed(cli + ["--store", str(store), "ingest", "-q", str(tree)])[0]
+                 for _ in range(max(3, args.repeat))]
         runs = [p.parent for p in tree.rglob("metrics.jsonl")]
         before = tree_bytes(tree, ".jsonl")
         for run in runs:
             demo.append_steps(run, 10)
         appended = tree_bytes(tree, ".jsonl") - before
         inc, _, _ = timed(cli + ["--store", str(store), "ingest", "-q", str(tree)])
+        load.append(os.getloadavg()[0])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -105,7 +115,8 @@ def main() -> None:
     total = tree_bytes(args.tree)
     b, g = statistics.median(base_t), statistics.median(ingest_t)
     print(f"tree: {len(runs)} runs × {args.steps} steps, {total / 1e6:.0f} MB "
-          f"({jsonl / 1e6:.0f} MB of JSONL)\n")
+          f"({jsonl / 1e6:.0f} MB of JSONL); load average {load[0]:.1f} at the start, "
+          f"{load[-1]:.1f} at the end\n")
     print("| measurement | result |")
     print("|---|---|")
     print(f"| DuckDB read_json of every JSONL file (baseline), s | {', '.join(f'{x:.2f}' for x in base_t)} |")
@@ -115,7 +126,7 @@ def main() -> None:
     print(f"| CPU (user + system) baseline / ingest, s (medians) | {bc:.1f} / {ic:.1f} "
           f"(ratio {ic / bc:.2f}) |")
     print(f"| peak RSS baseline / ingest, MB | {max(base_mem):.0f} / {max(ingest_mem):.0f} |")
-    print(f"| no-op re-ingest (whole process), s | {noop:.2f} |")
+    print(f"| no-op re-ingest (whole process), s | {', '.join(f'{x:.2f}' for x in noops)} |")
     print(f"| re-ingest after 10 steps appended to every run ({appended / 1e6:.1f} MB), s | {inc:.2f} |")
 
 

@@ -1,6 +1,7 @@
 """Latency benchmark: how long one question takes, against a bare DuckDB process as the floor.
 
     python bench/bench_latency.py [--store DIR] [--tree DIR] [-n N]
+    python bench/bench_latency.py --commands [--demo] [--store DIR] [-n N]
 
 On a store of the benchmark tree (see bench_ingest.py; the tree and the store are made when
 missing), runs these processes N times each (default 15), interleaved round-robin so every
@@ -14,6 +15,13 @@ command sees the same machine, and reports medians, CPU time and ratios to the f
   `runstore.open(...)`, twice: as is (the first query also imports duckdb and polars, which
   runstore imports on first use) and with `import duckdb, polars` done before the clock
   starts (runstore's own cost; target ≤ 0.15 s).
+
+With `--commands`, the processes are instead every read command of issue 31, each whole from
+start to exit (target ≤ 1.5× the floor; `plot` and `report`, which write HTML, ≤ 2×): `sql`,
+`runs`, `keys`, `check` (the KL threshold rule, then a trend rule), `diff` and `trace` of the
+store's first runs (by run_label), `compare --group-by auto`, `views`, `doctor`, `plot metric`
+and `report`. `--demo` makes the store `runstore demo` writes (under `--store`, when missing)
+instead of a store of the benchmark tree. Files written go to a temporary directory.
 
 Prints a Markdown table for docs/benchmarks.md; the machine's load average is printed beside
 it, since a busy machine moves every figure. Nothing here writes to the store (the processes
@@ -65,6 +73,36 @@ def commands(store: Path) -> dict[str, list[str]]:
     }
 
 
+def read_commands(store: Path, out: Path) -> dict[str, list[str]]:
+    """Issue 31's read commands, whole processes, over `store` (see the module)."""
+    import runstore
+
+    py = sys.executable
+    cli = [py, "-m", "runstore", "--store", str(store)]
+    labels = runstore.open(store).sql("select run_label from run_summary where kind = 'rl' "
+                                      "order by run_label limit 2")["run_label"].to_list()
+    one, two = labels[0], labels[-1]
+    return {
+        "floor: python -c \"import duckdb; duckdb.sql('select 1').fetchall()\"":
+            [py, "-c", "import duckdb; duckdb.sql('select 1').fetchall()"],
+        'runstore sql "select 1"': [*cli, "sql", "select 1"],
+        "runstore runs": [*cli, "runs"],
+        "runstore keys": [*cli, "keys"],
+        "runstore check": [*cli, "check"],
+        'runstore check --rule "drop(env/all/reward/total) > 0.2"':
+            [*cli, "check", "--rule", "drop(env/all/reward/total) > 0.2"],
+        "runstore diff RUN RUN": [*cli, "diff", one, two],
+        "runstore compare env/all/reward/total --group-by auto":
+            [*cli, "compare", "env/all/reward/total", "--group-by", "auto"],
+        "runstore views": [*cli, "views"],
+        "runstore trace RUN -o t.json": [*cli, "trace", one, "-o", str(out / "t.json")],
+        "runstore doctor": [*cli, "doctor"],
+        "runstore plot metric env/all/reward/total -o p.html":
+            [*cli, "plot", "metric", "env/all/reward/total", "-o", str(out / "p.html")],
+        "runstore report -o r.html": [*cli, "report", "-o", str(out / "r.html")],
+    }
+
+
 TARGETS = {'runstore sql "select 1"': 1.5, f'runstore sql "{KL_SQL}"': 2.0, "runstore check": 2.0}
 
 
@@ -81,7 +119,8 @@ def run_once(cmd: list[str]) -> tuple[float, float, str]:
     proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode not in (0, 1) or (proc.returncode == 1 and "check" not in cmd):
+    if proc.returncode not in (0, 1) or (proc.returncode == 1 and not
+                                         {"check", "doctor"} & set(cmd)):
         raise SystemExit(f"{' '.join(cmd[:6])}... failed ({proc.returncode}): {proc.stderr}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu, proc.stdout
@@ -93,9 +132,18 @@ def main() -> None:
     ap.add_argument("--tree", type=Path, default=HERE / "out" / "tree")
     ap.add_argument("--store", type=Path, default=HERE / "out" / "store")
     ap.add_argument("-n", type=int, default=15, help="runs of each command (default 15)")
+    ap.add_argument("--commands", action="store_true",
+                    help="time issue 31's read commands (see the module)")
+    ap.add_argument("--demo", action="store_true",
+                    help="the store `runstore demo` writes, under --store")
     args = ap.parse_args()
 
-    if not (args.store / "_runstore").is_dir():
+    if args.demo and not (args.store / "store" / "_runstore").is_dir():
+        subprocess.run([sys.executable, "-m", "runstore", "demo", str(args.store)], check=True,
+                       capture_output=True, env=ENV)
+    if args.demo:
+        args.store = args.store / "store"
+    elif not (args.store / "_runstore").is_dir():
         import runstore
         from runstore import demo
 
@@ -103,7 +151,13 @@ def main() -> None:
             demo.generate_tree(args.tree, demo.bench_specs(), seed=0, workers=2)
         runstore.open(args.store).ingest([args.tree])
 
-    cmds = commands(args.store.resolve())
+    import tempfile
+
+    out = Path(tempfile.mkdtemp(prefix="bench_latency_"))
+    cmds = (read_commands(args.store.resolve(), out) if args.commands
+            else commands(args.store.resolve()))
+    targets = ({name: 2.0 if name.startswith(("runstore plot", "runstore report")) else 1.5
+                for name in list(cmds)[1:]} if args.commands else TARGETS)
     for cmd in cmds.values():  # warm the page cache and __pycache__ once, untimed
         run_once(cmd)
     walls: dict[str, list[float]] = {k: [] for k in cmds}
@@ -128,7 +182,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for name in cmds:
         wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
-        target = TARGETS.get(name)
+        target = targets.get(name)
         verdict = "" if target is None else \
             f"≤ {target}× {'met' if wall <= target * floor else 'NOT met'}"
         if name.startswith("python: first store.sql") and "engines imported" in name:

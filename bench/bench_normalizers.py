@@ -11,9 +11,9 @@ bytes in memory. Measured per kind, as the ingest's read threads do it:
 
 * metrics / timing: `normalize` on every `metrics.jsonl` / `timing_spans.jsonl` (pyarrow's
   reader, the unpivot or the span nesting);
-* trace, checkpoints, rollouts: `jsonl.records` over each file (Python's decoder);
+* trace, checkpoints, rollouts: `parse.records` over each file (Python's decoder);
 * logtree, config: `normalize` on every file (the nesting pre-check and the tree walk);
-* append: `work.process_file` reading the last 10 lines of every append-only file as an
+* append: `process.process_file` reading the last 10 lines of every append-only file as an
   incremental ingest does (the ledger entry rolled back by 10 lines: the fingerprint check,
   the read, the normalize, the new fingerprint), the "+10 steps" case without the commit.
 

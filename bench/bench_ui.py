@@ -1,6 +1,6 @@
 """Web UI benchmark: the issue's targets for `runstore ui`, measured against a real server.
 
-    python bench/bench_ui.py --store DIR [--runs N] [--no-browser]
+    python bench/bench_ui.py --store DIR [--runs N] [--no-browser] [--screenshot PNG]
     python bench/bench_ui.py --make 1000 [--steps 200] [--out bench/out/ui] [--runs 100]
     python bench/bench_ui.py --make 100 --steps 2000 [--out bench/out/ui]
 
@@ -82,14 +82,19 @@ def make_store(n: int, steps: int, out: Path) -> Path:
     return store
 
 
-def browse(ctx: object, url: str, selector: str) -> float:
+def browse(ctx: object, url: str, selector: str, shot: Path | None = None) -> float:
+    """Best of 3: from `page.goto(url)` to `selector` in the page (for a chart, the panel's plot
+    marked `data-drawn`: its first traces drawn). With `shot`, a screenshot of the last visit
+    taken at that moment, to look at."""
     times = []
-    for _ in range(3):
+    for i in range(3):
         page = ctx.new_page()  # type: ignore[attr-defined]
         t = time.perf_counter()
         page.goto(url)
         page.wait_for_selector(selector, state="attached", timeout=60_000)
         times.append(time.perf_counter() - t)
+        if shot is not None and i == 2:
+            page.screenshot(path=str(shot), full_page=True)
         page.close()
     return min(times)
 
@@ -117,6 +122,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "out" / "ui")
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--no-browser", action="store_true")
+    ap.add_argument("--screenshot", type=Path,
+                    help="save the drawn chart page here (PNG) at the moment it was timed")
     args = ap.parse_args()
     if (args.store is None) == (args.make is None):
         ap.error("give --store DIR or --make N")
@@ -168,7 +175,7 @@ def main() -> None:
             drawn = '.panel[data-metric="env/all/reward/total"] .plot[data-drawn]'
             with chromium_context() as ctx:
                 rows.append(("navigation to a drawn chart (Chromium)",
-                             f"{browse(ctx, url, drawn):.3f} s", ""))
+                             f"{browse(ctx, url, drawn, args.screenshot):.3f} s", ""))
                 rows.append(("navigation to a drawn grouped chart (auto, smooth=0.9)",
                              f"{browse(ctx, url + '&group_by=auto&smooth=0.90', drawn):.3f} s", ""))
                 rows.append(("navigation to a drawn Health page",

@@ -13,6 +13,30 @@ METRIC_COLUMNS = [("run_id", "string"), ("source_id", "int64"), ("key", "string"
                   ("pre_resume", "bool"), ("step", "int64"), ("value", "float64"),
                   ("value_str", "string")]
 
+# What run_progress reads of the statement `metric_keys` of sql/statements/summaries.sql,
+# frozen as it was at version 6: each read's largest non-NaN value of `progress/done_frac`.
+DONE_FRAC_KEYS = """
+select run_id, source_id, key, coalesce(pre_resume, false) as pre_resume,
+       max(value) filter (where not isnan(value)) as max_value
+from metrics_raw
+where key = 'progress/done_frac'
+group by run_id, source_id, key, coalesce(pre_resume, false)
+"""
+# The statement `run_progress` of sql/statements/summaries.sql as it was at version 6, frozen
+# here (a later change to the live statement must not change what this migration does).
+RUN_PROGRESS = """
+select coalesce(f.run_id, p.run_id) as run_id,
+       coalesce(f.final_checkpoint, false) as final_checkpoint,
+       p.done_frac
+from (select run_id, bool_or(coalesce(final, false) or name = 'final') as final_checkpoint
+      from checkpoints
+      group by run_id) as f
+full join (select run_id, max(max_value) as done_frac
+           from metric_keys
+           where key = 'progress/done_frac' and not pre_resume
+           group by run_id) as p on p.run_id = f.run_id
+"""
+
 
 def migrate(ctx):
     ctx.add_columns("runs", COLUMNS)
@@ -22,25 +46,23 @@ def migrate(ctx):
 
     def rows(ctx):
         import pyarrow as pa
-        import pyarrow.compute as pc
 
-        from runstore.ingest import progress
-        from runstore.ingest.normalize import metric_keys
         from runstore.storage.schema import arrow_type
 
-        def empty(columns):
-            return pa.Table.from_batches([], pa.schema([(c, arrow_type(t)) for c, t in columns]))
-
-        def done_frac_rows(path):  # one stored file at a time, only the key that matters
-            part = ctx.read_file(path, METRIC_COLUMNS)
-            return part.filter(pc.equal(part.column("key"), progress.DONE_KEY))
+        def parts(table, columns):  # the table's stored files one by one, then no row
+            for f in ctx.table_files(table):
+                yield ctx.read_file(f, columns)
+            yield pa.table({c: pa.array([], arrow_type(t)) for c, t in columns})
 
         # metrics_raw, not metric_keys: no migration rewrites it, so its files in the snapshot
         # being migrated are the rows even when an earlier pending migration makes the summary.
-        keys = metric_keys.summarize_files(ctx.table_files("metrics_raw"), done_frac_rows)
-        checkpoints = [ctx.read_file(f, CHECKPOINT_COLUMNS) for f in ctx.table_files("checkpoints")]
-        facts = progress.from_tables(
-            pa.concat_tables(checkpoints) if checkpoints else empty(CHECKPOINT_COLUMNS), keys)
+        # (All of them are read, one at a time: only the key that matters is kept.)
+        keys = pa.concat_tables([ctx.query(DONE_FRAC_KEYS, {"metrics_raw": part})
+                                 for part in parts("metrics_raw", METRIC_COLUMNS)])
+        facts = {r["run_id"]: (r["final_checkpoint"], r["done_frac"]) for r in ctx.query(
+            RUN_PROGRESS, {"checkpoints": pa.concat_tables(list(parts("checkpoints",
+                                                                      CHECKPOINT_COLUMNS))),
+                           "metric_keys": keys}).to_pylist()}
         stored = pa.concat_tables([ctx.read_file(f, RUN_COLUMNS) for f in runs])
         found = [facts.get(run, (False, None)) for run in stored.column("run_id").to_pylist()]
         final = pa.array([f for f, _ in found], pa.bool_())

@@ -3,8 +3,12 @@
 `runstore.open(path)` returns the one entry object, a `Store`; everything else hangs off it.
 """
 
-from .errors import RunstoreError
-from .store import Store, open
+from .startup import quiet_interrupts
+
+quiet_interrupts()  # only in the `runstore` command: Ctrl-C while it starts is no traceback
+
+from .errors import RunstoreError  # noqa: E402
+from .store import Store, open  # noqa: E402
 
 __all__ = ["Store", "open", "RunstoreError"]
 __version__ = "0.1.0"

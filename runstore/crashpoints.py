@@ -4,13 +4,17 @@ Nothing here changes what runstore does: every function is a no-op unless one of
 environment variables is set, which only tests set.
 
 Contract: `pause_point(phase)` marks that a writing command reached `phase` (discover, parse,
-locked, migrate, recover, write, compact, ledger, publish, prune, vacuum, repair,
-interrupted). `$RUNSTORE_TEST_POINTS=FILE` appends the name of every phase reached to FILE;
+locked, migrate, recover, forget, write, compact, ledger, publish, prune, vacuum, repair,
+interrupted; and a notification's notify_claimed, notify_posted, notify_recorded:
+health/notify.py), that any command is about to run a query (`query`, once per query), or
+that a command's own Ctrl-C handling has ended (`ended`, cli/stopping.py).
+`$RUNSTORE_TEST_POINTS=FILE` appends the name of every phase reached to FILE;
 `$RUNSTORE_TEST_PAUSE=PHASE:N[,PHASE:N...]` makes the process print `paused at PHASE:N` on
-stderr and wait the N-th time it reaches PHASE, so tests/test_crash.py can SIGKILL it exactly
+stderr and wait the N-th time it reaches PHASE, so tests/reliability/test_crash.py can SIGKILL it exactly
 there. A signal that the ingest handles (`ingest.interrupts`, which calls `note_signal`) ends
-the wait, so tests/test_interrupt.py can interrupt it exactly there too; `signals()` counts
-those signals.
+the wait, so tests/reliability/test_interrupt.py can interrupt it exactly there too, and so does a Ctrl-C
+any other command handles (`cli/stopping.py`), which tests/cli/test_cli_signals.py sends at each
+`query`; `signals()` counts those signals.
 """
 
 from __future__ import annotations

@@ -12,6 +12,11 @@ Contract:
 * `nonfinite_name(x)` is the one spelling of a non-finite float as text: `NaN`, `Infinity`,
   `-Infinity`, the tokens Python's JSON writer and the source files use. Every rendering
   (tables, CSV, alerts, the HTML report, trace args, the UI's JSON) writes these.
+* `json_number(v)` is the one rule for a number in JSON, which has no NaN or Infinity: a
+  finite float as itself, a non-finite one as the string `nonfinite_name` gives (`"NaN"`,
+  `"Infinity"`, `"-Infinity"`), anything else unchanged. Webhook payloads (health.notify)
+  and every UI answer (ui/answers.py's tables, present/series.py's chart lines) write numbers
+  through it; `json_numbers(values)` is it over a list, at C speed when all are finite.
 """
 
 from __future__ import annotations
@@ -59,3 +64,30 @@ def nonfinite_name(value: float) -> str:
     if math.isnan(value):
         return "NaN"
     return "Infinity" if value > 0 else "-Infinity"
+
+
+def json_number(value: Any) -> Any:
+    """`value` as JSON carries it (see the module): non-finite floats by name.
+
+    >>> json_number(0.5), json_number(float("inf")), json_number(float("nan")), json_number(3)
+    (0.5, 'Infinity', 'NaN', 3)
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return nonfinite_name(value)
+    return value
+
+
+def json_numbers(values: list[Any]) -> list[Any]:
+    """`json_number` of each value: `values` itself when they are all finite numbers (one
+    sum in C tells: a non-finite value or an overflow makes it non-finite or fail, and so does
+    a null or a string), else a new list.
+
+    >>> json_numbers([1.0, 2.5]), json_numbers([1.0, None, float("-inf")])
+    ([1.0, 2.5], [1.0, None, '-Infinity'])
+    """
+    try:
+        if math.isfinite(math.fsum(values)):
+            return values
+    except (TypeError, OverflowError, ValueError):  # a null or a string; an overflow; inf - inf
+        pass
+    return [json_number(v) for v in values]

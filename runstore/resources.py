@@ -8,8 +8,8 @@ directories of the repository. Callers get a `Path` either way, or a clear error
 A statements file holds several statements, each under a `-- name: NAME` line and the
 comment saying what it answers; `statement("trace.slices")` is the text of statement
 `slices` of `sql/statements/trace.sql` (read once per process; a name it lacks is a
-`KeyError`). It lives here, below every layer, because the ingest runs one of them too (the
-KL merge of `summaries.sql`, over each read's rows) and the query layer runs them all.
+`KeyError`). It lives here, below every layer, because the ingest runs some of them too (the
+summaries of `summaries.sql`, over each read's rows) and the query layer runs them all.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@
 -- over; +Infinity does.
 -- @column run_id: run
 -- @column run_name: run path relative to the ingest root
+-- @column run_label: how the run is shown: run_name, with a run_id prefix when two runs share the name (see `run_labels`)
 -- @column max_kl_v1: largest v1 value, NaN ignored (+Infinity kept); null when v1 is never logged or only NaN
 -- @column max_kl_v2: largest v2 value, NaN ignored (+Infinity kept); null when v2 is never logged or only NaN
 -- @column last_kl_v1: v1 at the last step that logs it, as logged (NaN included)
@@ -40,6 +41,7 @@ steps as (
 -- Aggregated per run before joining `runs`: the join then sees one row per run.
 select s.run_id,
        r.run_name,
+       r.run_label,
        s.max_kl_v1, s.max_kl_v2, s.last_kl_v1, s.last_kl_v2, s.steps_over, s.first_step_over,
        s.last_step_over, s.longest_streak_over, s.nan_steps, s.flagged
 from (
@@ -57,4 +59,4 @@ from (
     from steps
     group by run_id
 ) as s
-left join runs as r on r.run_id = s.run_id
+left join run_labels as r on r.run_id = s.run_id

@@ -10,7 +10,7 @@
 -- done once, at ingest, into the `metric_kl` table, by the statement `metric_kl` of
 -- sql/statements/summaries.sql (the one home of those rules; a snapshot written before the
 -- table existed runs that statement over `metrics_raw` in its place). A step is over
--- when v1 or v2 is strictly greater than the `kl_threshold` setting (0.01 unless
+-- (`over_threshold`) when v1 or v2 is strictly greater than the `kl_threshold` setting (0.01 unless
 -- `--param kl_threshold=...` or a store setting says otherwise); NaN is never over, +Infinity is.
 -- @column run_id: run
 -- @column step: training step
@@ -21,11 +21,10 @@
 with threshold as (
     select value_num as t from settings where name = 'kl_threshold'
 )
--- NaN > 0.01 is true in DuckDB (and Spark): NaN sorts above every number. So NaN is tested
--- first and never reaches the comparison; +Infinity > 0.01 is true, as it should be.
+-- "Over" is the macro `over_threshold` (sql/statements/macros.sql), its one home: NaN never
+-- is (DuckDB and Spark sort NaN above every number), +Infinity always is.
 select k.run_id, k.step, k.v1, k.v2,
        coalesce(isnan(k.v1), false) or coalesce(isnan(k.v2), false) as is_nan,
-       coalesce(not isnan(k.v1) and k.v1 > t, false)
-           or coalesce(not isnan(k.v2) and k.v2 > t, false) as is_over
+       over_threshold(k.v1, '>', t) or over_threshold(k.v2, '>', t) as is_over
 from metric_kl as k
 cross join threshold

@@ -4,6 +4,7 @@
 -- recognised by `final = true` or by the name `final` (no 0.6.1 trainer sets the flag).
 -- @column run_id: run
 -- @column run_name: run path relative to the ingest root
+-- @column run_label: how the run is shown: run_name, with a run_id prefix when two runs share the name (see `run_labels`)
 -- @column n_checkpoints: checkpoint records written
 -- @column latest_name: name of the latest checkpoint (`000050`, `final`)
 -- @column batch: its `batch`
@@ -37,6 +38,7 @@ final_checkpoint as (
 )
 select c.run_id,
        r.run_name,
+       r.run_label,
        c.n as n_checkpoints,
        c.name as latest_name,
        c.batch,
@@ -50,7 +52,7 @@ select c.run_id,
        f.state_path as final_state_path,
        f.sampler_path as final_sampler_path
 from numbered as c
-left join runs as r on r.run_id = c.run_id
+left join run_labels as r on r.run_id = c.run_id
 left join sampler as s on s.run_id = c.run_id and s.newest = 1
 left join final_checkpoint as f on f.run_id = c.run_id and f.newest = 1
 where c.newest = 1

@@ -4,6 +4,7 @@
 -- ignored by the average and the running best, so one bad step does not blank them out.
 -- @column run_id: run
 -- @column run_name: run path relative to the ingest root
+-- @column run_label: how the run is shown: run_name, with a run_id prefix when two runs share the name (see `run_labels`)
 -- @column step: training step
 -- @column reward: `env/all/reward/total` at this step, as logged
 -- @column reward_ma10: mean of the non-NaN rewards of this and the 9 previous logged steps (null when all are NaN)
@@ -17,6 +18,7 @@ with reward as (
 )
 select w.run_id,
        r.run_name,
+       r.run_label,
        w.step,
        w.reward,
        avg(w.clean) over (partition by w.run_id order by w.step
@@ -24,4 +26,4 @@ select w.run_id,
        max(w.clean) over (partition by w.run_id order by w.step
                           rows between unbounded preceding and current row) as best_so_far
 from reward as w
-left join runs as r on r.run_id = w.run_id
+left join run_labels as r on r.run_id = w.run_id

@@ -7,21 +7,26 @@
 -- it. `runs.status` is the same rule applied at ingest time, without `progress/done_frac`.
 -- The ingest keeps the final checkpoint and the largest `progress/done_frac` on each `runs`
 -- row (statement `run_progress` of sql/statements/summaries.sql says how they are counted),
--- so this view reads `runs` alone.
+-- so this view reads `runs` alone (and `run_labels`, the label of each).
 -- @column run_id: run
 -- @column run_name: run path relative to the ingest root
+-- @column run_label: how the run is shown: run_name, with a run_id prefix when two runs share the name (see `run_labels`)
 -- @column status: completed / running / idle / missing, as of the query
 -- @column final_checkpoint: true when the run wrote a final checkpoint
 -- @column done_frac: largest non-NaN live `progress/done_frac` (null when the run logs none)
 -- @column source_updated_at: newest modification time of the run's source files, as of the last ingest
-select run_id,
-       run_name,
+-- @column last_error: the exception line ending the last traceback of the run's logs.log since its last command line (null when none): why a crashed run died
+select r.run_id,
+       r.run_name,
+       l.run_label,
        -- 120 s: ingest.RUNNING_WINDOW_S, the window `runs.status` uses.
-       case when status = 'missing' then 'missing'
-            when final_checkpoint or done_frac >= 1 then 'completed'
-            when source_updated_at > current_timestamp - interval 120 second then 'running'
+       case when r.status = 'missing' then 'missing'
+            when r.final_checkpoint or r.done_frac >= 1 then 'completed'
+            when r.source_updated_at > current_timestamp - interval 120 second then 'running'
             else 'idle' end as status,
-       final_checkpoint,
-       done_frac,
-       source_updated_at
-from runs
+       r.final_checkpoint,
+       r.done_frac,
+       r.source_updated_at,
+       r.last_error
+from runs as r
+join run_labels as l on l.run_id = r.run_id

@@ -9,6 +9,7 @@
 -- another order than `reward_trends`' window: the two can differ in the last bit.
 -- @column run_id: run
 -- @column run_name: run path relative to the ingest root
+-- @column run_label: how the run is shown: run_name, with a run_id prefix when two runs share the name (see `run_labels`)
 -- @column kind: rl / sl / dpo / unknown
 -- @column model_name: config.json `model_name`
 -- @column learning_rate: config.json `learning_rate`
@@ -21,6 +22,9 @@
 -- @column kl_flagged: `kl_health.flagged`; null when the run logs no KL
 -- @column n_checkpoints: checkpoint records written (0 when none)
 -- @column last_checkpoint: name of the latest checkpoint by write order (see `latest_checkpoints`)
+-- @column cost_usd: the run's total cost (`runs.cost_usd`: its last `cost/cumulative_usd`); null when it logs none
+-- @column last_error: the last exception line of the run's logs.log since its last command line (`runs.last_error`)
+-- @column tmp_files: leftover `.NAME.PID.tmp` files of an interrupted atomic write, not read (`runs.tmp_files`)
 with counted as (
     -- Steps from the per-read counts the ingest keeps (`metric_steps`): a run's distinct live
     -- steps are the sum of its live file's reads when each read's steps came after the ones
@@ -58,33 +62,31 @@ key_facts as (
            and sum(n_stepless) = 0 and sum(n_points) = sum(n_numbers) as plain
     from metric_keys
     where not pre_resume
-      and key in ('optim/kl_sample_train_v1', 'kl_sample_train_v1',
-                  'optim/kl_sample_train_v2', 'kl_sample_train_v2', 'env/all/reward/total')
+      and (key in (select key from kl_keys) or key = 'env/all/reward/total')
     group by run_id, key
 ),
 kl_facts as (
     -- Plain too when each KL family is logged under one spelling only (with both, the
-    -- `optim/` one wins step by step: `kl_health` decides).
-    select run_id,
-           max(max_value) filter (where key in ('optim/kl_sample_train_v1', 'kl_sample_train_v1'))
-               as max_v1,
-           max(max_value) filter (where key in ('optim/kl_sample_train_v2', 'kl_sample_train_v2'))
-               as max_v2,
-           bool_and(plain)
-           and count(*) filter (where key in ('optim/kl_sample_train_v1', 'kl_sample_train_v1')) <= 1
-           and count(*) filter (where key in ('optim/kl_sample_train_v2', 'kl_sample_train_v2')) <= 1
+    -- `optim/` one wins step by step: `kl_health` decides). `kl_keys` names the spellings.
+    select f.run_id,
+           max(f.max_value) filter (where k.family = 'v1') as max_v1,
+           max(f.max_value) filter (where k.family = 'v2') as max_v2,
+           bool_and(f.plain)
+           and count(*) filter (where k.family = 'v1') <= 1
+           and count(*) filter (where k.family = 'v2') <= 1
                as plain
-    from key_facts
-    where key <> 'env/all/reward/total'
-    group by run_id
+    from key_facts as f
+    join kl_keys as k on k.key = f.key
+    group by f.run_id
 ),
 kl as (
-    -- A plain run is flagged when its largest KL value is above the threshold (NaN is left
-    -- out of the summary's largest value; +Infinity is over), as `kl_health` would say. The
-    -- other runs are read from `kl_steps` (the KL merge rules), for them alone.
+    -- A plain run is flagged when its largest KL value is over the threshold
+    -- (`over_threshold`; NaN is left out of the summary's largest value, +Infinity is over):
+    -- one step is over exactly when the largest is, as `kl_health` would say. The other runs
+    -- are read from `kl_steps` (the KL merge rules), for them alone.
     select run_id, greatest(max_v1, max_v2) as max_kl,
-           coalesce(greatest(max_v1, max_v2)
-                    > (select value_num from settings where name = 'kl_threshold'), false)
+           over_threshold(greatest(max_v1, max_v2), '>',
+                          (select value_num from settings where name = 'kl_threshold'))
                as flagged
     from kl_facts
     where plain
@@ -131,6 +133,7 @@ reward as (
 )
 select r.run_id,
        r.run_name,
+       u.run_label,
        r.kind,
        r.model_name,
        r.learning_rate,
@@ -142,7 +145,10 @@ select r.run_id,
        k.max_kl,
        k.flagged as kl_flagged,
        coalesce(c.n_checkpoints, 0) as n_checkpoints,
-       c.latest_name as last_checkpoint
+       c.latest_name as last_checkpoint,
+       r.cost_usd,
+       r.last_error,
+       r.tmp_files
 from runs as r
 join run_status as u on u.run_id = r.run_id
 left join steps as s on s.run_id = r.run_id

@@ -16,6 +16,7 @@
 -- spark` writes them as Spark's exact `percentile()`, not sqlglot's default approximation.
 -- @column run_id: run
 -- @column run_name: run path relative to the ingest root
+-- @column run_label: how the run is shown: run_name, with a run_id prefix when two runs share the name (see `run_labels`)
 -- @column name: span name
 -- @column calls: number of spans with this name (over all steps)
 -- @column total_s: summed duration in seconds: concurrent spans each count (tinker's `time/<name>:total`, summed over steps)
@@ -53,6 +54,7 @@ top_level as (
 )
 select p.run_id,
        r.run_name,
+       r.run_label,
        p.name,
        p.calls,
        p.total_s,
@@ -65,6 +67,6 @@ select p.run_id,
        p.wall_s / nullif(coalesce(t.seconds, l.seconds), 0) as wall_share,
        row_number() over (partition by p.run_id order by p.total_s desc, p.name) as rank
 from per_name as p
-left join runs as r on r.run_id = p.run_id
+left join run_labels as r on r.run_id = p.run_id
 left join time_total as t on t.run_id = p.run_id
 left join top_level as l on l.run_id = p.run_id

@@ -4,6 +4,7 @@
 -- from its rollout summary, matched on (run, split, iteration, group, trajectory).
 -- @column run_id: run
 -- @column run_name: run path relative to the ingest root
+-- @column run_label: how the run is shown: run_name, with a run_id prefix when two runs share the name (see `run_labels`)
 -- @column split: `train` or `eval/<label>`
 -- @column iteration: training step of the logged batch
 -- @column section: header path of the conversation in the logtree, e.g. `Group Rollout / Prompt`
@@ -23,6 +24,7 @@ with trajectory as (
 )
 select m.run_id,
        r.run_name,
+       r.run_label,
        c.split,
        c.iteration,
        c.section,
@@ -36,7 +38,7 @@ select m.run_id,
        t.total_reward
 from messages as m
 join conversations as c on c.run_id = m.run_id and c.conversation_id = m.conversation_id
-left join runs as r on r.run_id = m.run_id
+left join run_labels as r on r.run_id = m.run_id
 left join trajectory as t
     on t.run_id = c.run_id and t.split = c.split and t.iteration = c.iteration
     and t.group_idx = c.group_idx and t.traj_idx = c.traj_idx

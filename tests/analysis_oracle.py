@@ -145,6 +145,21 @@ class SqlStore:
         return self.names
 
 
+SPEND_KEYS = {"tokens": ("tokens/cumulative/sampled", "tokens/cumulative/trained"),
+              "cost": ("cost/cumulative_usd",)}
+
+
+def spend(run: Path, x: str) -> dict[int, float]:
+    """step -> what the run had spent by it on axis `x`: the sum of the live finite values of
+    the axis' cumulative keys at that step (steps with none left out)."""
+    out: dict[int, float] = {}
+    for key in SPEND_KEYS[x]:
+        for step, value in series(run, key).items():
+            if finite(value):
+                out[step] = out.get(step, 0.0) + value
+    return out
+
+
 def curves(runs_: dict[str, Path], key: str, group_of: dict[str, Any], *,
            w: float | None = None, x: str = "step",
            bucket: float | None = None) -> dict[tuple[Any, float], dict[str, Any]]:
@@ -161,6 +176,14 @@ def curves(runs_: dict[str, Path], key: str, group_of: dict[str, Any], *,
         if x == "step":
             per_run[name] = [(float(s), v, sm) for (s, v), sm in zip(pts, smoothed)]
             continue
+        if x in SPEND_KEYS:
+            spent = spend(run, x)
+            rises = [b - a for (_, a), (_, b) in zip(sorted(spent.items()),
+                                                     sorted(spent.items())[1:]) if b > a]
+            if rises:
+                medians.append(statistics.median(rises))
+            per_run[name] = [(spent[s], v, sm) for (s, v), sm in zip(pts, smoothed) if s in spent]
+            continue
         durations = sorted((s, d) for s, d in series(run, TIME_KEY).items() if finite(d))
         if not durations:
             continue
@@ -170,7 +193,7 @@ def curves(runs_: dict[str, Path], key: str, group_of: dict[str, Any], *,
             total += d
             elapsed[s] = total - durations[0][1]
         per_run[name] = [(elapsed[s], v, sm) for (s, v), sm in zip(pts, smoothed) if s in elapsed]
-    if x == "time":
+    if x != "step":
         if bucket is None:
             bucket = statistics.median(medians)
         for name, pts in per_run.items():

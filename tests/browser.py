@@ -5,7 +5,7 @@ Contract: `find_chromium()` returns the path of a Chromium/Chrome binary
 height=)` renders a local HTML file headless into a PNG; `dump_dom(page)` returns the DOM
 after the page's scripts ran and Chromium's log (console messages, uncaught errors). Both run
 Chromium with a throw-away profile, no sandbox, no GPU and no background networking, and
-raise `RuntimeError` with Chromium's stderr when it fails. Used by tests/test_charts.py and
+raise `RuntimeError` with Chromium's stderr when it fails. Used by tests/present/test_charts.py and
 tools/chart_screenshots.py; nothing of runstore's own needs it.
 """
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import math
 import os
 import re
 from collections import defaultdict
@@ -176,16 +177,28 @@ def expected_counts(root: Path) -> dict[str, int]:
             else:
                 c["conversations"] += conversations_in(f)
                 c["messages"] += messages_in(f)
+    for table, n in artifact_counts(root).items():
+        c[table] += n
     return dict(c)
 
 
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """Flattened key -> leaf, keys as docs/schema.md writes them: parts joined by dots, a part
+    that could be misread written as a JSON string."""
     if isinstance(obj, dict) and obj:
         out: dict[str, Any] = {}
         for k, v in obj.items():
-            out.update(flatten(v, f"{prefix}{k}."))
+            out.update(flatten(v, f"{prefix}{config_key_part(k)}."))
         return out
     return {prefix[:-1]: obj} if prefix else {}
+
+
+def config_key_part(name: str) -> str:
+    """docs/schema.md's rule: a part is written as it is unless it is empty, holds a `.`, a
+    `,` or a control character, begins with `"`, or begins or ends with whitespace."""
+    misread = (name == "" or name[0] == '"' or name[0].isspace() or name[-1].isspace()
+               or any(c in ".," or ord(c) < 32 or ord(c) == 127 for c in name))
+    return json.dumps(name, ensure_ascii=False) if misread else name
 
 
 def kind_of(config: dict) -> str:
@@ -269,7 +282,7 @@ def fingerprint(root: Path) -> dict[str, tuple[str, int, int]]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Canned views, recomputed from the source files (tests/test_views.py compares them with SQL).
+# Canned views, recomputed from the source files (tests/query/test_views.py compares them with SQL).
 # Same rule as above: no runstore import; every number comes from the JSON files themselves.
 
 KL_FAMILIES = {"v1": ("optim/kl_sample_train_v1", "kl_sample_train_v1"),
@@ -722,18 +735,125 @@ def trace_slices(path: Path) -> list[tuple[str, float, float | None]]:
     return sorted(out, key=lambda r: (r[1], r[0], -1 if r[2] is None else r[2]))
 
 
+def trace_events(events: list[tuple[int, Any]]) -> tuple[list[dict], list[dict], list[int]]:
+    """A whole trace file event by event, by the rules of the trace_slices docs (docs/schema.md,
+    the trace normalizer's contract), resumes included: (the rows in the order the events
+    complete them, the rows of the B's still open at the end, the lines warned about).
+
+    Events pair B with E by (segment, pid, args.track, name), last in first out. A segment
+    ends when a `process_name` event repeats a pid of the segment (the last B/E/X event, when
+    it is a B of that pid, moves to the new segment) or a timestamp falls more than 1e6 below
+    the segment's largest; the B's it leaves open become rows without a duration there. Depth:
+    the B's open on (segment, pid, track) when a B or X arrives. A row's args are the B's (the
+    E's added over them) without track and thread, as JSON text; its thread the B's, else the
+    E's. Events with missing or wrongly typed fields are warned about and skipped, instants
+    are skipped silently."""
+    def num(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    def finite(v: Any) -> bool:
+        try:
+            return num(v) and math.isfinite(v)
+        except OverflowError:
+            return False
+
+    def int64(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and -2 ** 63 <= v < 2 ** 63
+
+    def label(v: Any) -> str | None:
+        return None if v is None else v if isinstance(v, str) else json.dumps(v, default=str)
+
+    def text(args: dict) -> str | None:
+        return json.dumps(args, ensure_ascii=False) if args else None
+
+    rows: list[dict] = []
+    warned: list[int] = []
+    segment, top, pids, opened, last_b = 0, None, set(), [], None
+
+    def row(b: dict, end: float | None, e_args: dict | None) -> dict:
+        args = {**b["args"], **{k: v for k, v in (e_args or {}).items()
+                                if k not in ("track", "thread")}}
+        thread = b["thread"] if b["thread"] is not None or e_args is None \
+            else label(e_args.get("thread"))
+        return {"name": b["name"], "start_us": b["ts"],
+                "dur_us": None if end is None else end - b["ts"], "pid": b["pid"],
+                "track": b["track"], "thread": thread, "args": text(args),
+                "depth": b["depth"], "segment": b["segment"]}
+
+    def new_segment() -> None:
+        nonlocal segment, top, pids, opened, last_b
+        rows.extend(row(b, None, None) for b in opened)
+        segment, top, pids, opened, last_b = segment + 1, None, set(), [], None
+
+    for line, ev in events:
+        if not isinstance(ev, dict) or not isinstance(ev.get("ph"), str):
+            warned.append(line)
+            continue
+        ph = ev["ph"]
+        if ph in ("i", "I"):
+            continue
+        if ph == "M":
+            if not (int64(ev.get("pid")) and int64(ev.get("tid"))):
+                warned.append(line)
+            elif ev.get("name") == "process_name":
+                if ev["pid"] in pids:
+                    move = last_b if last_b is not None and last_b["pid"] == ev["pid"] else None
+                    if move is not None:
+                        opened = [b for b in opened if b is not move]
+                    new_segment()
+                    if move is not None:
+                        move = {**move, "depth": 0, "segment": segment}
+                        opened.append(move)
+                        top, last_b = move["ts"], move
+                pids.add(ev["pid"])
+            continue
+        args = {} if ev.get("args") is None else ev.get("args", {})
+        if ph not in ("B", "E", "X") or not isinstance(ev.get("name"), str) \
+                or not int64(ev.get("pid")) or not finite(ev.get("ts")) \
+                or not isinstance(args, dict) or (ph == "X" and not finite(ev.get("dur"))):
+            warned.append(line)
+            continue
+        ts = float(ev["ts"])
+        if top is not None and ts < top - 1e6:
+            new_segment()
+        top = ts if top is None else max(top, ts)
+        track = label(args.get("track"))
+        if ph == "E":
+            last_b = None
+            match = [b for b in opened if (b["pid"], b["track"], b["name"])
+                     == (ev["pid"], track, ev["name"])]
+            if not match:
+                warned.append(line)
+                continue
+            opened = [b for b in opened if b is not match[-1]]
+            rows.append(row(match[-1], ts, args))
+            continue
+        b = {"name": ev["name"], "pid": ev["pid"], "track": track, "ts": ts,
+             "thread": label(args.get("thread")),
+             "args": {k: v for k, v in args.items() if k not in ("track", "thread")},
+             "depth": sum((o["pid"], o["track"]) == (ev["pid"], track) for o in opened),
+             "segment": segment}
+        if ph == "X":
+            last_b = None
+            rows.append(row(b, ts + float(ev["dur"]), None))
+        else:
+            opened.append(b)
+            last_b = b
+    return rows, [row(b, None, None) for b in opened], warned
+
+
 # ---------------------------------------------------------------------------------------------
-# Health checks (tests/test_checks.py): a rule evaluated over the live values of the files.
+# Health checks (tests/health/test_checks.py): a rule evaluated over the live values of the files.
 # Written from docs/checks.md, not from runstore's SQL: `optim/X` and `X` are one family
 # (the prefixed write wins at a step that has both), NaN never compares true, a step is over
 # when any of the rule's metrics is, streaks run over the steps that log the rule's metrics.
 
 def rule_family(metric: str) -> tuple[str, ...]:
-    if metric.startswith("optim/") and metric != "optim/":
-        return metric, metric[len("optim/"):]
-    if "/" not in metric:
-        return "optim/" + metric, metric
-    return (metric,)
+    """The keys a rule's metric reads, preferred first: `optim/X` and `X` for any X (one
+    `optim/` taken off or put on; docs/checks.md, FORMATS.md)."""
+    base = metric[len("optim/"):] if metric.startswith("optim/") and metric != "optim/" \
+        else metric
+    return "optim/" + base, base
 
 
 _COMPARE = {">": lambda v, t: v > t, ">=": lambda v, t: v >= t,
@@ -790,3 +910,241 @@ def check_rule(root: Path, metrics: tuple[str, ...] | str, op: str, value: float
             "peak": max(peaks) if pick_max else min(peaks), "latest": extreme[-1],
         }
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# tinker-cookbook 0.6.1's other artifacts (issue 32), read again from the files: the token-level
+# capture, eval stores, logs.log, the run's final cost and tokens. Same rule: no runstore import.
+
+CAPTURE_COORDS = ("run_attempt", "iteration", "group_idx", "traj_idx")
+
+
+def capture_files(run: Path) -> list[Path]:
+    d = run / "capture"
+    return sorted(p for p in d.iterdir() if p.is_file() and p.name.endswith(".jsonl")
+                  and not p.name.startswith(".")) if d.is_dir() else []
+
+
+def _int_coord(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int) and -2 ** 63 <= v < 2 ** 63:
+        return v
+    if isinstance(v, float) and v.is_integer() and -2 ** 63 <= v < 2 ** 63:
+        return int(v)
+    return None
+
+
+def _int_list(v: Any) -> list[int] | None:
+    ok = isinstance(v, list) and all(type(x) is int and -2 ** 63 <= x < 2 ** 63 for x in v)
+    return v if ok else None
+
+
+def _num_list(v: Any) -> list[float] | None:
+    ok = isinstance(v, list) and all(_is_number(x) for x in v)
+    return [float(x) for x in v] if ok else None
+
+
+def capture_rows(run: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(samples, events) of a run's capture files: a `sample` record with a non-empty
+    `samples` list is one sample row per object in it, every other object line one event."""
+    samples, events = [], []
+    for path in capture_files(run):
+        for line, rec in complete_lines(path):
+            if not isinstance(rec, dict):
+                continue
+            scope = rec.get("scope") if isinstance(rec.get("scope"), dict) else {}
+            coords = {k: _int_coord(scope.get(k)) for k in CAPTURE_COORDS}
+            coords.update({k: scope.get(k) if isinstance(scope.get(k), str) else None
+                           for k in ("split", "purpose")})
+            where = {"file": path.name, "seq": line, **coords}
+            seqs = rec.get("samples")
+            if rec.get("kind") == "sample" and isinstance(seqs, list) and seqs:
+                for i, s in enumerate(seqs):
+                    if not isinstance(s, dict):
+                        continue
+                    samples.append({**where, "sample_idx": i,
+                                    "prompt_tokens": _int_list(rec.get("prompt_tokens")),
+                                    "sampled_tokens": _int_list(s.get("tokens")),
+                                    "logprobs": _num_list(s.get("logprobs")),
+                                    "stop_reason": s.get("stop_reason")})
+            else:
+                events.append({**where, "kind": rec.get("kind"), "status": rec.get("status"),
+                               "op": rec.get("op"), "record": rec})
+    return samples, events
+
+
+def eval_stores(root: Path) -> list[Path]:
+    """Directories holding `runs.jsonl` and some `runs/<id>/metadata.json`: found while
+    walking (not inside runs, whose `eval/` and `eval_store/` are looked at instead)."""
+    def is_store(d: Path) -> bool:
+        return (d / "runs.jsonl").is_file() and (d / "runs").is_dir() and any(
+            (r / "metadata.json").is_file() for r in (d / "runs").iterdir() if r.is_dir())
+
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        if "config.json" in filenames or "metrics.jsonl" in filenames:
+            found += [here / n for n in ("eval", "eval_store") if is_store(here / n)]
+            dirnames[:] = []
+            continue
+        if is_store(here):
+            found.append(here)
+            dirnames[:] = [d for d in dirnames if d != "runs"]
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+    return sorted(found)
+
+
+def _json_object(path: Path) -> dict | None:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def eval_store_rows(store: Path) -> dict[str, list[dict[str, Any]]]:
+    """`eval_runs`, `eval_results`, `eval_trajectories` of one eval store, keyed by the
+    directory names (eval run, benchmark) the files lie in."""
+    out: dict[str, list[dict[str, Any]]] = {"eval_runs": [], "eval_results": [],
+                                            "eval_trajectories": []}
+    for run in sorted(p for p in (store / "runs").iterdir() if p.is_dir()):
+        meta = _json_object(run / "metadata.json")
+        if meta is not None:
+            out["eval_runs"].append({"eval_run_id": run.name, **meta})
+        for bench in sorted(p for p in run.iterdir() if p.is_dir()):
+            result = _json_object(bench / "result.json")
+            if result is not None:
+                out["eval_results"].append({"eval_run_id": run.name, "benchmark": bench.name,
+                                            **result})
+            traj = bench / "trajectories.jsonl"
+            if traj.is_file():
+                out["eval_trajectories"] += [
+                    {"eval_run_id": run.name, "benchmark": bench.name, "seq": line, **o}
+                    for line, o in complete_lines(traj) if isinstance(o, dict)]
+    return out
+
+
+def log_lines(run: Path) -> list[str]:
+    """The complete lines of a run's logs.log (without their newline)."""
+    p = run / "logs.log"
+    if not p.is_file():
+        return []
+    data = p.read_bytes()
+    return [line.removesuffix("\r") for line in
+            data[: data.rfind(b"\n") + 1].decode("utf-8", "replace").split("\n")[:-1]]
+
+
+_COMMAND = re.compile(r"^\S+:\d+ \[[A-Z]+\] Command line invocation: (.*)$")
+_RECORD = re.compile(r"^\S+:\d+ \[[A-Z]+\]")
+
+
+def log_facts(run: Path) -> dict[str, Any]:
+    """`command` (the first command line) and `last_error`: the first unindented line after
+    the indented frames of the last `Traceback (most recent call last):` line that follows the
+    last command line (found by looking backwards from the end, unlike the ingest)."""
+    lines = log_lines(run)
+    commands = [i for i, line in enumerate(lines) if _COMMAND.match(line)]
+    command = _COMMAND.match(lines[commands[0]]).group(1) if commands else None  # type: ignore[union-attr]
+    start = commands[-1] + 1 if commands else 0
+    last_error = None
+    tracebacks = [i for i in range(start, len(lines))
+                  if lines[i] == "Traceback (most recent call last):"
+                  or (_RECORD.match(lines[i]) and lines[i].endswith("] Traceback (most recent call last):"))]
+    for tb in reversed(tracebacks):
+        for line in lines[tb + 1:]:
+            if _RECORD.match(line):
+                break  # cut short by the next record: no exception line
+            if line and not line[0].isspace() and not line.startswith(("During handling",
+                                                                         "The above exception")):
+                if line != "Traceback (most recent call last):":
+                    last_error = line
+                break
+        if last_error is not None:
+            break
+    return {"command": command, "last_error": last_error}
+
+
+TOTAL_KEYS = {"cost_usd": "cost/cumulative_usd", "tokens_sampled": "tokens/cumulative/sampled",
+              "tokens_trained": "tokens/cumulative/trained"}
+
+
+def run_totals(run: Path) -> dict[str, Any]:
+    """The last numeric write of each cumulative key in metrics.jsonl (step-less rows too)."""
+    last: dict[str, Any] = {}
+    p = run / "metrics.jsonl"
+    if p.is_file():
+        for _, key, value, _ in metric_rows(p):
+            if _is_number(value):
+                last[key] = value
+    out: dict[str, Any] = {}
+    for column, key in TOTAL_KEYS.items():
+        v = last.get(key)
+        if column != "cost_usd" and v is not None:
+            v = int(v) if float(v).is_integer() and abs(v) < 2 ** 63 else None
+        out[column] = None if v is None else (float(v) if column == "cost_usd" else v)
+    return out
+
+
+def artifact_counts(root: Path) -> dict[str, int]:
+    """Row counts of the tables issue 32 adds, for the runs and eval stores under `root`."""
+    c: dict[str, int] = defaultdict(int)
+    for run in run_dirs(root):
+        c["run_logs"] += len(log_lines(run))
+        samples, events = capture_rows(run)
+        c["samples"] += len(samples)
+        c["capture_events"] += len(events)
+    for store in eval_stores(root):
+        for table, rows in eval_store_rows(store).items():
+            c[table] += len(rows)
+    return dict(c)
+
+
+
+# Agents' answers (tests/agents): a run's metric history, the time axis, smoothing.
+
+def metric_series(run: Path, key: str) -> list[tuple[int, float]]:
+    """(step, value) of the live numeric writes of `key`, in step order."""
+    return sorted((s, v) for (s, k), v in live_numbers(run).items() if k == key)
+
+
+def elapsed_times(run: Path) -> dict[int, float]:
+    """step → wall seconds at which the run logged it: the sum of `time/total` over the steps
+    after the run's first step with a finite `time/total`, up to and including it (steps
+    without a finite duration have no time)."""
+    durations = [(s, v) for s, v in metric_series(run, "time/total")
+                 if v == v and v not in (float("inf"), float("-inf"))]
+    out: dict[int, float] = {}
+    total = 0.0
+    for i, (step, d) in enumerate(durations):
+        if i:
+            total += d
+        out[step] = total
+    return out
+
+
+def debiased_ema(values: list[float], weight: float) -> list[float | None]:
+    """TensorBoard's smoothing written out: at point t, sum_i w^(k_t-k_i) x_i / sum_i
+    w^(k_t-k_i) over the finite x_i up to t (k counts finite points); a non-finite point
+    carries the previous value; None before the first finite point."""
+    out: list[float | None] = []
+    finite: list[float] = []
+    for x in values:
+        if x == x and x not in (float("inf"), float("-inf")):
+            finite.append(x)
+        if not finite:
+            out.append(None)
+            continue
+        k = len(finite)
+        weights = [weight ** (k - 1 - i) for i in range(k)]
+        out.append(sum(w * v for w, v in zip(weights, finite)) / sum(weights))
+    return out
+
+
+def rollout_index(root: Path) -> dict[tuple[str, str, int], list[float]]:
+    """(run_name, split, iteration) → the total rewards of its trajectories (rollout
+    summaries), in file order."""
+    out: dict[tuple[str, str, int], list[float]] = defaultdict(list)
+    for (name, split, iteration, _, _), reward in rollout_rewards(root).items():
+        out[(name, split, iteration)].append(reward)
+    return dict(out)

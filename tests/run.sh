@@ -6,9 +6,9 @@ cd "$(dirname "$0")/.."
 
 python3 -m pip install --disable-pip-version-check -q -e '.[test]'
 
-# Headless Chromium for the real-browser tests of the HTML report (tests/test_charts.py) and of
-# `runstore ui` (tests/test_ui_browser.py, driven by Playwright from the test extra, pointed at
-# this Chromium: Playwright's own browser download does not work offline).
+# Headless Chromium for the real-browser tests of the HTML report (tests/present/test_charts.py)
+# and of `runstore ui` (tests/ui/test_ui_browser.py, driven by Playwright from the test extra,
+# pointed at this Chromium: Playwright's own browser download does not work offline).
 # Only as root and only when missing; if the install fails the tests skip and say why.
 if [ "$(id -u)" = 0 ] && ! command -v chromium >/dev/null 2>&1; then
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
@@ -19,4 +19,7 @@ fi
 # before the tests run.
 lint-imports
 
-python3 -m pytest -q -p no:cacheprovider "$@"
+# Every core (pytest-xdist; PYTEST_XDIST_AUTO_NUM_WORKERS=N sets how many); a module marked
+# xdist_group runs whole on one worker. Arguments go to pytest: `bash tests/run.sh
+# tests/query/test_views.py -x` runs one file.
+python3 -m pytest -q -p no:cacheprovider -n auto --dist loadgroup "$@"

@@ -7,10 +7,12 @@ built from it is compared with an independent source (the oracle, or the store b
 
 from __future__ import annotations
 
+import os
 import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,25 @@ import runstore
 from runstore.cli import main
 
 TABLES = ("runs", "config", "metrics_raw", "checkpoints", "trajectories", "rollout_steps",
-          "conversations", "messages", "spans", "trace_slices")
+          "conversations", "messages", "spans", "trace_slices", "samples", "capture_events",
+          "run_logs", "eval_runs", "eval_results", "eval_trajectories")
+
+
+DAY = 24 * 3600
+
+
+def set_old_mtime(path: Path, age: float = DAY) -> None:
+    t = time.time() - age
+    os.utime(path, (t, t))
+
+
+def age_tree(root: Path) -> None:
+    """Make every file look a day old: its runs are `idle` from the first ingest on (files
+    written by the test would be `running` for `ingest.job.RUNNING_WINDOW_S`, then turn
+    `idle`, and an ingest after that rewrites the runs' rows)."""
+    for p in root.rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            set_old_mtime(p)
 
 
 def counts(store_path: Path) -> dict[str, int]:
@@ -42,9 +62,15 @@ def digest(store_path: Path, tables: tuple[str, ...] = TABLES) -> dict[str, list
     return out
 
 
-def cli(store: Path, *args: str, **kw: Any) -> Result:
-    return CliRunner().invoke(main, ["--store", str(store), *args], catch_exceptions=False,
-                              **kw)
+def cli(store: Path | runstore.Store | None, *args: str, catch_exceptions: bool = False,
+        **kw: Any) -> Result:
+    """`runstore [--store STORE] ARGS` in this process, through click's CliRunner (the one
+    wrapper every test uses; `input=`, `env=` pass through). An exception the command did not
+    turn into an error is raised, unless `catch_exceptions=True` (for tests that look at it)."""
+    if isinstance(store, runstore.Store):
+        store = store.path
+    base = ["--store", str(store)] if store is not None else []
+    return CliRunner().invoke(main, [*base, *args], catch_exceptions=catch_exceptions, **kw)
 
 
 def python_m(store: Path, *args: str, env: dict[str, str] | None = None,

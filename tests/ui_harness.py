@@ -58,9 +58,12 @@ class UiServer:
             elif self.proc.poll() is not None:
                 break
         if found is None:
-            self.stop()
-            err = self.proc.stderr.read() if self.proc.stderr else ""
-            raise RuntimeError(f"runstore ui did not start: {''.join(self.output)}{err}")
+            # stop() reads what is left of both pipes and closes them: its answer is the
+            # message (reading stderr after it raised "I/O operation on closed file" and hid
+            # why the server did not start).
+            out, err = self.stop()
+            raise RuntimeError(f"runstore ui did not start within {timeout:g} s (exit status "
+                               f"{self.proc.returncode}): {out}{err}")
         self.printed_url = found
         token = re.search(r"[?&]token=([^&\s]+)", found)
         self.token = token.group(1) if token else None

@@ -29,7 +29,7 @@ from gen_docs import build_demo_store  # noqa: E402
 # file stem, Store method, its arguments, screenshot size
 CHARTS: tuple[tuple[str, str, dict[str, object], tuple[int, int]], ...] = (
     ("metric", "plot_metric", {"keys": ["env/all/reward/total"], "color_by": "learning_rate",
-                               "smooth": 5}, (1000, 600)),
+                               "smooth": 0.8}, (1000, 600)),
     ("kl", "plot_kl", {}, (1000, 600)),
     ("rewards", "plot_rewards", {"runs": "gsm8k_tool_rl/*"}, (1000, 600)),
     ("spans", "plot_spans", {"run": "math_rl_sweep/qwen3-8b/lr_1e-4", "step": 10}, (1000, 1000)),

@@ -1,10 +1,10 @@
 """Generated documentation (a doc tool, not in the wheel): `docs/views.md` from the SQL
 comments, `docs/cookbook.md` from questions answered on the demo data, `docs/cli.md` from
-every command's `--help`.
+every command's `--help`, the catalogue part of `docs/doctor.md` from sql/doctor/'s headers.
 
 Contract: the texts are pure functions of the repository (the `sql/` files, this module's
 questions, the store `runstore demo` writes from `runstore.demo.DEMO_SEED`), so the committed
-files can be checked by regenerating them (tests/test_views.py does). The cookbook runs every
+files can be checked by regenerating them (tests/query/test_views.py does). The cookbook runs every
 question against the store `runstore demo` writes (`build_demo_store`), refuses a question
 that answers no rows (an empty table shows nothing), and its queries leave out path-dependent columns
 (`run_id`, `conversation_id`, `run_path`) and clock-dependent ones (`ingested_at`,
@@ -16,6 +16,7 @@ between builds), and rewards are multiples of 1/8, so their means sit on roundin
     python tools/gen_docs.py views -o docs/views.md
     python tools/gen_docs.py cookbook -o docs/cookbook.md
     python tools/gen_docs.py cli -o docs/cli.md
+    python tools/gen_docs.py doctor -o docs/doctor.md
 """
 
 from __future__ import annotations
@@ -61,7 +62,30 @@ def views_markdown() -> str:
         out += ["", f"Reads: {deps}.", "",
                 "<details><summary>SQL</summary>", "", "```sql", v.body, "```", "",
                 "</details>", ""]
-    return "\n".join(out)
+    return "\n".join(out + built_ins())
+
+
+def built_ins() -> list[str]:
+    """What every query sees besides the tables and views: `settings`, `kl_keys` and the
+    macros (sql/statements/macros.sql), each from its one home."""
+    from runstore.families import KL_KEYS
+    from runstore.query import macros
+
+    rows = ", ".join(f"(`{k}`, `{f}`, {p})" for k, f, p in KL_KEYS)
+    out = ["## Built in", "",
+           "Every query (and every view) also sees these. For other engines, `runstore views "
+           "--dialect` creates `settings` as a view and writes the others out where a view "
+           "uses them:", "",
+           "- `settings(name, value_num, value_str)`: the settings the query sees: the "
+           "store's (`store.set_setting`), else the defaults, overridden by `--param NAME=...` "
+           "(`kl_threshold`, 0.01 unless set).",
+           f"- `kl_keys(key, family, pref)`: the stored spellings of the two KL families "
+           f"(`family` `v1` or `v2`, `pref` 0 for the `optim/` spelling, the one used where a "
+           f"step logs both), from `runstore.families`, their one home: {rows}."]
+    params = macros.definitions()
+    for name, text in macros.described().items():
+        out.append(f"- `{name}({', '.join(params[name][0])})` (a macro): {text}")
+    return out + [""]
 
 
 @dataclass(frozen=True)
@@ -320,16 +344,108 @@ where e.metric = 'env/all/reward/total' and e.run_name glob 'gsm8k_tool_rl/sweep
 order by e.run_name, e.evaluator, e.step"""),
     Question(
         "What did each run cost?",
-        "0.6.x trainers log `cost/cumulative_usd` and cumulative token counts every step.",
+        "0.6.x trainers log `cost/cumulative_usd` and cumulative token counts every step (and "
+        "between steps, in step-less `log_summary` rows); `runs` keeps each run's last write "
+        "of them: its total.",
         """\
-select r.run_name,
-       round(max(m.value) filter (where m.key = 'cost/cumulative_usd'), 2) as cost_usd,
-       max(m.value) filter (where m.key = 'tokens/cumulative/trained')::bigint as trained_tokens
-from metrics as m
+select run_name, round(cost_usd, 4) as cost_usd, tokens_sampled, tokens_trained
+from runs
+where cost_usd is not null
+order by cost_usd desc, run_name"""),
+    Question(
+        "What did each sweep cost?",
+        "A sweep is a directory of runs: group the runs' totals by the part of `run_name` "
+        "before the last `/`.",
+        """\
+select regexp_replace(run_name, '/[^/]*$', '') as sweep, count(*) as runs,
+       round(sum(cost_usd), 4) as cost_usd, sum(tokens_sampled) as tokens_sampled
+from runs
+where cost_usd is not null
+group by sweep
+order by cost_usd desc"""),
+    Question(
+        "Which run of a sweep bought the most reward per dollar?",
+        "`reward_per_dollar` sets each run's final and best training reward against its total "
+        "cost.",
+        """\
+select run_name, learning_rate, round(cost_usd, 4) as usd, round(best_reward, 3) as best,
+       round(best_per_usd, 2) as best_per_usd_2dp
+from reward_per_dollar
+where run_name like 'gsm8k_tool_rl/%'
+order by best_per_usd desc, run_name"""),
+    Question(
+        "How do the runs compare by what they spent rather than by step?",
+        "`compare` with `x=\"cost\"` (or `\"tokens\"`) places each step at the run's "
+        "cumulative cost there and aligns the runs on a common grid (buckets about one step "
+        "wide, each run counted with its last point in a bucket), so a cheap run and an "
+        "expensive one compare at equal spend.",
+        call='(store.compare("env/all/reward/total", runs="gsm8k_tool_rl/*",\n'
+             '               group_by="learning_rate", x="cost", bucket=0.1)\n'
+             '      .select("learning_rate", "cost_usd", "n", pl.col("mean", "std").round(3)))',
+        cli="runstore compare env/all/reward/total --runs 'gsm8k_tool_rl/*' "
+            "--group-by learning_rate --x cost --bucket 0.1"),
+    Question(
+        "What did the model see and produce at iteration N, trajectory K?",
+        "The token-level capture (`samples`, one row per sampled sequence) keeps the prompt "
+        "and sampled token ids and the logprobs as lists; `sample_rollouts` puts each beside "
+        "its trajectory of the rollout summaries. A multi-turn trajectory has one sequence per "
+        "turn.",
+        """\
+select s.run_attempt, s.sample_idx, s.seq, s.prompt_len, s.sampled_len,
+       s.sampled_tokens[1:4] as first_tokens, round(s.logprobs[1], 4) as first_logprob,
+       s.stop_reason
+from samples as s
 join runs as r using (run_id)
-where m.key in ('cost/cumulative_usd', 'tokens/cumulative/trained')
-group by r.run_name
-order by cost_usd desc, r.run_name"""),
+where r.run_name = $run and s.iteration = $iteration and s.group_idx = 0
+  and s.traj_idx = $traj
+order by s.seq""",
+        {"run": "tool_rl_async/learning_rate=2e-05", "iteration": 2, "traj": 1}),
+    Question(
+        "How many sequences did each iteration sample, how long, how confident, and from "
+        "which attempt?",
+        "`sample_stats` has one row per run, attempt, split, iteration and policy version; a "
+        "resumed run samples its resume iterations again under `run_attempt` 1. In async RL "
+        "`sample_rollouts.staleness` says how many updates behind the sampler was.",
+        """\
+select run_attempt, split, iteration, n_sequences, round(prompt_len_mean, 1) as prompt_len,
+       sampled_len_p50, sampled_len_max, round(mean_logprob, 3) as mean_logprob
+from sample_stats
+where run_name = 'tool_rl_async/learning_rate=2e-05' and split = 'train'
+order by run_attempt, iteration"""),
+    Question(
+        "Which checkpoint scored best on which benchmark?",
+        "`eval_scores` has one row per benchmark result of the eval stores under the ingested "
+        "paths, linked to the training run and checkpoint whose weights were evaluated (the "
+        "base model's row has none).",
+        """\
+select benchmark, run_name, checkpoint, step, score
+from (select *, row_number() over (partition by benchmark
+                                   order by score desc, step desc, run_name, checkpoint) as place
+      from eval_scores
+      where run_id is not null)
+where place = 1
+order by benchmark"""),
+    Question(
+        "Which runs crashed, and what was their last error?",
+        "`runs.last_error` is the exception line that ends the last traceback of the run's "
+        "`logs.log` since its last command line (a run that was resumed after a crash has "
+        "none); `run_status` shows it beside the status.",
+        """\
+select run_name, status, last_error
+from run_status
+where last_error is not null
+order by run_name"""),
+    Question(
+        "Which runs logged a traceback, and what was its last line?",
+        "`run_logs` has every line of every `logs.log`, with the level of the record it "
+        "belongs to; a traceback's lines follow its `Traceback (most recent call last):` line.",
+        """\
+select r.run_name, count(*) as tracebacks, r.last_error
+from run_logs as l
+join runs as r using (run_id)
+where l.text = 'Traceback (most recent call last):'
+group by r.run_name, r.last_error
+order by r.run_name"""),
     Question(
         "Which runs are still running, crashed, or finished?",
         "`status` (the `run_status` view, as of the query) is `completed` once the run wrote "
@@ -358,7 +474,7 @@ def cookbook_markdown(store: Any) -> str:
            "Each answer below is the real output of its query on the store `runstore demo` "
            "writes. Run any of them with `runstore sql \"...\"` (add `--param name=value` "
            "where shown) or `store.sql(query, params={...})` in Python; `runstore sql -F "
-           "markdown` prints exactly the table shown (tests/test_doc_examples.py checks). "
+           "markdown` prints exactly the table shown (tests/docs/test_doc_examples.py checks). "
            "`docs/views.md` documents every view. The sweep questions (keys, config diffs, "
            "grouped curves) are one command and one `Store` method each: `docs/compare.md`.",
            ""]
@@ -410,7 +526,7 @@ def cli_markdown() -> str:
 
     out = ["# Command-line reference", "",
            "<!-- Generated by `python tools/gen_docs.py cli` from each command's `--help`; "
-           "tests/test_packaging.py checks it is current and that every command has an "
+           "tests/docs/test_packaging.py checks it is current and that every command has an "
            "Example. -->", ""]
 
     def walk(cmd: click.Command, path: list[str], parent: click.Context | None) -> None:
@@ -430,14 +546,53 @@ def cli_markdown() -> str:
     return "\n".join(out)
 
 
+DOCTOR_DOC = TOOLS.parent / "docs" / "doctor.md"
+DOCTOR_MARK = ("<!-- The catalogue below is generated by `python tools/gen_docs.py doctor -o "
+               "docs/doctor.md` from the headers of sql/doctor/*.sql (the text above the "
+               "mark is kept as written); do not edit below. -->")
+SYMBOL_DEFAULTS = {"kl_threshold": "the store's `kl_threshold` setting (0.01)",
+                   "trend_weight": "the trend rules' weight (0.9)"}
+
+
+def doctor_markdown(current: str | None = None) -> str:
+    """docs/doctor.md: its hand-written part (up to `DOCTOR_MARK`), then one section per
+    finding of the catalogue, from its file's header: severity, definition, params, what to
+    try, the statement's file."""
+    from runstore.health.doctor import CATALOGUE
+
+    text = DOCTOR_DOC.read_text() if current is None else current
+    out = [text.split(DOCTOR_MARK)[0].rstrip("\n"), "", DOCTOR_MARK, ""]
+    for f in CATALOGUE:
+        out += [f"## `{f.name}`", "", f"**{f.severity}**: {f.summary}", "", f.definition, ""]
+        if f.trend is not None:
+            kind, metric = f.trend
+            rule = ("`stale > minutes`" if kind == "stale"
+                    else f"`{kind}({metric}, smooth) > threshold`")
+            out += [f"Its rule is `runstore check`'s {rule} ([checks.md](checks.md#trend-rules)).",
+                    ""]
+        for table, column, source in f.optional:
+            out += [f"Uses `{table}.{column}` where the store has it (from {source}); without "
+                    "it the finding is evaluated without that part, and `--explain` says so.", ""]
+        if f.params:
+            out += ["| param | default | meaning |", "|---|---|---|"]
+            out += [f"| `{p.name}` | {SYMBOL_DEFAULTS.get(str(p.default), p.default)} | "
+                    f"{p.doc.replace('|', '&#124;')} |" for p in f.params]
+            out.append("")
+        out += [f"**What to try:** {f.to_try}", "",
+                f"Statement: [`sql/doctor/{f.name}.sql`](../sql/doctor/{f.name}.sql); its chart "
+                f"on the Health page draws {', '.join(f'`{k}`' for k in f.chart)} (those the "
+                "run logs).", ""]
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python tools/gen_docs.py",
                                      description="Regenerate runstore's generated docs.")
-    parser.add_argument("doc", choices=["views", "cookbook", "cli"])
+    parser.add_argument("doc", choices=["views", "cookbook", "cli", "doctor"])
     parser.add_argument("-o", "--output", help="write to this file instead of stdout")
     args = parser.parse_args(argv)
     text = {"views": views_markdown, "cookbook": cookbook_from_scratch,
-            "cli": cli_markdown}[args.doc]()
+            "cli": cli_markdown, "doctor": doctor_markdown}[args.doc]()
     if args.output:
         Path(args.output).write_text(text)
     else:

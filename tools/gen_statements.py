@@ -4,7 +4,7 @@ the text of `runstore check`'s statement for every shape of rule set.
 Contract: the file is a pure function of `sql/statements/check.sql` and
 `runstore.query.statements.check.build_statement` (sqlglot), one `-- name: SHAPE` statement per
 entry of `check.SHAPES`, so the committed file can be checked by regenerating it
-(tests/test_checks.py does). Regenerate after changing check.sql or build_statement:
+(tests/health/test_checks.py does). Regenerate after changing check.sql or build_statement:
 
     python tools/gen_statements.py -o sql/statements/check_shapes.sql
 """

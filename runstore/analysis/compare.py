@@ -1,10 +1,10 @@
-"""Grouped curves with bands: `runstore compare METRIC --group-by ... --smooth W --x step|time`.
+"""Grouped curves with bands: `runstore compare METRIC --group-by ... --smooth W --x AXIS`.
 
-Contract: `compare(store, metric, runs=None, group_by=None, smooth=None, x="step")` returns one
-row per group and x value with
+Contract: `compare(store, metric, runs=None, group_by=None, smooth=None, x="step",
+bucket=None)` returns one row per group and x value with
 
-    group, <group key columns>, step | time_s, n, n_nan, n_inf, mean, std, min, max
-    [, smooth_n, smooth_mean, smooth_std, smooth_min, smooth_max]   (when `smooth` is given)
+    group, <group key columns>, step | time_s | tokens | cost_usd, n, n_nan, n_inf, mean,
+    std, min, max [, smooth_n, smooth_mean, smooth_std, smooth_min, smooth_max] (with `smooth`)
 
 ordered by group (as `groups` orders them), then x.
 
@@ -15,7 +15,8 @@ ordered by group (as `groups` orders them), then x.
 * Per group and x: `n` runs with a finite value there, `n_nan` and `n_inf` runs whose value is
   NaN or ±Infinity (left out of every aggregate, counted here), `mean`, `std` (sample standard
   deviation, n - 1; null for one run, as pandas and W&B's std band), `min`, `max`. A run
-  without a point at that x is not counted at all.
+  without a point at that x is not counted at all. Mean and std are finite whenever their
+  exact values are (1.5e308 and 1.7e308 average to 1.6e308: no sum overflows).
 * Smoothing (`smooth=W`, analysis.smooth): each run's debiased EMA over its own points in step
   order, computed before grouping, then aggregated like the raw values (`smooth_n` counts runs
   with a smoothed value: the EMA is carried over a run's NaN steps, so a NaN step keeps the run
@@ -27,19 +28,30 @@ ordered by group (as `groups` orders them), then x.
   was logged, counted from the first logged step, as TensorBoard's "relative" axis is; like
   W&B's "Relative Time (Process)" it leaves out time spent outside steps (start-up, the gap
   before a resume). Only steps with a finite `time/total` have a time (a run without any has
-  no points on this axis). Runs' times differ, so points are put in buckets of `time_bucket`
-  seconds (default: the median over the runs with points of each run's median step
-  duration, about one step), and each run contributes its last point in a bucket (the value it showed at the end
-  of it, as W&B's bucketing draws its line); `time_s` is the bucket's start.
+  no points on this axis).
+* `x="tokens"` and `x="cost"`: what the run had spent by the step, from the cumulative
+  totals tinker-cookbook 0.6 logs at every step: `tokens`, the live `tokens/cumulative/sampled`
+  plus `tokens/cumulative/trained` at that step (the finite ones of the two), `cost_usd` the
+  live `cost/cumulative_usd`. A step without them has no point on the axis (an eval logged
+  at a step the run logged no training row for, say).
+* A common grid: runs' times and spends differ, so on every axis but `step` points are put in
+  buckets of `bucket` (seconds, tokens or USD; default about one step: for time the median
+  over the runs with points of each run's median step duration, for tokens and cost the
+  median over the runs of each run's median increase from one step to the next), and each
+  run contributes its last point in a bucket (the value it showed at the end of it, as W&B's
+  bucketing draws its line); the x column is the bucket's start. The band of a bucket is
+  then over the runs that reached it.
 
-`step_times(store, step, runs=None)` places one step on that time axis: per run in scope,
-`run_name, time_s`, the wall time at which the run logged `step` (its exact time, not its
-bucket's start; runs without a finite `time/total` at `step` make no row). The Charts page
-marks a step with it when x is wall time.
+`positions(store, x, runs=None)` places every step of each run in scope on axis `x` (any
+axis but `step`: `run_id, run_label, step` and the axis column, exact, not bucketed);
+`Store.history` draws a metric's per-run history on it. `step_times(store, step, runs=None)`
+is one step of the time axis: per run in scope, `run_id, run_label, time_s`, the wall time at
+which the run logged `step` (runs without a finite `time/total` at `step` make no row). The
+Charts page marks a step with it when x is wall time.
 
 Errors: a metric no run in the store logs is `UnknownKey` (naming the closest keys); a GLOB
-that matches no run a `QueryError`; a bad `smooth`, `x`, `time_bucket` or group key a
-`UsageError`. Runs in scope that do not log the metric make no rows (an empty frame when none
+that matches no run a `QueryError` (and so is an axis none of the runs logs); a bad
+`smooth`, `x`, `bucket` or group key a `UsageError`. Runs in scope that do not log the metric make no rows (an empty frame when none
 does). Speed: one query for the runs, one for the config keys grouped by (if any), one for
 the values; the rest is polars over the values (~0.1 s for 100 runs x 2000 steps).
 """
@@ -56,18 +68,23 @@ from .smooth import check_weight, ema
 if TYPE_CHECKING:
     import polars as pl
 
-    from . import Queryable
+    from ..query.reader import Reader
 
-X = Literal["step", "time"]
+X = Literal["step", "time", "tokens", "cost"]
 TIME_KEY = "time/total"
 STATS = ("n", "n_nan", "n_inf", "mean", "std", "min", "max")
 SMOOTH_STATS = ("smooth_n", "smooth_mean", "smooth_std", "smooth_min", "smooth_max")
-X_COLUMNS = {"step": "step", "time": "time_s"}
+X_COLUMNS = {"step": "step", "time": "time_s", "tokens": "tokens", "cost": "cost_usd"}
+# The keys whose live values at a step place it on each axis but `step` (their sum, for
+# tokens: sampled + trained).
+AXIS_KEYS = {"time": (TIME_KEY,),
+             "tokens": ("tokens/cumulative/sampled", "tokens/cumulative/trained"),
+             "cost": ("cost/cumulative_usd",)}
 
 
-def compare(store: "Queryable", metric: str, *, runs: Scope = None, group_by: GroupBy = None,
+def compare(store: "Reader", metric: str, *, runs: Scope = None, group_by: GroupBy = None,
             smooth: float | None = None, x: X = "step",
-            time_bucket: float | None = None) -> "pl.DataFrame":
+            bucket: float | None = None) -> "pl.DataFrame":
     """Per group and x: n, mean, std, min, max of `metric`, raw and smoothed (see module).
 
     Example:
@@ -83,24 +100,25 @@ def compare(store: "Queryable", metric: str, *, runs: Scope = None, group_by: Gr
     if not isinstance(metric, str) or not metric:
         raise UsageError(f"give one metric key, e.g. 'env/all/reward/total', got {metric!r}")
     if x not in X_COLUMNS:
-        raise UsageError(f"x is 'step' or 'time', got {x!r}")
+        raise UsageError(f"x is one of {', '.join(X_COLUMNS)}, got {x!r}")
     weight = None if smooth is None else check_weight(smooth)
-    if time_bucket is not None and (isinstance(time_bucket, bool)
-                                    or not isinstance(time_bucket, (int, float))
-                                    or not 0 < time_bucket < float("inf")):
-        raise UsageError(f"time_bucket is a number of seconds > 0, got {time_bucket!r}")
+    if bucket is not None and (isinstance(bucket, bool) or not isinstance(bucket, (int, float))
+                               or not 0 < bucket < float("inf")):
+        raise UsageError(f"bucket is a number > 0 (seconds, tokens or USD), got {bucket!r}")
     xcol = X_COLUMNS[x]
     reserved = [xcol, *STATS, *(SMOOTH_STATS if weight is not None else ())]
     members = groups(store, runs=runs, group_by=group_by, reserved=reserved)
-    key_columns = [c for c in members.columns if c not in ("run_id", "run_name", "group")]
+    key_columns = [c for c in members.columns
+                   if c not in ("run_id", "run_name", "run_label", "group")]
     # Integer codes for runs (`_run`, their position in `members`) and groups (`_g`, in the
-    # order `groups` gives): sorting and grouping 200k points on them takes ~10 ms, on the
-    # names ~50 ms, out of the 0.25 s a compare of 100 runs x 2000 steps may take.
+    # order `groups` gives): sorting and grouping on them is several times faster than on
+    # the names.
     labels = members.select("group", *key_columns).unique("group", maintain_order=True)
     labels = labels.with_row_index("_g")
     run_group = members.join(labels.select("group", "_g"), on="group", maintain_order="left")
-    values = _values(store, metric, members["run_id"].to_list(), run_group["_g"].to_list(),
-                     with_time=x == "time")
+    axis = AXIS_KEYS.get(x, ())
+    values = _values(store, [metric, *(k for k in axis if k != metric)],
+                     members["run_id"].to_list(), run_group["_g"].to_list())
     points = values.filter(pl.col("key") == metric).drop("key")
     if points.height == 0:
         _require(store, metric)
@@ -108,10 +126,12 @@ def compare(store: "Queryable", metric: str, *, runs: Scope = None, group_by: Gr
     if weight is not None:
         points = points.with_columns(ema("value", weight).over("_run").alias("smoothed"))
     if x == "time":
-        points = _on_time_axis(points, values.filter(pl.col("key") == TIME_KEY), time_bucket)
+        points = _on_time_axis(points, values.filter(pl.col("key") == TIME_KEY), bucket)
+    elif x != "step":
+        points = _on_spend_axis(points, values.filter(pl.col("key").is_in(axis)), x, bucket)
     else:
         points = points.rename({"step": xcol})
-    out = (points.group_by(["_g", xcol]).agg(_aggregates(weight is not None))
+    out = (group_stats(points, ["_g", xcol], smoothed=weight is not None)
            .join(labels, on="_g").sort(["_g", xcol]))
     counts = [pl.col(c).cast(pl.Int64) for c in ("n", "n_nan", "n_inf")]
     if weight is not None:
@@ -133,32 +153,68 @@ def _in_step_order(points: "pl.DataFrame") -> "pl.DataFrame":
     return points.sort(key)
 
 
-def _aggregates(smoothed: bool) -> list["pl.Expr"]:
+def group_stats(points: "pl.DataFrame", keys: list[str], *, smoothed: bool) -> "pl.DataFrame":
+    """Per group of `keys`: n, n_nan, n_inf, mean, std, min, max of `value` (and the smooth_
+    ones of `smoothed`), the finite values only.
+
+    Mean and std never overflow or underflow where their exact values do not: each group's
+    finite values are scaled by 2^-e, e the exponent of the group's largest magnitude (held
+    within ±1000, so the factor is a normal double and multiplying by it is exact), summed and
+    squared at that scale, and scaled back. 1.5e308 and 1.7e308 average to 1.6e308 (their sum
+    would be Infinity), and values near 1e-200 keep their spread (their squares would be 0);
+    tests/analysis/test_overflow.py holds both to exact rational arithmetic. When no finite value's
+    magnitude lies outside [2^-500, 2^500] (zeros aside) no sum or square can leave the
+    doubles and e is 0 for every group: scaling by a power of two commutes exactly with the
+    sums and squares, so the result is the same to the bit, without the per-group window
+    that finds e (bench/bench_overflow.py measures both).
+    """
     import polars as pl
 
+    columns = [("value", "")] + ([("smoothed", "smooth_")] if smoothed else [])
+    scaled = []
+    for column, prefix in columns:
+        finite = pl.when(pl.col(column).is_finite()).then(pl.col(column))
+        exponent = (finite.abs().max().log(2).ceil().clip(-1000, 1000).over(keys)
+                    if _extreme(points, column) else pl.lit(0.0))
+        scaled += [exponent.alias(f"_{prefix}e"),
+                   (finite * pl.lit(2.0).pow(-exponent)).alias(f"_{prefix}scaled")]
     v = pl.col("value")
     finite = pl.when(v.is_finite()).then(v)
     aggs = [v.is_finite().sum().alias("n"), v.is_nan().sum().alias("n_nan"),
-            v.is_infinite().sum().alias("n_inf"), finite.mean().alias("mean"),
-            finite.std(ddof=1).alias("std"), finite.min().alias("min"),
+            v.is_infinite().sum().alias("n_inf"), finite.min().alias("min"),
             finite.max().alias("max")]
     if smoothed:
         s = pl.col("smoothed")
         fs = pl.when(s.is_finite()).then(s)
-        aggs += [fs.is_not_null().sum().alias("smooth_n"), fs.mean().alias("smooth_mean"),
-                 fs.std(ddof=1).alias("smooth_std"), fs.min().alias("smooth_min"),
+        aggs += [fs.is_not_null().sum().alias("smooth_n"), fs.min().alias("smooth_min"),
                  fs.max().alias("smooth_max")]
-    return aggs
+    for _, prefix in columns:
+        aggs += [pl.col(f"_{prefix}scaled").mean().alias(f"{prefix}mean"),
+                 pl.col(f"_{prefix}scaled").std(ddof=1).alias(f"{prefix}std"),
+                 pl.col(f"_{prefix}e").first()]
+    back = [(pl.col(f"{prefix}{stat}") * pl.lit(2.0).pow(pl.col(f"_{prefix}e"))).alias(
+        f"{prefix}{stat}") for _, prefix in columns for stat in ("mean", "std")]
+    return (points.with_columns(scaled).group_by(keys).agg(aggs).with_columns(back)
+            .drop([f"_{prefix}e" for _, prefix in columns]))
 
 
-def _values(store: "Queryable", metric: str, run_ids: list[str], group_codes: list[int], *,
-            with_time: bool) -> "pl.DataFrame":
-    """`_run`, `_g`, step, key, value: live numeric values of `metric` (and `time/total`) of
-    the runs `run_ids` (`_run` is the position in it, `_g` the run's entry in `group_codes`)."""
+def _extreme(points: "pl.DataFrame", column: str) -> bool:
+    """Whether a finite nonzero value of `column` has a magnitude outside [2^-500, 2^500]."""
+    import polars as pl
+
+    c = pl.col(column)
+    size = pl.when(c.is_finite() & (c != 0)).then(c.abs())
+    lo, hi = points.select(size.min(), size.max().alias("hi")).row(0)
+    return lo is not None and (lo < 2.0 ** -500 or hi > 2.0 ** 500)
+
+
+def _values(store: "Reader", keys: list[str], run_ids: list[str],
+            group_codes: list[int]) -> "pl.DataFrame":
+    """`_run`, `_g`, step, key, value: live numeric values of `keys` of the runs `run_ids`
+    (`_run` is the position in it, `_g` the run's entry in `group_codes`)."""
     import polars as pl
     from sqlglot import exp
 
-    keys = [metric, TIME_KEY] if with_time and metric != TIME_KEY else [metric]
     params: dict[str, Any] = {f"k{i}": k for i, k in enumerate(keys)}
     params.update(ids=run_ids, codes=group_codes)
     m = lambda name: exp.column(name, table="m")  # noqa: E731 - a local shorthand
@@ -185,7 +241,7 @@ def _on_time_axis(points: "pl.DataFrame", durations: "pl.DataFrame",
     if points.height == 0:
         return points.drop("step").with_columns(time_s=pl.lit(None, pl.Float64))
     plotted = points["_run"].unique()
-    times = _elapsed(durations.filter(pl.col("_run").is_in(plotted)))
+    times = _elapsed(durations.filter(pl.col("_run").is_in(plotted.to_list())))
     if times.height == 0:
         raise QueryError(f"none of these runs logs {TIME_KEY} (the step durations that x=time "
                          "adds up); use x='step'")
@@ -193,13 +249,55 @@ def _on_time_axis(points: "pl.DataFrame", durations: "pl.DataFrame",
         medians = times.group_by("_run").agg(pl.col("duration").median())["duration"]
         bucket = float(medians.median() or 0.0)
         if not bucket > 0:
-            raise QueryError(f"the runs' median {TIME_KEY} is {bucket}: give time_bucket "
+            raise QueryError(f"the runs' median {TIME_KEY} is {bucket}: give bucket "
                              "(seconds) for x=time")
     placed = points.join(times.select("_run", "step", "elapsed"), on=["_run", "step"],
                          maintain_order="left")
     placed = placed.with_columns(time_s=(pl.col("elapsed") / bucket).floor() * bucket)
     return (placed.group_by(["_run", "time_s"], maintain_order=True).last()
             .drop("step", "elapsed"))
+
+
+def _on_spend_axis(points: "pl.DataFrame", spend: "pl.DataFrame", x: str,
+                   bucket: float | None) -> "pl.DataFrame":
+    """`points` with `tokens` or `cost_usd` (bucket start) instead of `step`: each point at
+    what its run had spent by its step (the live values there of the axis' cumulative keys,
+    summed), one point per run and bucket, the run's last in it (see the module)."""
+    import polars as pl
+
+    xcol = X_COLUMNS[x]
+    if points.height == 0:
+        return points.drop("step").with_columns(pl.lit(None, pl.Float64).alias(xcol))
+    plotted = points["_run"].unique()
+    spent = _spent(spend.filter(pl.col("_run").is_in(plotted.to_list())))
+    if spent.height == 0:
+        raise QueryError(f"none of these runs logs {' or '.join(AXIS_KEYS[x])} (what "
+                         f"x={x!r} places steps by; tinker-cookbook 0.6 writes it); use "
+                         "x='step'")
+    if bucket is None:
+        # About one step: the runs' median (over runs) median increase from step to step.
+        steps = _in_step_order(spent)
+        rises = steps.with_columns(rise=pl.col("spent").diff().over("_run")).filter(
+            pl.col("rise") > 0)
+        medians = rises.group_by("_run").agg(pl.col("rise").median())["rise"]
+        bucket = float(medians.median() or 0.0)
+        if not bucket > 0:
+            raise QueryError(f"the runs' {xcol} does not grow from step to step: give "
+                             f"bucket for x={x!r}")
+    placed = points.join(spent, on=["_run", "step"], maintain_order="left")
+    placed = placed.filter(pl.col("spent").is_not_null()).with_columns(
+        ((pl.col("spent") / bucket).floor() * bucket).alias(xcol))
+    return (placed.group_by(["_run", xcol], maintain_order=True).last()
+            .drop("step", "spent"))
+
+
+def _spent(spend: "pl.DataFrame") -> "pl.DataFrame":
+    """_run, step, spent: per run and step, the sum of the finite live values of an axis'
+    cumulative keys there (`_values` rows of `AXIS_KEYS["tokens"]` or `["cost"]`)."""
+    import polars as pl
+
+    return (spend.filter(pl.col("value").is_finite())
+            .group_by(["_run", "step"]).agg(pl.col("value").sum().alias("spent")))
 
 
 def _elapsed(durations: "pl.DataFrame") -> "pl.DataFrame":
@@ -214,31 +312,54 @@ def _elapsed(durations: "pl.DataFrame") -> "pl.DataFrame":
             .select("_run", "step", "elapsed", duration=d))
 
 
-def step_times(store: "Queryable", step: int, *, runs: Scope = None) -> "pl.DataFrame":
-    """run_name, time_s: for each run in scope that logged a finite `time/total` at `step`,
-    the wall time at which it logged `step` on the `x="time"` axis (exactly, not the start
-    of its bucket), in run-name order; runs without a time at `step` make no row.
+def positions(store: "Reader", x: X, *, runs: Scope = None) -> "pl.DataFrame":
+    """Where each step of each run in scope sits on axis `x` (any axis but `"step"`, where a
+    step is its own place): `run_id, run_label, step` and the axis column (`X_COLUMNS[x]`),
+    exactly, before any bucketing, in label then step order (see the module for each axis; a
+    step without a place on the axis has no row). A metric's history on an axis
+    (`Store.history`) joins its points to these.
+
+    Example:
+        >>> p = positions(store, "time", runs="gsm8k_tool_rl/sweep/lr_1e-3/seed_0")
+        >>> p.columns, p["time_s"][0], p["time_s"].is_sorted()
+        (['run_id', 'run_label', 'step', 'time_s'], 0.0, True)
+    """
+    import polars as pl
+
+    if x not in X_COLUMNS or x == "step":
+        axes = " or ".join(repr(k) for k in X_COLUMNS if k != "step")
+        raise UsageError(f"positions are for the x axes {axes}, got {x!r}")
+    members = groups(store, runs=runs)
+    values = _values(store, list(AXIS_KEYS[x]), members["run_id"].to_list(),
+                     [0] * members.height)
+    placed = (_elapsed(values).rename({"elapsed": "_x"}) if x == "time"
+              else _spent(values).rename({"spent": "_x"}))
+    names = members.select("run_id", "run_label").with_row_index("_run").with_columns(
+        pl.col("_run").cast(placed.schema["_run"]))
+    return (placed.join(names, on="_run")
+            .select("run_id", "run_label", "step", pl.col("_x").alias(X_COLUMNS[x]))
+            .sort("run_label", "run_id", "step"))
+
+
+def step_times(store: "Reader", step: int, *, runs: Scope = None) -> "pl.DataFrame":
+    """run_id, run_label, time_s: for each run in scope that logged a finite `time/total`
+    at `step`, the wall time at which it logged `step` on the `x="time"` axis (exactly, not
+    the start of its bucket), in label order; runs without a time at `step` make no row.
 
     Example:
         >>> t = step_times(store, 3, runs="gsm8k_tool_rl/*")
-        >>> t.columns, t.height == t["run_name"].n_unique() > 0
-        (['run_name', 'time_s'], True)
+        >>> t.columns, t.height == t["run_id"].n_unique() > 0
+        (['run_id', 'run_label', 'time_s'], True)
     """
     import polars as pl
 
     if isinstance(step, bool) or not isinstance(step, int):
         raise UsageError(f"step is a whole step number, got {step!r}")
-    members = groups(store, runs=runs)
-    durations = _values(store, TIME_KEY, members["run_id"].to_list(), [0] * members.height,
-                        with_time=False)
-    times = _elapsed(durations).filter(pl.col("step") == step)
-    names = members.select("run_name").with_row_index("_run").with_columns(
-        pl.col("_run").cast(times.schema["_run"]))
-    return (times.join(names, on="_run").select("run_name", time_s=pl.col("elapsed"))
-            .sort("run_name"))
+    return (positions(store, "time", runs=runs).filter(pl.col("step") == step)
+            .select("run_id", "run_label", "time_s"))
 
 
-def _require(store: "Queryable", metric: str) -> None:
+def _require(store: "Reader", metric: str) -> None:
     """`UnknownKey` when no run in the store has logged `metric` (else nothing: the runs in
     scope simply do not log it)."""
     from ..query.keys import require

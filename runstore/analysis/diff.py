@@ -1,9 +1,11 @@
 """What differs between runs' configs (and code): `runstore diff RUN RUN...`.
 
-Contract: `diff(store, runs, all=False)` resolves each RUN (a run name, or a GLOB or prefix
-that names exactly one run: analysis.runs.resolve) and returns one row per flattened config
-key (the `config` table's dotted paths, e.g. `dataset_builder.group_size`), ordered by key,
-with a `key` column and one column per run, named by its `run_name`, in the order given:
+Contract: `diff(store, runs, all=False)` resolves each RUN (a run_id or a unique prefix of
+one, a run name, the run's directory, or a GLOB or prefix that names exactly one run:
+analysis.runs.resolve) and returns one row per flattened config key (the `config` table's
+dotted paths, e.g. `dataset_builder.group_size`), ordered by key, with a `key` column and
+one column per run, named by its `run_label` (its run_name, with a run_id prefix when two
+runs share the name), in the order given:
 
 * a cell is the value's JSON text, exactly the `config.value` column (strings in quotes, so
   the string "null" and a JSON null differ); a key that a run's config lacks is an empty cell
@@ -35,7 +37,8 @@ from .runs import resolve
 if TYPE_CHECKING:
     import polars as pl
 
-    from . import Queryable
+    from ..query.reader import Reader
+    from ..query.rows import Rows
 
 CODE_KEY = "code.diff"
 _CODE = "select run_id, code_diff from runs where list_contains($ids, run_id)"
@@ -47,8 +50,8 @@ _BOTH = ("select run_id, key, value, value_num, null as code_diff from config "
          "select run_id, null, null, null, code_diff from runs where list_contains($ids, run_id)")
 
 
-def _runs(store: "Queryable", runs: Sequence[str]) -> list[tuple[str, str]]:
-    found = resolve(store, runs)
+def _runs(store: "Reader", runs: Sequence[str]) -> list[tuple[str, str]]:
+    found = [(r.run_id, r.label) for r in resolve(store, runs)]
     seen: dict[str, str] = {}
     for pattern, (run_id, name) in zip([runs] if isinstance(runs, str) else runs, found):
         if run_id in seen:
@@ -75,7 +78,7 @@ def _same(cells: list[tuple[str, float | None] | None]) -> bool:
     return len({norm(c) for c in cells}) == 1  # type: ignore[arg-type]
 
 
-def diff(store: "Queryable", runs: Sequence[str], *, all: bool = False  # noqa: A002
+def diff(store: "Reader", runs: Sequence[str], *, all: bool = False  # noqa: A002
          ) -> "pl.DataFrame":
     """One row per config key that differs between `runs` (every key with `all=True`), one
     column per run; see the module docstring.
@@ -89,6 +92,17 @@ def diff(store: "Queryable", runs: Sequence[str], *, all: bool = False  # noqa: 
     """
     import polars as pl
 
+    rows = diff_rows(store, runs, all=all)
+    schema = {c: pl.Boolean if c == "differs" else pl.Utf8 for c in rows.column_names}
+    return pl.DataFrame(rows.data, schema=schema, orient="row")
+
+
+def diff_rows(store: "Reader", runs: Sequence[str], *, all: bool = False  # noqa: A002
+              ) -> "Rows":
+    """`diff`'s rows as plain Python rows (`query.rows.Rows`): what `runstore diff` prints,
+    without polars or pyarrow (the one definition of the answer; `diff` types it)."""
+    from ..query.rows import Rows, records
+
     found = _runs(store, runs)
     if len(found) < 2 and not all:
         raise UsageError("a diff compares two or more runs (with all=True / --all, one run "
@@ -98,7 +112,7 @@ def diff(store: "Queryable", runs: Sequence[str], *, all: bool = False  # noqa: 
     cells: dict[str, list[tuple[str, float | None] | None]] = {}
     position = {run_id: i for i, run_id in enumerate(ids)}
     codes: dict[str, str | None] = {}
-    for r in store.arrow(_BOTH, {"ids": ids}).to_pylist():
+    for r in records(store, _BOTH, {"ids": ids}):
         if r["key"] is None:
             codes[r["run_id"]] = r["code_diff"]
             continue
@@ -111,18 +125,15 @@ def diff(store: "Queryable", runs: Sequence[str], *, all: bool = False  # noqa: 
     summaries = _code_summaries([codes.get(i) for i in ids])
     table.append((CODE_KEY, summaries, len({s for s in summaries}) > 1))
     kept = [t for t in table if all or t[2]]
-    data: dict[str, Any] = {"key": [t[0] for t in kept]}
-    for i, name in enumerate(names):
-        data[name] = [t[1][i] for t in kept]
-    schema: dict[str, Any] = {"key": pl.Utf8, **{n: pl.Utf8 for n in names}}
-    if all:
-        data["differs"] = [t[2] for t in kept]
-        schema["differs"] = pl.Boolean
-    return pl.DataFrame(data, schema=schema)
+    columns = ["key", *names, *(["differs"] if all else [])]
+    data = [(key, *values, *([differs] if all else [])) for key, values, differs in kept]
+    return Rows(columns, [False] * len(columns), data)
 
 
-def _code_texts(store: "Queryable", ids: list[str]) -> list[str | None]:
-    texts = {r["run_id"]: r["code_diff"] for r in store.arrow(_CODE, {"ids": ids}).to_pylist()}
+def _code_texts(store: "Reader", ids: list[str]) -> list[str | None]:
+    from ..query.rows import records
+
+    texts = {r["run_id"]: r["code_diff"] for r in records(store, _CODE, {"ids": ids})}
     return [texts.get(i) for i in ids]
 
 
@@ -153,7 +164,7 @@ def _letter(i: int) -> str:
     return s
 
 
-def code_diffs(store: "Queryable", runs: Sequence[str]) -> str:
+def code_diffs(store: "Reader", runs: Sequence[str]) -> str:
     """Unified diffs of each run's code.diff against the first run's (see the module).
 
     Example:

@@ -1,12 +1,14 @@
 """Which group each run belongs to, for `compare --group-by`: by keys, by seeds, or one per run.
 
 Contract: `groups(store, runs=None, group_by=None)` returns one row per run in scope:
-`run_id, run_name, group` and, when grouping by keys, one column per key (named by it).
-Ordered by the group columns' values (numbers as numbers, a missing value last), then
-`group`, then `run_name`.
+`run_id, run_name, run_label, group` and, when grouping by keys, one column per key (named
+by it). Ordered by the group columns' values (numbers as numbers, a missing value last), then
+`group`, then `run_label`. Runs are told apart by `run_id` throughout; two runs that share a
+name are two groups, never one.
 
-* `group_by=None`: every run is its own group, labelled by its `run_name` (what W&B and
-  TensorBoard draw with grouping off).
+* `group_by=None`: every run is its own group, labelled by its `run_label` (its `run_name`,
+  with a run_id prefix when two runs share it; what W&B and TensorBoard draw with grouping
+  off).
 * a key or a list of keys: runs with equal values share a group. A key is a run column
   (`RUN_COLUMNS`: `model_name`, `learning_rate`, `kind`; these names always mean the column,
   which ingest takes from config.json) or a flattened config key (`dataset_builder.group_size`).
@@ -18,7 +20,8 @@ Ordered by the group columns' values (numbers as numbers, a missing value last),
   closest keys.
 * `"auto"`: runs whose flattened configs are equal once the seed-like keys are set aside share
   a group (the runs of one sweep point that differ only by seed), so `compare` shows mean ±
-  band over seeds. Seed-like, by the last dotted part of the key (case-insensitive):
+  band over seeds. Seed-like, by the last part of the key (case-insensitive; a quoted part,
+  `"data.seed"`, is one part):
   `seed` or a name ending in `_seed` (`seed`, `dataset_builder.seed`, `shuffle_seed`), and
   the per-run names and paths `SEED_LIKE_NAMES` (`log_path`, `log_dir`, `wandb_name`,
   `run_name`, `session_name`). Anything else — `wandb_project`, `load_checkpoint_path`,
@@ -39,12 +42,13 @@ import math
 from typing import TYPE_CHECKING, Any, Sequence, Union
 
 from ..errors import UsageError
+from ..ingest.normalize.config import split_key
 from .runs import Scope, scope_condition, scoped_runs
 
 if TYPE_CHECKING:
     import polars as pl
 
-    from . import Queryable
+    from ..query.reader import Reader
 
 RUN_COLUMNS = ("model_name", "learning_rate", "kind")
 SEED_LIKE_NAMES = ("log_path", "log_dir", "wandb_name", "run_name", "session_name")
@@ -57,10 +61,14 @@ def is_seed_like(key: str) -> bool:
     """Whether `auto` grouping sets `key` aside (see the module).
 
     >>> [is_seed_like(k) for k in ("seed", "dataset_builder.seed", "shuffle_seed",
-    ...                            "log_path", "wandb_project", "seeds", "seed_schedule")]
-    [True, True, True, True, False, False, False]
+    ...                            "log_path", "wandb_project", "seeds", "seed_schedule",
+    ...                            '"data.seed"', '"x.y".seed')]
+    [True, True, True, True, False, False, False, False, True]
     """
-    last = key.rsplit(".", 1)[-1].lower()
+    try:
+        last = split_key(key)[-1].lower()
+    except UsageError:  # not a flattened key (a store's keys always are): its last dotted part
+        last = key.rsplit(".", 1)[-1].lower()
     return last == "seed" or last.endswith("_seed") or last in SEED_LIKE_NAMES
 
 
@@ -89,7 +97,7 @@ def format_value(v: Any) -> str:
     return str(v)
 
 
-def groups(store: "Queryable", *, runs: Scope = None, group_by: GroupBy = None,
+def groups(store: "Reader", *, runs: Scope = None, group_by: GroupBy = None,
            reserved: Sequence[str] = ()) -> "pl.DataFrame":
     """One row per run in scope with its group (see the module). `reserved` names columns
     the caller adds, which a group key may not be named."""
@@ -97,12 +105,12 @@ def groups(store: "Queryable", *, runs: Scope = None, group_by: GroupBy = None,
 
     keys = group_keys(group_by)
     scoped = scoped_runs(store, runs)
-    base = scoped.select("run_id", "run_name")
+    base = scoped.select("run_id", "run_name", "run_label")
     if keys is None:
-        return base.with_columns(group=pl.col("run_name"))
+        return base.with_columns(group=pl.col("run_label"))
     if keys == [AUTO]:
         return _auto(store, runs, base)
-    clash = [k for k in keys if k in ("run_id", "run_name", "group", *reserved)]
+    clash = [k for k in keys if k in ("run_id", "run_name", "run_label", "group", *reserved)]
     if clash:
         raise UsageError(f"cannot group by {clash[0]!r}: the result has a column of that name")
     columns = _key_columns(store, runs, scoped, keys)
@@ -111,17 +119,17 @@ def groups(store: "Queryable", *, runs: Scope = None, group_by: GroupBy = None,
         [pl.lit(f"{k}=") + pl.col(k).map_elements(format_value, return_dtype=pl.Utf8,
                                                    skip_nulls=False)
          for k in keys], separator=", ")
-    df = df.with_columns(group=label).select("run_id", "run_name", "group", *keys)
-    return df.sort([*keys, "group", "run_name"], nulls_last=True)
+    df = df.with_columns(group=label).select("run_id", "run_name", "run_label", "group", *keys)
+    return df.sort([*keys, "group", "run_label", "run_id"], nulls_last=True)
 
 
-def _config_rows(store: "Queryable", runs: Scope, keys: Sequence[str] | None) -> "pl.DataFrame":
+def _config_rows(store: "Reader", runs: Scope, keys: Sequence[str] | None) -> "pl.DataFrame":
     """run_id, key, value (JSON text), value_num, value_str of config leaves in scope."""
     import polars as pl
     from sqlglot import exp
 
     query = exp.select("run_id", "key", "value", "value_num", "value_str").from_("config")
-    cond, params = scope_condition(runs, "run_id")
+    cond, params = scope_condition(store, runs, "run_id")
     if cond is not None:
         query = query.where(cond)
     if keys is not None:
@@ -133,7 +141,7 @@ def _config_rows(store: "Queryable", runs: Scope, keys: Sequence[str] | None) ->
     return df
 
 
-def _key_columns(store: "Queryable", runs: Scope, scoped: "pl.DataFrame",
+def _key_columns(store: "Reader", runs: Scope, scoped: "pl.DataFrame",
                  keys: list[str]) -> "pl.DataFrame":
     """run_id and one typed column per key (see the module)."""
     import polars as pl
@@ -158,7 +166,7 @@ def _key_columns(store: "Queryable", runs: Scope, scoped: "pl.DataFrame",
     return out
 
 
-def _require_config_key(store: "Queryable", key: str) -> None:
+def _require_config_key(store: "Reader", key: str) -> None:
     """`UsageError` when no run in the store has config key `key`, naming the closest."""
     known = [r["key"] for r in store.arrow(
         "select distinct key from config order by key").to_pylist()]
@@ -171,7 +179,7 @@ def _require_config_key(store: "Queryable", key: str) -> None:
                      "`runstore diff RUN RUN --all` lists a run's keys)")
 
 
-def _auto(store: "Queryable", runs: Scope, base: "pl.DataFrame") -> "pl.DataFrame":
+def _auto(store: "Reader", runs: Scope, base: "pl.DataFrame") -> "pl.DataFrame":
     """Groups of runs whose configs differ only in seed-like keys."""
     import polars as pl
 
@@ -197,7 +205,7 @@ def _auto(store: "Queryable", runs: Scope, base: "pl.DataFrame") -> "pl.DataFram
     names = {sig: label(sig) for sig in distinct}
     df = base.with_columns(group=pl.Series([names[signatures[r]] for r in base["run_id"]],
                                            dtype=pl.Utf8))
-    return df.sort(["group", "run_name"])
+    return df.sort(["group", "run_label", "run_id"])
 
 
 def _naming_keys(configs: list[dict[str, Any]]) -> list[str]:

@@ -13,11 +13,11 @@ key, with
 * `type`: `number`, `string` or `both`, over every write of the key (strings and booleans are
   `string`; NaN and ±Infinity are numbers).
 
-`runs` is a GLOB over `run_name` or a list of names (analysis.runs); `like` keeps the keys that
-contain it, case-insensitively, or, when it holds a `%`, that match it as an SQL `ILIKE`
-pattern (`env/%/reward/total`).
+`runs` is a scope (analysis.runs: a GLOB, name, run_id, directory, or a list); `like` keeps
+the keys that contain it, case-insensitively, or, when it holds a `%`, that match it as an
+SQL `ILIKE` pattern (`env/%/reward/total`).
 
-Source: `metric_keys`, the per-key summary the ingest keeps (ingest/normalize/metric_keys.py),
+Source: `metric_keys`, the per-key summary the ingest keeps (ingest/summaries.py),
 read exactly through `query.keys.per_source` — the same table `query.keys.logged_keys` (the
 "has any run logged KEY?" check of every command) reads, so the two never disagree. It holds
 ~100 rows per metrics file, so the answer takes milliseconds where a scan of `metrics_raw`
@@ -28,18 +28,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .runs import Scope, scope_condition
+from .runs import Scope, scope_ids
 
 if TYPE_CHECKING:
     import polars as pl
 
-    from . import Queryable
+    from ..query.rows import Rows
+
+    from ..query.reader import Reader
 
 COLUMNS = ("key", "n_runs", "n_points", "first_step", "last_step", "type")
 
 
-def keys(store: "Queryable", *, runs: Scope = None, like: str | None = None) -> "pl.DataFrame":
-    """One row per metric key logged by a run in scope (see the module docstring).
+def keys(store: "Reader", *, runs: Scope = None, like: str | None = None) -> "pl.DataFrame":
+    """One row per metric key logged by a run in scope (see the module docstring), as a
+    polars DataFrame: `key_rows`'s rows, typed.
 
     Example:
         >>> keys(store, like="reward/total", runs="math_rl_sweep/*").rows()
@@ -47,63 +50,64 @@ def keys(store: "Queryable", *, runs: Scope = None, like: str | None = None) -> 
     """
     import polars as pl
 
-    from .runs import scoped_runs
-
-    if runs is not None:
-        scoped_runs(store, runs)  # an empty GLOB or an unknown name is an error, not no keys
-    summary = _summary(store, runs, like)
-    live = pl.col("pre_resume").not_()
-    numbers, strings = pl.col("n_numbers").sum() > 0, pl.col("n_strings").sum() > 0
-    out = (summary.group_by("key").agg(
-        n_runs=pl.col("run_id").n_unique(),
-        n_points=pl.col("n_points").filter(live).sum(),
-        first_step=pl.col("first_step").filter(live).min(),
-        last_step=pl.col("last_step").filter(live).max(),
-        type=pl.when(numbers & strings).then(pl.lit("both"))
-        .when(numbers).then(pl.lit("number")).otherwise(pl.lit("string")))
-        .sort("key"))
-    return out.select(
-        pl.col("key"), pl.col("n_runs").cast(pl.Int64), pl.col("n_points").cast(pl.Int64),
-        pl.col("first_step").cast(pl.Int64), pl.col("last_step").cast(pl.Int64), pl.col("type"))
+    return pl.DataFrame(key_rows(store, runs=runs, like=like).data, orient="row",
+                        schema={c: pl.String if c in ("key", "type") else pl.Int64
+                                for c in COLUMNS})
 
 
-def _summary(store: "Queryable", runs: Scope, like: str | None) -> "pl.DataFrame":
+def key_rows(store: "Reader", *, runs: Scope = None, like: str | None = None) -> "Rows":
+    """The rows of `keys` as plain Python rows (`query.rows.Rows`), ordered by key: what
+    `runstore keys` prints, without polars or pyarrow (the one definition of the answer)."""
+    from ..query.rows import Rows
+
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for row in _summary(store, runs, like):
+        by_key.setdefault(row["key"], []).append(row)
+    data = []
+    for key in sorted(by_key):
+        rows = by_key[key]
+        live = [r for r in rows if not r["pre_resume"]]
+        firsts = [r["first_step"] for r in live if r["first_step"] is not None]
+        lasts = [r["last_step"] for r in live if r["last_step"] is not None]
+        numbers = sum(r["n_numbers"] or 0 for r in rows) > 0
+        strings = sum(r["n_strings"] or 0 for r in rows) > 0
+        data.append((key, len({r["run_id"] for r in rows}),
+                     sum(r["n_points"] or 0 for r in live),
+                     min(firsts) if firsts else None, max(lasts) if lasts else None,
+                     "both" if numbers and strings else "number" if numbers else "string"))
+    return Rows(list(COLUMNS), [c not in ("key", "type") for c in COLUMNS], data)
+
+
+def _summary(store: "Reader", runs: Scope, like: str | None) -> list[dict[str, Any]]:
     """The exact per-(run, source, key) summary rows in scope (query.keys.per_source)."""
-    import polars as pl
-    from sqlglot import exp
-
     from ..query.keys import per_source
+    from ..query.statements.frames import in_scope
 
     conditions, params = [], {}
-    cond, scope_params = scope_condition(runs, "run_id")
-    if cond is not None:
-        conditions.append(cond)
-        params.update(scope_params)
+    ids = scope_ids(store, runs)
+    if ids is not None:
+        conditions.append(in_scope("run_id"))
+        params["runs"] = ids
     if like is not None:
         conditions.append(like_condition(like))
         params["like"] = like
-    where = exp.and_(*conditions) if conditions else None
-    df = pl.from_arrow(per_source(store, where, params))  # type: ignore[arg-type]
-    assert isinstance(df, pl.DataFrame)
-    return df
+    return per_source(store, " and ".join(conditions) or None, params)
 
 
-def like_condition(like: str) -> Any:
-    """`key` contains `like` (any case), or matches it with ILIKE when it holds a `%`.
+def like_condition(like: str) -> str:
+    """`key` contains `like` (any case), or matches it with ILIKE when it holds a `%`, as SQL
+    text over the bound `$like`.
 
-    >>> like_condition("Reward").sql(dialect="duckdb")
-    'CONTAINS(LOWER(key), LOWER($like))'
-    >>> like_condition("env/%/total").sql(dialect="duckdb")
+    >>> like_condition("Reward")
+    'contains(lower(key), lower($like))'
+    >>> like_condition("env/%/total")
     'key ILIKE $like'
     """
-    from sqlglot import exp
-
     from ..errors import UsageError
 
     if not isinstance(like, str) or not like:
         raise UsageError(f"like is some text a key contains (or an ILIKE pattern with %), "
                          f"got {like!r}")
     if "%" in like:
-        return exp.ILike(this=exp.column("key"), expression=exp.Placeholder(this="like"))
-    return exp.func("contains", exp.Lower(this=exp.column("key")),
-                    exp.Lower(this=exp.Placeholder(this="like")))
+        return "key ILIKE $like"
+    return "contains(lower(key), lower($like))"

@@ -1,135 +1,202 @@
-"""Which runs an analysis covers, and RUN arguments resolved to exactly one run each.
+"""RUN resolution: the one rule by which every command, `Store` method and endpoint names runs.
+
+A run's identity is its `run_id`. A `run_name` is for people and two runs may share one (the
+same layout ingested from two trees); what people are shown is the run's `run_label`, defined
+once in `sql/run_labels.sql` (the name, or `name [run_id prefix]` when two runs share it).
 
 Contract:
 
-* `Scope` = `None` (every run), a GLOB over `run_name` (`*` matches `/` too; DuckDB's GLOB),
-  or a sequence of exact run names. `scope_condition(scope, column)` is the sqlglot condition
-  on a `run_id` column that keeps the runs in scope (None for every run) and the params it
-  binds; `scoped_runs(store, scope)` returns those runs (`run_id, run_name, kind, model_name,
-  learning_rate`) ordered by name, raising `QueryError` when a GLOB matches no run or a name
-  is no run's (a typo must not look like "no data").
-* `resolve(store, patterns)` resolves each RUN argument to one `(run_id, run_name)`, in
-  order, in one query. The rule is `runstore plot spans` / `runstore trace`'s (charts.one_run)
-  extended by a prefix step: the run whose `run_name` equals the pattern; else the one run
-  its GLOB matches; else, when the GLOB matches none, the one run whose name starts with it
-  (`gsm8k_tool_rl/sweep/lr_1e-3` for `.../lr_1e-3/seed_0`). No run: "no run is named or
-  matches 'x' (`runstore runs` lists run names)"; several: "'x' matches 3 runs (a, b, c);
-  give one run_name or a narrower GLOB" — charts.one_run's messages, word for word.
+* A pattern (a RUN argument, a `--runs`/`runs=`/`run=` value) matches runs by the first of
+  these tiers that matches any run (the precedence):
+
+  1. `id`: it equals a run's `run_id`;
+  2. `path`: it is the run's directory, `run_path` (absolute, or relative to the working
+     directory; `~` expanded; symlinks followed);
+  3. `name`: it equals a run's `run_name` or its `run_label` (a name two runs hold matches
+     both; the label of each matches it alone);
+  4. `id prefix`: it is a prefix (4 characters or more) of `run_id`s;
+  5. `glob`: the GLOB matches `run_name`s (DuckDB's GLOB: `*` matches `/` too);
+  6. `name prefix` (a RUN argument only, not a scope): `run_name`s start with it
+     (`gsm8k_tool_rl/sweep/lr_1e-3` for `.../lr_1e-3/seed_0`).
+
+* `resolve(store, patterns)` gives one `Run(run_id, label, path)` per pattern, in order, in
+  one query: the tier that decides must hold exactly one run. None: "no run is named or
+  matches 'x' (...)"; several: "'x' matches 2 runs (labels, with paths where names are
+  shared); give ..." saying how to pick one. `resolve_one(store, pattern)` is one of them.
+* A `Scope` is `None` (every run), one pattern, or a sequence of patterns; its runs are the
+  union of what each pattern matches (tiers 1-5: several runs allowed). `scope_ids(store,
+  scope)` is that set as a sorted list of run_ids (None for every run) and raises
+  `QueryError` when a pattern matches no run (a typo must not look like "no data");
+  `scope_condition(store, scope, column)` is the sqlglot condition `column` in those ids and
+  its params; `scoped_runs(store, scope)` the runs themselves (`RUN_COLUMNS`) by label.
+  A scope is always a set of run_ids: nothing downstream filters or groups by name.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Sequence, Union
+import os
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence, Union
 
 from ..errors import QueryError
+from ..query.rows import from_relation
 
 if TYPE_CHECKING:
     import polars as pl
 
-    from . import Queryable
+    from ..query.reader import Reader
 
 Scope = Union[str, Sequence[str], None]
-RUN_COLUMNS = ("run_id", "run_name", "kind", "model_name", "learning_rate")
+RUN_COLUMNS = ("run_id", "run_name", "run_label", "kind", "model_name", "learning_rate")
 HINT = "(`runstore runs` lists run names)"
+TIERS = ("id", "path", "name", "id_prefix", "glob", "name_prefix")
+SCOPE_TIERS = TIERS[:-1]
+MIN_ID_PREFIX = 4
+PICK = ("give one run_name or a narrower GLOB, or name the run by its run_id (or a unique "
+        "prefix of one) or its directory")
 
 
-def scope_condition(scope: Scope, column: Any) -> tuple[Any | None, dict[str, Any]]:
-    """`column IN (the run_ids in scope)` as a sqlglot condition (None: every run), and params.
+class Run(NamedTuple):
+    """One resolved run: its identity, the label people see, and its source directory."""
 
-    >>> cond, params = scope_condition("math/*", "m.run_id")
-    >>> cond.sql(dialect="duckdb"), params
-    ('m.run_id IN (SELECT run_id FROM runs WHERE run_name GLOB $scope)', {'scope': 'math/*'})
-    """
-    from sqlglot import exp
-
-    if scope is None:
-        return None, {}
-    col = exp.column(*reversed(column.split("."))) if isinstance(column, str) else column
-    name = exp.column("run_name")
-    if isinstance(scope, str):
-        match: Any = exp.Glob(this=name, expression=exp.Placeholder(this="scope"))
-        params: dict[str, Any] = {"scope": scope}
-    else:
-        match = exp.func("list_contains", exp.Placeholder(this="scope"), name)
-        params = {"scope": _names(scope)}
-    return col.isin(query=exp.select("run_id").from_("runs").where(match)), params
+    run_id: str
+    label: str
+    path: str
 
 
-def _names(scope: Sequence[str]) -> list[str]:
-    names = list(dict.fromkeys(scope))
-    if not names or not all(isinstance(n, str) for n in names):
-        raise QueryError(f"runs is a GLOB over run_name or a list of run names, got {scope!r}")
-    return names
+def _paths(pattern: str) -> list[str]:
+    """The directory spellings `pattern` may stand for: as given, absolute, and resolved."""
+    out = [pattern.rstrip("/") or pattern]
+    if "://" not in pattern and "\x00" not in pattern:  # no directory has a NUL in its name
+        expanded = os.path.expanduser(pattern)
+        out += [os.path.abspath(expanded), os.path.realpath(expanded)]
+    return list(dict.fromkeys(out))
 
 
-def scoped_runs(store: "Queryable", scope: Scope) -> "pl.DataFrame":
-    """The runs in scope (`RUN_COLUMNS`), by `run_name`; `QueryError` for an empty GLOB or an
-    unknown name."""
-    import polars as pl
-    from sqlglot import exp
-
-    cond, params = scope_condition(scope, "run_id")
-    query = exp.select(*RUN_COLUMNS).from_("runs")
-    if cond is not None:
-        query = query.where(cond)
-    df = pl.from_arrow(store.arrow(query.order_by("run_name").sql(dialect="duckdb"), params))
-    assert isinstance(df, pl.DataFrame)
-    if isinstance(scope, str) and df.height == 0:
-        raise QueryError(f"no run matches --runs {scope!r} (`runstore runs` lists them; `*` "
-                         "matches `/` too)")
-    if scope is not None and not isinstance(scope, str):
-        unknown = sorted(set(params["scope"]) - set(df["run_name"].to_list()))
-        if unknown:
-            raise QueryError(f"no run is named {unknown[0]!r} {HINT}")
-    return df
-
-
-def resolve(store: "Queryable", patterns: Sequence[str]) -> list[tuple[str, str]]:
-    """`(run_id, run_name)` for each RUN pattern, in order (see the module for the rule)."""
-    items = [patterns] if isinstance(patterns, str) else list(patterns)
+def _patterns(patterns: Scope, what: str) -> list[str]:
+    items = [patterns] if isinstance(patterns, str) else list(patterns or [])
     if not items or not all(isinstance(p, str) and p for p in items):
-        raise QueryError(f"give one or more run names or GLOBs, got {patterns!r}")
-    rows = store.arrow(_resolve_sql(), {"patterns": items, "idx": list(range(len(items)))}).to_pylist()
-    found: dict[int, dict[str, list[tuple[str, str]]]] = {}
-    for r in rows:
-        tiers = found.setdefault(r["i"], {"exact": [], "glob": [], "prefix": []})
-        for tier in tiers:
+        raise QueryError(f"{what}, got {patterns!r}")
+    return items
+
+
+def _matches(store: "Reader", items: list[str]) -> list[dict[str, dict[str, Run]]]:
+    """Per pattern, per tier, the runs it matches there (by run_id), in label order."""
+    paths = [_paths(p) for p in items]
+    params = {"patterns": items, "idx": list(range(len(items))), "paths": paths,
+              "min_prefix": MIN_ID_PREFIX}
+    found: list[dict[str, dict[str, Run]]] = [{t: {} for t in TIERS} for _ in items]
+    # Plain rows (text, numbers and booleans): every command that names runs asks this, and
+    # it needs no pyarrow.
+    for r in store.fetch(_RESOLVE, params, convert=from_relation).to_pylist():
+        run = Run(r["run_id"], r["run_label"], r["run_path"])
+        for tier in TIERS:
             if r[f"is_{tier}"]:
-                tiers[tier].append((r["run_id"], r["run_name"]))
+                found[r["i"]][tier][run.run_id] = run
+    return found
+
+
+def _decide(tiers: dict[str, dict[str, Run]], allowed: Sequence[str]) -> list[Run]:
+    for tier in allowed:
+        if tiers[tier]:
+            return list(tiers[tier].values())
+    return []
+
+
+def candidates(runs: Sequence[Run], limit: int = 5) -> str:
+    """`a, b [1234abcd] (/path/b), ...`: labels, with the path where a label carries an id."""
+    shown = [f"{r.label} ({r.path})" if r.label.endswith("]") else r.label
+             for r in runs[:limit]]
+    return ", ".join(shown) + (", ..." if len(runs) > limit else "")
+
+
+def resolve(store: "Reader", patterns: Sequence[str]) -> list[Run]:
+    """One `Run` per RUN pattern, in order (see the module for the rule)."""
+    items = _patterns(patterns, "give one or more runs (a run_name, run_id, directory or GLOB)")
     out = []
-    for i, pattern in enumerate(items):
-        tiers = found.get(i, {"exact": [], "glob": [], "prefix": []})
-        matches = tiers["exact"] or tiers["glob"] or tiers["prefix"]
-        if len(matches) == 1:
-            out.append(matches[0])
+    for pattern, tiers in zip(items, _matches(store, items)):
+        runs = _decide(tiers, TIERS)
+        if len(runs) == 1:
+            out.append(runs[0])
             continue
-        if not matches:
+        if not runs:
             raise QueryError(f"no run is named or matches {pattern!r} {HINT}")
-        names = ", ".join(n for _, n in matches[:5]) + (", ..." if len(matches) > 5 else "")
-        raise QueryError(f"{pattern!r} matches {len(matches)} runs ({names}); give one "
-                         "run_name or a narrower GLOB")
+        raise QueryError(f"{pattern!r} matches {len(runs)} runs ({candidates(runs)}); {PICK}")
     return out
 
 
-@lru_cache(maxsize=1)
-def _resolve_sql() -> str:
-    import sqlglot
-
-    return sqlglot.parse_one(_RESOLVE, read="duckdb").sql(dialect="duckdb")
+def resolve_one(store: "Reader", pattern: str) -> Run:
+    """The one run `pattern` names (see `resolve`)."""
+    return resolve(store, [pattern])[0]
 
 
-# Every run that a pattern names, globs or prefixes, with which of the three it does.
+def scope_ids(store: "Reader", scope: Scope) -> list[str] | None:
+    """The run_ids in `scope`, sorted (None: every run); `QueryError` for a pattern that
+    matches no run."""
+    if scope is None:
+        return None
+    items = _patterns(scope, "runs is a run_name, run_id, directory or GLOB, or a list of them")
+    ids: set[str] = set()
+    for pattern, tiers in zip(items, _matches(store, items)):
+        runs = _decide(tiers, SCOPE_TIERS)
+        if not runs:
+            if isinstance(scope, str):
+                raise QueryError(f"no run matches --runs {pattern!r} (`runstore runs` lists "
+                                 "them; `*` matches `/` too)")
+            raise QueryError(f"no run is named {pattern!r} {HINT}")
+        ids.update(r.run_id for r in runs)
+    return sorted(ids)
+
+
+def scope_condition(store: "Reader", scope: Scope,
+                    column: Any) -> tuple[Any | None, dict[str, Any]]:
+    """`column` in the run_ids of `scope` as a sqlglot condition (None: every run), and the
+    params it binds (`$scope`, a list of run_ids)."""
+    from sqlglot import exp
+
+    ids = scope_ids(store, scope)
+    if ids is None:
+        return None, {}
+    col = exp.column(*reversed(column.split("."))) if isinstance(column, str) else column
+    return exp.func("list_contains", exp.Placeholder(this="scope"), col), {"scope": ids}
+
+
+def scoped_runs(store: "Reader", scope: Scope) -> "pl.DataFrame":
+    """The runs in scope (`RUN_COLUMNS`), by `run_label`; `QueryError` for a pattern that
+    matches no run."""
+    import polars as pl
+    from sqlglot import exp
+
+    cond, params = scope_condition(store, scope, "r.run_id")
+    query = (exp.select(*[exp.column(c, table="l" if c in ("run_name", "run_label") else "r")
+                          for c in RUN_COLUMNS])
+             .from_(exp.table_("runs", alias="r"))
+             .join(exp.table_("run_labels", alias="l"),
+                   on=exp.column("run_id", table="l").eq(exp.column("run_id", table="r"))))
+    if cond is not None:
+        query = query.where(cond)
+    df = pl.from_arrow(store.arrow(query.order_by(exp.column("run_label", table="l"))
+                                   .sql(dialect="duckdb"), params))
+    assert isinstance(df, pl.DataFrame)
+    return df
+
+
+# Every run a pattern matches in some tier, with the tiers it matches in.
 _RESOLVE = """
 with asked as (
-    select unnest($patterns) as pattern, unnest($idx) as i
+    select unnest($patterns) as pattern, unnest($paths) as paths, unnest($idx) as i
+),
+tiers as (
+    select a.i, r.run_id, r.run_label, r.run_path,
+           r.run_id = a.pattern as is_id,
+           list_contains(a.paths, r.run_path) as is_path,
+           r.run_name = a.pattern or r.run_label = a.pattern as is_name,
+           length(a.pattern) >= $min_prefix and starts_with(r.run_id, a.pattern) as is_id_prefix,
+           r.run_name glob a.pattern as is_glob,
+           starts_with(r.run_name, a.pattern) as is_name_prefix
+    from asked as a
+    cross join run_labels as r
 )
-select a.i, r.run_id, r.run_name,
-       r.run_name = a.pattern as is_exact,
-       r.run_name glob a.pattern as is_glob,
-       starts_with(r.run_name, a.pattern) as is_prefix
-from asked as a
-join runs as r
-  on r.run_name = a.pattern or r.run_name glob a.pattern or starts_with(r.run_name, a.pattern)
-order by a.i, r.run_name
+select * from tiers
+where is_id or is_path or is_name or is_id_prefix or is_glob or is_name_prefix
+order by i, run_label
 """

@@ -1,84 +1,105 @@
 """What every command shares: error handling, the output options and writing rows, params.
 
-Contract: `handle_errors` turns a `RunstoreError` into `Error: …` on stderr and its exit code
-(1; 2 for usage errors), Ctrl-C into exit 130 (an interrupted ingest says what it kept), and
-any other exception into one `Error: unexpected …` line and exit 1 (click's own exceptions
-pass through); `--debug` (on the group) shows the traceback instead. `output_options` is the one decorator
+Contract: `handle_errors` (failures.py) is how every command ends: an error's line and its
+exit status, Ctrl-C, a closed pipe. `output_options` is the one decorator
 for commands that print rows (`--format` from `present.render.FORMATS`, `--output`,
-`--wide`); `Seconds` is the click type of a time limit (a number of seconds above 0);
+`--wide`); `Seconds` is the click type of a duration (a time limit, a watch interval, a lock
+timeout: finite seconds, above 0 unless `zero=True`), `Size` that of a memory limit (`4GB`,
+`25%`);
 `emit(table, fmt, output)` writes rows in the format asked for, or the one the
 `--output` extension names, else a table on a terminal and CSV elsewhere. `parse_params`
-reads `--param NAME=VALUE` (numbers become numbers). `open_store(ctx)` is the `Store` of the
-group's `--store`. `notify_option` is `--notify URL` (repeatable, `$RUNSTORE_NOTIFY`) of the
-commands that report firing rules, and `notifier(store, urls, warn)` the `health.notify.Notifier`
-for those URLs and runstore.toml's `[check] notify` (None when there are none).
+reads `--param NAME=VALUE` (numbers become numbers). `Weight` is the click type of
+`--smooth`, runstore's one smoothing weight. `open_store(ctx)` is the `Store` of the
+group's `--store`. `notify_option` is `--notify URL` (repeatable, `$RUNSTORE_NOTIFY`) and
+`--renotify` of the commands that report firing rules (`Store.notifier` sends to those URLs
+and runstore.toml's `[check] notify`). The library is reached through `runstore.store` (and
+`present` for rendering) only.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
+import os
 import shutil
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import click
 
-from ..errors import RunstoreError, one_line
-from ..present.render import FORMATS, format_for
-from ..storage.location import is_remote
+from ..errors import IOFailure, RunstoreError, UsageError, one_line
+from ..present.render import EXTENSIONS, FORMATS, format_for, shorten
+from ..store.inputs import is_remote
+from .failures import handle_errors  # noqa: F401 - the command modules take it from here
 
 
-def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn runstore errors into `Error: …` and an exit code (tracebacks under --debug)."""
+class Size(click.ParamType):
+    """A memory limit: bytes, a size such as 4GB, or a share of the machine's memory such as
+    25% (`store.inputs.memory_size`), else a usage error (exit 2)."""
 
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        ctx = click.get_current_context()
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        from ..store.inputs import memory_size
+
         try:
-            return fn(*args, **kwargs)
-        except RunstoreError as e:
-            if ctx.obj and ctx.obj.get("debug"):
-                raise
-            click.echo(f"Error: {e}", err=True)
-            ctx.exit(e.exit_code)
-        except KeyboardInterrupt as e:
-            # An ingest's says what it kept (it carries the report); others were just stopped.
-            click.echo(str(e) if hasattr(e, "report") else "interrupted", err=True)
-            ctx.exit(130)
-        except (click.exceptions.ClickException, click.exceptions.Exit,
-                click.exceptions.Abort):
-            raise  # click's own: usage errors and exits say what they have to
-        except Exception as e:
-            # Anything else is a fault of runstore's (or of the machine: a full disk, say):
-            # one line naming it, the traceback only when asked for.
-            if ctx.obj and ctx.obj.get("debug"):
-                raise
-            click.echo(f"Error: unexpected {type(e).__name__}: {one_line(e)} (a runstore bug, or "
-                       "a fault of the machine; run again with --debug for the traceback and "
-                       "report it)", err=True)
-            ctx.exit(1)
-
-    return wrapper
+            return memory_size(int(value) if isinstance(value, str) and value.isdigit() else value)
+        except UsageError as e:
+            self.fail(str(e), param, ctx)
 
 
 class Seconds(click.ParamType):
-    """A time limit in seconds: a finite number above 0 (`query.deadline.checked`), else a
-    usage error (exit 2)."""
+    """A duration in seconds: a finite number above 0 (`store.inputs.seconds`; `zero=True`:
+    0 or above) and no longer than Python can wait (`threading.TIMEOUT_MAX`, centuries), else
+    a usage error (exit 2)."""
 
     name = "seconds"
 
+    def __init__(self, *, zero: bool = False):
+        self.zero = zero
+
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> float | None:
-        from ..errors import UsageError
-        from ..query.deadline import checked
+        import threading
+
+        from ..store.inputs import seconds as checked
+
+        least = "0 or above" if self.zero else "above 0"
+        try:
+            number = float(value)
+            seconds = 0.0 if self.zero and number == 0 else checked(number)
+        except (TypeError, ValueError, UsageError):
+            self.fail(f"{value!r} is not a number of seconds {least} (e.g. 30 or 2.5)",
+                      param, ctx)
+        if seconds is None or seconds > threading.TIMEOUT_MAX:
+            self.fail(f"{value!r} is longer than runstore can wait (at most "
+                      f"{threading.TIMEOUT_MAX:.0f} seconds)", param, ctx)
+        return seconds
+
+
+class Weight(click.ParamType):
+    """A smoothing weight: a number in [0, 1) (`store.inputs.smoothing_weight`, which says what
+    to write instead of the old `--smooth N`), else a usage error (exit 2)."""
+
+    name = "weight"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        from ..store.inputs import smoothing_weight
 
         try:
-            return checked(float(value))
-        except (TypeError, ValueError, UsageError):
-            self.fail(f"{value!r} is not a number of seconds above 0 (e.g. 30 or 2.5)",
-                      param, ctx)
+            number = float(value)
+            return smoothing_weight(int(number) if number.is_integer() and number >= 1 else number,
+                                "--smooth")
+        except UsageError as e:
+            self.fail(str(e), param, ctx)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number: --smooth is a smoothing weight in [0, 1) "
+                      "(0.9 smooths heavily)", param, ctx)
 
 
 def _remember_wide(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
@@ -86,7 +107,23 @@ def _remember_wide(ctx: click.Context, param: click.Parameter, value: bool) -> b
     return value
 
 
-def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+def output_options(fn: Callable[..., Any] | None = None, *, text: bool = False) -> Any:
+    """--format, --output and --wide of a command that prints rows. An --output whose
+    directory does not exist, or (unless --format is given) whose extension names no format,
+    is a usage error before the command does any work; `text=True` for a command that writes
+    text of its own when no format is asked for (views, diff --code), which checks the
+    extension only when it writes rows."""
+    if fn is None:
+        return functools.partial(output_options, text=text)
+    if not text:
+        command = fn
+
+        @functools.wraps(command)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            output_format(kwargs.get("fmt"), kwargs.get("output"))  # before any work
+            return command(*args, **kwargs)
+
+        fn = checked
     # --wide reaches `emit` through the context, so commands need no parameter for it.
     fn = click.option("--wide", is_flag=True, expose_value=False, callback=_remember_wide,
                       help="Table format: cut nothing, one line per row however wide "
@@ -94,43 +131,68 @@ def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                            "never run names or keys, and one block per row when that is not "
                            "enough).")(fn)
     fn = click.option("--output", "-o", "output", type=click.Path(dir_okay=False),
-                      help="Write to FILE instead of standard output.")(fn)
+                      callback=checked_output,
+                      help="Write to FILE instead of standard output (its directory must "
+                           "exist).")(fn)
     fn = click.option("--format", "-F", "fmt", type=click.Choice(FORMATS),
-                      help="Output format (default: from the --output extension: .json "
-                           ".jsonl .csv .md .parquet; else table on a terminal, else csv).")(fn)
+                      help="Output format (default: from the --output extension: "
+                           f"{' '.join(EXTENSIONS)}; else table on a terminal, else "
+                           "csv).")(fn)
     return fn
 
 
+def checked_output(ctx: click.Context | None, param: click.Parameter | None,
+                   path: str | None) -> str | None:
+    """An --output FILE in a directory that exists (checked before the command runs)."""
+    if path is None:
+        return None
+    parent = Path(path).parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        raise click.BadParameter(f"cannot write {path}: the directory {parent} {what}; "
+                                 "create it first or choose another file", ctx, param)
+    return path
+
+
 def notify_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option(
+        "--renotify", is_flag=True,
+        help="Post every firing again, even one the store says was posted already.")(fn)
     return click.option(
         "--notify", "notify", multiple=True, metavar="URL", envvar="RUNSTORE_NOTIFY",
-        help="POST each (run, rule) that starts firing, once, as JSON with a Slack/Mattermost "
-             "`text` field to this webhook URL (repeatable; also $RUNSTORE_NOTIFY, URLs "
-             "separated by spaces, and runstore.toml's [check] notify list). A slow or "
-             "failing URL never stops the command: a few retries, then a warning.")(fn)
-
-
-def notifier(store: Any, given: tuple[str, ...], warn: Callable[[str], None]) -> Any:
-    """The Notifier for `given` URLs plus runstore.toml's, or None when there are none."""
-    from ..health.config import store_config
-
-    configured = store_config(store).notify
-    if not given and not configured:
-        return None  # the webhook client is not even imported (~8 ms of a quick check)
-    from ..health.notify import Notifier, urls
-
-    chosen = urls(given, config=configured)
-    if not chosen:
-        return None
-    return Notifier(chosen, store=str(store.path), on_warning=warn)
+        help="POST each firing of a rule (a run, a rule, the step where it started) once as "
+             "JSON with a Slack/Mattermost `text` field to this webhook URL, whichever "
+             "command sees it first: the store keeps what was posted (repeatable; also "
+             "$RUNSTORE_NOTIFY, URLs separated by spaces, and runstore.toml's [check] notify "
+             "list). A slow or failing URL never stops the command: a few retries, a "
+             "warning, and the next command tries again.")(fn)
 
 
 def output_format(fmt: str | None, output: str | None) -> str | None:
-    """The format asked for: --format, else the one --output's extension names, else None."""
-    return fmt or format_for(output)
+    """The format asked for: --format, else the one --output's extension names, else None
+    (standard output). An --output whose extension names no format is a usage error listing
+    the extensions, unless --format decides."""
+    if fmt or not output:
+        return fmt
+    found = format_for(output)
+    if found is None:
+        ext = os.path.splitext(output)[1]
+        raise click.BadParameter(
+            f"{output}: {'the extension ' + ext if ext else 'a name without an extension'} "
+            f"names no output format; name the file {', '.join(EXTENSIONS)}, or give "
+            f"--format ({', '.join(FORMATS)})", param_hint="'--output'")
+    return found
 
 
-def emit(table: Any, fmt: str | None, output: str | None) -> None:
+def to_parquet(fmt: str | None, output: str | None) -> bool:
+    """Whether the rows go to a Parquet file, which needs them typed as an Arrow table; every
+    other format prints plain rows (`query.rows.Rows`) alike, without importing pyarrow."""
+    return output_format(fmt, output) == "parquet"
+
+
+def emit(table: Any, fmt: str | None, output: str | None, *, whole: Any = ()) -> None:
+    """Write rows (see the module docstring); `whole` names more identifying columns, whose
+    values and headers the table format never cuts (`present.render`)."""
     from ..present import render as out
 
     fmt = output_format(fmt, output)
@@ -139,12 +201,13 @@ def emit(table: Any, fmt: str | None, output: str | None) -> None:
     if fmt == "parquet":
         if not output:
             raise click.UsageError("--format parquet needs --output FILE")
-        out.write_parquet(table, output)
+        with writing_output(output):
+            out.write_parquet(table, output)
         return
     wide = bool(click.get_current_context().meta.get("runstore.wide"))
     # shutil reads $COLUMNS first, then asks the terminal; a file has no width to fit.
     width = shutil.get_terminal_size((100, 24)).columns if output is None else 10_000
-    write_text(out.render(table, fmt, width=width, wide=wide), output)
+    write_text(out.render(table, fmt, width=width, wide=wide, whole=whole), output)
 
 
 def parse_params(values: tuple[str, ...]) -> dict[str, Any]:
@@ -173,25 +236,73 @@ def existing(path: str) -> str:
     return path
 
 
-def open_store(ctx: click.Context) -> Any:
+def open_store(ctx: click.Context, **options: Any) -> Any:
+    """The `Store` of the group's `--store`; `options` go to `Store` (`memory_limit=`)."""
     from ..store import Store
 
-    return Store(ctx.obj.get("store"))
+    return Store(ctx.obj.get("store"), **options)
 
 def write_text(text: str, output: str | None) -> None:
+    """`text` into the file `output` (errors about it say so), or on stdout."""
     if output:
-        Path(output).write_text(text)
+        with writing_output(output):
+            Path(output).write_text(text)
     else:
-        click.echo(text, nl=False)
+        write_stdout(text)
+
+
+def write_stdout(text: str) -> None:
+    """`text` on stdout, all of it or an error. A pipe whose reader has gone takes the first
+    part of a big write without an error (CPython's buffered writer returns the short count,
+    which its text layer drops): so the bytes are written until none are left, and the write
+    after a short one raises BrokenPipeError, which ends the command as SIGPIPE would."""
+    out = sys.stdout
+    out.flush()
+    data = memoryview(text.encode(out.encoding or "utf-8", getattr(out, "errors", None)
+                                  or "strict"))
+    while data:
+        written = out.buffer.write(data)
+        data = data[written if written is not None else len(data):]
+    out.buffer.flush()
+
+
+@contextmanager
+def writing_output(path: str) -> Iterator[None]:
+    """Write the file `path` the user named: a failure names it and says what to do (a usage
+    mistake, exit 2; a full disk or a failing device, exit 6), never "a runstore bug"."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is not None and os.path.abspath(e.filename) != os.path.abspath(path):
+            raise  # not the output file: another file's failure says what it is
+        raise output_error(path, e) from e
+
+
+def output_error(path: str, e: OSError) -> RunstoreError:
+    """What a failure to write the output file `path` says."""
+    why = e.strerror or one_line(e)
+    if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
+        return IOFailure(f"cannot write {path}: {why}. Free some space (or fix the device) "
+                         "and run the command again, or write elsewhere with -o.")
+    directory = os.path.dirname(path) or "."
+    if e.errno == errno.ENOENT and not os.path.isdir(directory):
+        why = f"the directory {directory} does not exist"
+    return UsageError(f"cannot write {path}: {why}. Choose another file with -o (or create "
+                      "its directory first).")
 
 
 
 class Progress:
-    """A one-line progress bar on stderr (runs and bytes), only when stderr is a terminal."""
+    """A one-line progress bar on stderr (runs, bytes, the run being read), only when stderr
+    is a terminal, never wider than the terminal: a line that wraps is not rewritten by `\r`,
+    and each update would stack another line. (Kept hand-written, not `click.progressbar`:
+    click hides the cursor while its bar is drawn and shows it again only when the bar ends,
+    which a second Ctrl-C, `os._exit`, skips; docs/architecture.md, "Libraries".)"""
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
         self.last = 0.0
+        self.shown = 0  # the length of the line drawn last, cleared by the next one
         self.drawn = False  # a bar is on the line, not yet ended by a newline
 
     def __call__(self, done: int, total: int, nbytes: int, name: str) -> None:
@@ -199,27 +310,40 @@ class Progress:
         if not self.enabled or (now - self.last < 0.1 and done < total):
             return
         self.last = now
+        # $COLUMNS, else the terminal's width (shutil asks stdout's; 80 when it is a file);
+        # the last column is left free, since writing it wraps on some terminals.
+        fits = shutil.get_terminal_size((80, 24)).columns - 1
         width = 24
         filled = int(width * done / total) if total else width
         bar = "#" * filled + "-" * (width - filled)
-        line = f"\r[{bar}] {done}/{total} runs, {nbytes / 1e6:.1f} MB  {name[-40:]}"
-        click.echo(line.ljust(100)[:120], err=True, nl=False)
+        line = f"[{bar}] {done}/{total} runs, {nbytes / 1e6:.1f} MB"
+        room = fits - len(line) - 2
+        if name and room >= 8:
+            line += "  " + shorten(name, room)
+        line = line[:fits]
+        click.echo("\r" + line.ljust(self.shown)[:fits], err=True, nl=False)
+        self.shown = len(line)
         self.drawn = done < total
         if done == total:
             click.echo("", err=True)
+            self.shown = 0
 
     def end_line(self) -> None:
         """End a bar left unfinished (the ingest stopped before its last run)."""
         if self.drawn:
             click.echo("", err=True)
             self.drawn = False
+            self.shown = 0
 
 
 
-RUNS_GLOB = click.option("--runs", metavar="GLOB",
-                          help="Only runs whose run_name matches GLOB (* matches / too).")
+# What a `--runs` scope accepts: runstore.analysis.runs, the one RUN resolution.
+RUNS_HELP = ("Only these runs: a GLOB over run_name (* matches / too), a run_name, a run_id "
+             "or a unique prefix of one, or a run's directory.")
+RUNS_GLOB = click.option("--runs", metavar="GLOB", help=RUNS_HELP)
 HTML_OUT = click.option("--output", "-o", "output", required=True,
-                         type=click.Path(dir_okay=False), help="HTML file to write.")
+                         type=click.Path(dir_okay=False), callback=checked_output,
+                         help="HTML file to write (its directory must exist).")
 
 
 def wrote(path: Any) -> None:
@@ -231,10 +355,12 @@ def wrote(path: Any) -> None:
 def write_chart(fig: Any, output: str) -> None:
     from ..present.charts import write_html
 
-    wrote(write_html(fig, output))
+    with writing_output(output):
+        wrote(write_html(fig, output))
 
 
 def lock_timeout_option(holder: str = "an ingest") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """`--lock-timeout SECONDS` of every command that takes the store's write lock."""
-    return click.option("--lock-timeout", type=float, default=60.0, show_default=True,
+    return click.option("--lock-timeout", type=Seconds(zero=True), default=60.0,
+                        show_default=True,
                         help=f"Seconds to wait for {holder} holding the store.")

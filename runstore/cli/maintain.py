@@ -18,8 +18,6 @@ def migrate(ctx: click.Context, list_: bool) -> None:
 
         runstore migrate --list
     """
-    from ..storage.versions import pending
-
     store = open_store(ctx)
     manifest = store.manifest() if list_ else None
     if not list_:
@@ -30,7 +28,7 @@ def migrate(ctx: click.Context, list_: bool) -> None:
     click.echo(f"schema version {manifest.schema_version}")
     for m in manifest.migrations:
         click.echo(f"  applied  {m['name']}  {m['applied_at']}  {m.get('doc', '')}")
-    for m in pending(manifest.schema_version):
+    for m in store.pending_migrations():
         click.echo(f"  pending  {m.name}  {m.doc}")
 
 
@@ -85,3 +83,41 @@ def compact(ctx: click.Context, vacuum_hours: float | None, lock_timeout: float)
         click.echo(f"{name}: {n} file{'s' if n != 1 else ''} before")
     if report.vacuum is not None:
         click.echo(report.vacuum.summary())
+
+
+@click.command()
+@click.argument("runs", nargs=-1, metavar="RUN...")
+@click.option("--missing", is_flag=True,
+              help="Also forget every run whose directory was gone at the last ingest "
+                   "(status missing).")
+@click.option("--dry-run", "-n", is_flag=True,
+              help="Only list the runs that would be forgotten and their rows; change nothing.")
+@lock_timeout_option()
+@click.pass_context
+@handle_errors
+def forget(ctx: click.Context, runs: tuple[str, ...], missing: bool, dry_run: bool,
+           lock_timeout: float) -> None:
+    """Remove runs from the store: every row of them, from every table, in one snapshot.
+
+    Each RUN names one run: a run_id or a unique prefix of one, a run_name, the run's
+    directory, or a GLOB that matches one run. The runs' ledger entries go too, so ingesting
+    the same directory again reads it afresh (a moved run: forget the old one, ingest the
+    new path; a run to rename: forget it, ingest it again with --prefix). The files stay on
+    disk until `runstore compact --vacuum-hours H` reclaims them. Like compact, it asks no
+    confirmation: run it with --dry-run first to see what would go.
+
+    Example:
+
+    \b
+        runstore forget --missing --dry-run
+        runstore forget math_rl_sweep/qwen3-8b/lr_1e-4
+    """
+    if not runs and not missing:
+        raise click.UsageError("name the runs to forget (RUN...), or pass --missing")
+    report = open_store(ctx).forget(list(runs), missing=missing, dry_run=dry_run,
+                                    lock_timeout=lock_timeout)
+    for r in report.runs:
+        click.echo(f"{r['run_name']}  {r['run_id']}  {r['status']}  {r['run_path']}")
+    for table, n in sorted(report.rows.items()):
+        click.echo(f"{table}: {n} row{'s' if n != 1 else ''}")
+    click.echo(report.summary())

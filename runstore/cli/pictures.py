@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from .common import (HTML_OUT, RUNS_GLOB, handle_errors, open_store, write_chart, write_text,
-                     wrote)
+from .common import (HTML_OUT, RUNS_GLOB, Weight, checked_output, handle_errors, open_store,
+                     write_chart, write_text, writing_output, wrote)
 
 
 @click.group()
@@ -25,13 +25,15 @@ def plot() -> None:
 @RUNS_GLOB
 @click.option("--color-by", metavar="CONFIG_KEY",
               help="Colour runs by the value of this flattened config key (e.g. learning_rate).")
-@click.option("--smooth", type=click.IntRange(min=1), metavar="N",
-              help="Add an N-step exponential moving average; the raw line stays faint.")
+@click.option("--smooth", type=Weight(), metavar="W",
+              help="Add each line smoothed: the debiased EMA with weight W in [0, 1) "
+                   "(TensorBoard's smoothing, as compare --smooth and the web UI; 0.9 is "
+                   "heavy, 0 draws the raw line alone); the raw line stays faint.")
 @HTML_OUT
 @click.pass_context
 @handle_errors
 def plot_metric(ctx: click.Context, keys: tuple[str, ...], runs: str | None,
-                color_by: str | None, smooth: int | None, output: str) -> None:
+                color_by: str | None, smooth: float | None, output: str) -> None:
     """One line per run and metric KEY over steps.
 
     A KEY that no run in the store has logged is an error naming the closest logged keys; a
@@ -41,14 +43,12 @@ def plot_metric(ctx: click.Context, keys: tuple[str, ...], runs: str | None,
 
     \b
         runstore plot metric env/all/reward/total --runs 'math_rl_sweep/*' \\
-            --color-by learning_rate --smooth 10 -o reward.html
+            --color-by learning_rate --smooth 0.8 -o reward.html
     """
-    from ..query.keys import coverage
-
     store = open_store(ctx)
     write_chart(store.plot_metric(list(keys), runs=runs, color_by=color_by, smooth=smooth),
-                 output)
-    for note in coverage(store, list(dict.fromkeys(keys)), runs=runs).notes():
+                output)
+    for note in store.key_notes(list(keys), runs=runs):
         click.echo(note, err=True)
 
 
@@ -99,7 +99,8 @@ def plot_rewards(ctx: click.Context, runs: str | None, color_by: str | None,
 def plot_spans(ctx: click.Context, run: str, step: int | None, output: str) -> None:
     """Gantt chart of one step's spans of RUN, and each span's share of step time.
 
-    RUN is a run_name, or a GLOB that matches exactly one run.
+    RUN names one run: a run_id or a unique prefix of one, a run_name, the run's directory,
+    or a GLOB (or name prefix) that matches exactly one run.
 
     Example:
 
@@ -125,7 +126,8 @@ def report(ctx: click.Context, output: str, runs: str | None) -> None:
         runstore report -o report.html
         runstore report --runs 'math_rl_sweep/*' -o math.html
     """
-    wrote(open_store(ctx).report(output, runs=runs))
+    with writing_output(output):
+        wrote(open_store(ctx).report(output, runs=runs))
 
 
 @click.command()
@@ -138,14 +140,16 @@ def report(ctx: click.Context, output: str, runs: str | None) -> None:
               show_default=True,
               help="trace_events.jsonl slices, or timing spans (auto: the trace when there is one).")
 @click.option("--output", "-o", "output", type=click.Path(dir_okay=False),
-              help="Write to FILE instead of standard output.")
+              callback=checked_output,
+              help="Write to FILE instead of standard output (its directory must exist).")
 @click.pass_context
 @handle_errors
 def trace(ctx: click.Context, run: str, step: int | None, segment: int | None, source: str,
           output: str | None) -> None:
     """Export RUN's timing as a Chrome trace JSON array for Perfetto UI or chrome://tracing.
 
-    RUN is a run_name, or a GLOB that matches exactly one run. Without trace_events.jsonl the
+    RUN names one run: a run_id or a unique prefix of one, a run_name, the run's directory,
+    or a GLOB (or name prefix) that matches exactly one run. Without trace_events.jsonl the
     run's timing spans are exported instead (one track per nesting depth, steps end to end).
 
     Example:

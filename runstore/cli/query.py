@@ -7,10 +7,11 @@ from typing import Any
 
 import click
 
-from ..errors import RunstoreError
-from ..query.dialects import DIALECTS
-from .common import (Seconds, emit, existing, handle_errors, notifier, notify_option,
-                     open_store, output_format, output_options, parse_params, write_text)
+from ..present.render import format_for
+from ..store.catalog import DIALECTS
+from .common import (RUNS_HELP, Seconds, Size, emit, existing, handle_errors, notify_option,
+                     open_store, output_format, output_options, parse_params, to_parquet,
+                     write_text)
 
 
 @click.command()
@@ -28,12 +29,16 @@ from .common import (Seconds, emit, existing, handle_errors, notifier, notify_op
               metavar="SECONDS",
               help="Stop the query if it still runs after SECONDS (an error, exit 1; "
                    "default: no limit).")
+@click.option("--memory-limit", "memory_limit", type=Size(), default=None, metavar="SIZE",
+              help="Stop the query (an error, exit 1) if it needs more than SIZE of memory, "
+                   "e.g. 4GB, 512MB or 50% (default: $RUNSTORE_MEMORY_LIMIT, else a quarter "
+                   "of the machine's memory).")
 @output_options
 @click.pass_context
 @handle_errors
 def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...],
-        allow_read: tuple[str, ...], timeout: float | None, fmt: str | None,
-        output: str | None) -> None:
+        allow_read: tuple[str, ...], timeout: float | None, memory_limit: int | None,
+        fmt: str | None, output: str | None) -> None:
     """Run one read-only SQL query over the store's tables and views.
 
     The query comes from QUERY, from -f FILE, or from stdin (QUERY '-' or a pipe). Only
@@ -41,7 +46,9 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
     The query reads only the store's own files (DuckDB's sandbox): to join a file of your
     own, name it with --allow-read. `runstore views` and `runstore schema` list what there is
     to query. With --timeout, a query still running after that many seconds is stopped
-    (DuckDB's own interrupt) and the command fails with an error saying so.
+    (DuckDB's own interrupt) and the command fails with an error saying so. The command's
+    memory is capped at --memory-limit (beyond what it holds when it starts): a query that
+    needs more fails with an error naming the limit, instead of taking the machine's memory.
 
     Example:
 
@@ -51,6 +58,7 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
         runstore sql 'select * from runs where run_name glob $g' --param g='math_rl_sweep/*'
         runstore sql -f question.sql -o answer.parquet --format parquet
         runstore sql --timeout 60 "select key, count(*) from metrics_raw group by key"
+        runstore sql --memory-limit 8GB "select run_id, list(value) from metrics_raw group by 1"
         runstore sql "from runs join read_csv('teams.csv') using (run_name)" \\
             --allow-read teams.csv
     """
@@ -62,35 +70,40 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
         if sys.stdin is None or sys.stdin.isatty():
             raise click.UsageError("give a QUERY, -f FILE, or pipe the query on stdin")
         query = sys.stdin.read()
-    from ..query.rows import from_relation
-
     # Plain rows where they print the same as Arrow, so most answers need no pyarrow; a
     # Parquet file needs the Arrow table.
-    parquet = output_format(fmt, output) == "parquet"
-    table = open_store(ctx).fetch(query, parse_params(params), allow_read=list(allow_read) or None,
-                              convert=(lambda rel: rel.to_arrow_table()) if parquet
-                              else from_relation, timeout=timeout)
-    emit(table, fmt, output)
+    store = open_store(ctx, memory_limit=memory_limit)
+    read = store.arrow if to_parquet(fmt, output) else store.rows
+    # This process is runstore's own: it is capped, so that what the query allocates (in
+    # DuckDB, or writing its rows) stops at the limit with an error rather than growing until
+    # the kernel ends something (DuckDB's own limit alone does not hold it: query/memory.py).
+    with store.bounded():
+        table = read(query, parse_params(params), allow_read=list(allow_read) or None,
+                     timeout=timeout)
+        emit(table, fmt, output)
 
 
 @click.command()
 @click.option("--kind", type=click.Choice(["rl", "sl", "dpo", "unknown"]),
               help="Only runs of this kind.")
-@click.option("--name", metavar="GLOB", help="Only runs whose run_name matches GLOB (* matches / too).")
+@click.option("--name", metavar="RUN", help=RUNS_HELP)
 @click.option("--where", metavar="SQL-EXPR",
-              help="Only runs for which this SQL condition over run_summary's columns holds.")
+              help="Only runs for which this SQL condition over run_summary's columns holds "
+                   "(the command's memory is capped as runstore sql's: "
+                   "$RUNSTORE_MEMORY_LIMIT, else a quarter of the machine's memory).")
 @click.option("--columns", "-c", metavar="COL,...",
               help="Show these run_summary columns, in this order (default: every column but "
-                   "run_id; `all`: every column).")
+                   "run_id and run_name; `all`: every column).")
 @output_options
 @click.pass_context
 @handle_errors
 def runs(ctx: click.Context, kind: str | None, name: str | None, where: str | None,
          columns: str | None, fmt: str | None, output: str | None) -> None:
-    """List runs with their summary (the run_summary view), ordered by name.
+    """List runs with their summary (the run_summary view), ordered by run_label.
 
-    run_id is left out unless asked for (`--columns all`, or name it in --columns): it is
-    for joins, and run_name already tells the runs apart.
+    run_id and run_name are left out unless asked for (`--columns all`, or name them in
+    --columns): run_label tells the runs apart, the run_name itself unless two runs share
+    it (two trees of one layout), then `run_name [run_id prefix]`.
 
     Example:
 
@@ -99,16 +112,19 @@ def runs(ctx: click.Context, kind: str | None, name: str | None, where: str | No
         runstore runs --where "best_reward > 0.5 and not kl_flagged" -F csv
         runstore runs --columns run_name,status,last_step,max_kl
     """
-    from ..query.statements.frames import runs_query, summary_columns
-
+    store = open_store(ctx)
     if columns is None:
-        chosen: list[str] | None = [c for c in summary_columns() if c != "run_id"]
+        chosen: list[str] | None = [c for c in store.run_columns()
+                                    if c not in ("run_id", "run_name")]
     elif columns.strip().lower() == "all":
         chosen = None
     else:
         chosen = [c.strip() for c in columns.split(",") if c.strip()]
-    emit(open_store(ctx).arrow(*runs_query(kind=kind, name=name, where=where, columns=chosen)),
-         fmt, output)
+    # A --where condition is user SQL: capped as `runstore sql` is ($RUNSTORE_MEMORY_LIMIT).
+    with store.bounded():
+        read = store.arrow if to_parquet(fmt, output) else store.rows
+        emit(read(*store.runs_query(kind=kind, name=name, where=where, columns=chosen)),
+             fmt, output)
 
 
 @click.command()
@@ -124,7 +140,7 @@ def runs(ctx: click.Context, kind: str | None, name: str | None, where: str | No
               help="Include the default KL rule (default: yes, unless runstore.toml says "
                    "default_rules = false).")
 @click.option("--runs", metavar="GLOB",
-              help="Only runs whose run_name matches GLOB (* matches / too).")
+              help=RUNS_HELP)
 @click.option("--since-step", type=int, metavar="N", help="Ignore steps before N.")
 @notify_option
 @output_options
@@ -132,7 +148,8 @@ def runs(ctx: click.Context, kind: str | None, name: str | None, where: str | No
 @handle_errors
 def check(ctx: click.Context, threshold: float | None, rules: tuple[str, ...],
           default_rules: bool | None, runs: str | None, since_step: int | None,
-          notify: tuple[str, ...], fmt: str | None, output: str | None) -> None:
+          notify: tuple[str, ...], renotify: bool, fmt: str | None,
+          output: str | None) -> None:
     """Flag runs whose health rules fire: one row per (run, rule) that fires.
 
     The default rule is KL (optim/kl_sample_train_v1 or v2, with or without optim/)
@@ -144,8 +161,10 @@ def check(ctx: click.Context, threshold: float | None, rules: tuple[str, ...],
     unless drop(METRIC, W)) fell more than X below its best so far; rise(METRIC) > X where
     it is above X times the running median of the earlier values (rise(time/total) > 2: step
     time doubled); stale > MINUTES for a run not completed whose files have not changed for
-    MINUTES (as of the last ingest). Each fired (run, rule) is also POSTed to every --notify
-    URL.
+    MINUTES (as of the last ingest). Each firing (a run, a rule, the step where it started)
+    is also POSTed to every --notify URL, once: the store keeps what was posted, so a check
+    run again (from cron, say), or a watch, posts only firings not posted before, and a
+    firing again only after it ended and started again (--renotify: post them all again).
 
     A rule naming a metric that no run in the store has logged is an error that names the
     closest logged keys (a misspelt rule would never fire). Fired or not, one line on stderr
@@ -153,8 +172,9 @@ def check(ctx: click.Context, threshold: float | None, rules: tuple[str, ...],
     `kl_sample_train_v1|v2 > 0.01 fired for 0 of 23 runs (21 checked, 2 without KL)`; with
     --format markdown and nothing fired, that line is the output.
 
-    Exit status: 0 when nothing fired, 1 when a rule fired, 2 for a usage or store error
-    (an unknown metric too).
+    Exit status: 0 when nothing fired, 1 when a rule fired; an error has its own status
+    (`runstore --help`: 2 for a usage mistake such as an unknown metric, 3 and above for the
+    store or the machine), never 1.
 
     Example:
 
@@ -164,33 +184,32 @@ def check(ctx: click.Context, threshold: float | None, rules: tuple[str, ...],
         runstore check --runs 'math_rl_sweep/*' --since-step 20
         runstore check --rule "drop(env/all/reward/total) > 0.2" --rule "stale > 30"  # exit 1
     """
-    from ..health import evaluate
-
     store = open_store(ctx)
-    try:
-        alerts = notifier(store, notify, lambda text: click.echo(f"warning: {text}", err=True))
-        # Plain rows unless a Parquet file is asked for: a check of threshold rules then
-        # imports no pyarrow (a CI gate runs it after every ingest).
-        result = evaluate.check(store, threshold=threshold, rules=rules, runs=runs,
+    alerts = store.notifier(notify, renotify=renotify,
+                            on_warning=lambda text: click.echo(f"warning: {text}", err=True))
+    # Plain rows unless a Parquet file is asked for: a check of threshold rules then imports
+    # no pyarrow (a CI gate runs it after every ingest).
+    result = store.check_result(threshold=threshold, rules=rules, runs=runs,
                                 since_step=since_step, default_rules=default_rules,
-                                arrow=output_format(fmt, output) == "parquet")
-    except RunstoreError as e:
-        e.exit_code = 2  # 1 means "a rule fired", so every error here is a 2
-        raise
-    if alerts is not None:
-        from ..health.watch import Alert
-
-        # Every row is a firing of this check; the webhook gets them while the table prints.
-        for run_id, row in zip(result.run_ids, result.rows.to_pylist()):
-            alerts.notify(Alert(run_id=run_id, **row))
-    if output_format(fmt, output) == "markdown" and not result.rows.num_rows:
-        # For $GITHUB_STEP_SUMMARY: the verdict, not a table with a header and no rows.
-        write_text(result.summary() + "\n", output)
-    else:
-        emit(result.rows, fmt, output)
-    click.echo(result.summary(), err=True)
-    if alerts is not None:
-        alerts.close()
+                                arrow=to_parquet(fmt, output))
+    try:
+        if alerts is not None:
+            # Every row is a firing; the webhook gets those not posted before while the
+            # table prints. A check of every run and step also says which firings ended.
+            firing = result.alerts()
+            for alert in firing:
+                alerts.notify(alert)
+            if runs is None and since_step is None:
+                alerts.settle(firing, [r.name for r in result.rules])
+        if output_format(fmt, output) == "markdown" and not result.rows.num_rows:
+            # For $GITHUB_STEP_SUMMARY: the verdict, not a table with a header and no rows.
+            write_text(result.summary() + "\n", output)
+        else:
+            emit(result.rows, fmt, output)
+        click.echo(result.summary(), err=True)
+    finally:  # the webhooks get every firing, also when the output's reader went away
+        if alerts is not None:
+            alerts.close()
     if result.rows.num_rows:
         ctx.exit(1)
 
@@ -198,13 +217,15 @@ def check(ctx: click.Context, threshold: float | None, rules: tuple[str, ...],
 @click.command()
 @click.option("--dialect", type=click.Choice(DIALECTS),
               help="Print every view as CREATE OR REPLACE [TEMP] VIEW for this engine instead.")
-@output_options
+@output_options(text=True)
 @handle_errors
 def views(dialect: str | None, fmt: str | None, output: str | None) -> None:
     """List the canned views with their descriptions and columns.
 
     With --dialect, print them transpiled for Spark or Trino, in dependency order, ready to
-    run over tables with runstore's names. With --format, one row per view column.
+    run over tables with runstore's names. With --format (or an -o FILE whose extension
+    names a format), one row per view column; else the listing as text, whatever the file's
+    extension.
 
     Example:
 
@@ -212,11 +233,11 @@ def views(dialect: str | None, fmt: str | None, output: str | None) -> None:
         runstore views
         runstore views --dialect spark > runstore_views.sql
     """
-    from ..query import catalog, dialects
+    from ..store import catalog
 
     if dialect is not None:
-        write_text(dialects.views_ddl(dialect), output)
-    elif output_format(fmt, output) is not None:
+        write_text(catalog.views_ddl(dialect), output)
+    elif fmt is not None or format_for(output) is not None:
         emit(catalog.views_table(), fmt, output)
     else:
         write_text(catalog.views_text(), output)
@@ -235,6 +256,6 @@ def schema(table: str | None, fmt: str | None, output: str | None) -> None:
         runstore schema
         runstore schema metrics_raw
     """
-    from ..query import catalog
+    from ..store import catalog
 
     emit(catalog.schema_table(table), fmt, output)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from .common import Seconds, handle_errors, open_store
+from .common import Seconds, Size, handle_errors, open_store
 
 
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--watch", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--watch", type=Seconds(), default=None,
               metavar="SECONDS",
               help="Also ingest PATHS every SECONDS (as `ingest --watch`); open pages "
                    "update as snapshots land.")
@@ -22,12 +22,19 @@ from .common import Seconds, handle_errors, open_store
                    "random one printed once otherwise; also $RUNSTORE_UI_TOKEN).")
 @click.option("--sql-timeout", "sql_timeout", type=Seconds(), default=30.0, show_default=True,
               metavar="SECONDS",
-              help="Stop a query of the SQL page (or its download) still running after "
-                   "SECONDS; the page shows the error. The app's own pages have no limit.")
+              help="Stop a query of the SQL page (or its download, or the Runs page's SQL "
+                   "condition) still running after SECONDS; the page shows the error. The "
+                   "app's own pages have no limit.")
+@click.option("--memory-limit", "memory_limit", type=Size(), default=None, metavar="SIZE",
+              help="Memory one such query may use, e.g. 4GB or 25%: it runs in a worker "
+                   "process capped at SIZE, and a query that needs more is stopped (the page "
+                   "shows the error; the server goes on). Default: $RUNSTORE_MEMORY_LIMIT, "
+                   "else a quarter of the machine's memory (at most two such queries run at "
+                   "once).")
 @click.pass_context
-@handle_errors
+@handle_errors(stop_queries=False)  # the server handles Ctrl-C itself
 def ui(ctx: click.Context, paths: tuple[str, ...], watch: float | None, host: str, port: int,
-       token: str | None, sql_timeout: float) -> None:
+       token: str | None, sql_timeout: float, memory_limit: int | None) -> None:
     """Serve the store as a local web app: runs, charts, compare, health, SQL, checkpoints,
     timing, rollouts.
 
@@ -42,8 +49,9 @@ def ui(ctx: click.Context, paths: tuple[str, ...], watch: float | None, host: st
         runstore ui runs/ --watch 30             # live: ingest runs/ every 30 s
         runstore ui --host 0.0.0.0 --port 9000   # prints a URL with ?token=...
         runstore ui --sql-timeout 300            # allow the SQL page 5 minutes a query
+        runstore ui --memory-limit 8GB           # and 8 GB of memory
     """
     from ..ui.server import serve
 
-    serve(open_store(ctx), paths=list(paths), watch=watch, host=host, port=port, token=token,
-          sql_timeout=sql_timeout)
+    serve(open_store(ctx, memory_limit=memory_limit), paths=list(paths), watch=watch,
+          host=host, port=port, token=token, sql_timeout=sql_timeout)

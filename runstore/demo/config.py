@@ -58,7 +58,10 @@ def _rl_config(spec: RunSpec, *, era: str, log_path: str,
                 "compute_post_kl": False, "remove_constant_reward_groups": False})
     if new:
         cfg.update({"rollout_error_tolerance": None, "termination": None})
-    cfg.update({"enable_trace": spec.trace, "span_chart_every": 0, "async_config": None,
+    # A `stale_policy` run of the problems scenario trains asynchronously (problems.py).
+    async_config = ({"max_steps_off_policy": 4, "groups_per_batch": spec.groups}
+                    if spec.problem == "stale_policy" else None)
+    cfg.update({"enable_trace": spec.trace, "span_chart_every": 0, "async_config": async_config,
                 "stream_minibatch_config": None, "base_url": None, "ttl_seconds": 604800})
     if new:
         cfg.update({"rolling_save_every": spec.rolling_save_every, "rolling_ttl_seconds": 7200})

@@ -10,10 +10,12 @@ row, spans and checkpoints from them, and writes the iteration's rollout summari
 from __future__ import annotations
 
 import math
+import random
 import re
 from typing import Any, Sequence
 
 from .config import _rl_config
+from .extras import _Extras
 from .rollouts import _env_family, _family_keys, _Group, _rollout_summaries, _Traj
 from .run import _clamp, _RunBuilder
 from .spans import _Spans, _timing_metrics
@@ -39,9 +41,23 @@ class _RLRunBuilder(_RunBuilder):
         self.eval_labels = ("test", "aime2025") if spec.multi_turn else ("test",)
         self.n_logged_groups = min(spec.groups_to_log, spec.groups) if spec.logtree else 0
         self.logtrees = _LogtreeWriter(spec, self.log_path, self.n_logged_groups)
+        # 0.6.1's other artefacts, from a stream of their own (extras.py).
+        self.extras = _Extras(self, random.Random(f"{seed}|{spec.name}|{salt}|0.6.1"))
+        self.step_evals: dict[str, Any] = {}  # an async step's eval metrics, logged late
 
     def training_step(self, step: int, *, superseded: bool) -> list[dict[str, Any]]:
-        return [self._rl_step(step, superseded)]
+        row = self._rl_step(step, superseded)
+        evals, self.step_evals = self.step_evals, {}
+        return self.extras.rows_of_step(step, row, evals)
+
+    def build(self) -> dict[str, str]:
+        return self.extras.files(super().build())
+
+    def _logs_log(self, per_process: list[list[tuple[int | None, str]]]) -> str | None:
+        return self.extras.log_text()
+
+    def _end_process(self, index: int, last: bool) -> None:
+        self.extras.end_process(index, last)
 
     def _config(self) -> dict[str, Any]:
         return _rl_config(self.spec, era=self.era, log_path=self.log_path,
@@ -51,6 +67,13 @@ class _RLRunBuilder(_RunBuilder):
         super()._start_process(index)
         self.task_counter = 1
         self.future_counter = 0
+        self.extras.start_process(index)
+        if self.spec.async_rl:
+            # The async trainer saves the weights it starts from (a resumed one, its resume
+            # checkpoint's name again).
+            start = 0 if index == 0 else self.spec.resumed_at or 0
+            self._checkpoint(f"{start:06d}", start, rolling=False)
+            self.extras.checkpoint_saved(f"{start:06d}")
 
     # -- metrics rows -------------------------------------------------------------------------
 
@@ -60,7 +83,8 @@ class _RLRunBuilder(_RunBuilder):
         speed = _clamp(lr / 1e-4, 0.05, 20.0) ** 0.7
         x = (step + 1) / self.spec.steps
         ceiling = 0.85 - 0.3 * _clamp(lr / 3e-4 - 1.0, 0.0, 1.0)  # too-high lr plateaus lower
-        return 0.12 + (ceiling - 0.12) * (1.0 - math.exp(-3.0 * speed * x))
+        level = 0.12 + (ceiling - 0.12) * (1.0 - math.exp(-3.0 * speed * x))
+        return self.planted.level(step, level) if self.planted else level
 
     def _batch(self, level: float) -> list[_Group]:
         spec, rng = self.spec, self.rng
@@ -68,6 +92,8 @@ class _RLRunBuilder(_RunBuilder):
         for _ in range(spec.groups):
             hard = rng.random() < 0.5
             p = _clamp(level + (-0.25 if hard else 0.25) * rng.random(), 0.02, 0.98)
+            if self.planted:
+                p = self.planted.group_p(p, rng)
             tags = ["gsm8k", "hard" if hard else "easy"] if spec.multi_turn else ["math"]
             trajs = [self._traj(p) for _ in range(spec.group_size)]
             groups.append(_Group(tags, trajs, rng.getrandbits(32)))
@@ -85,6 +111,8 @@ class _RLRunBuilder(_RunBuilder):
             t.obs.append(ob)
             t.acs.append(150 + int(rng.random() * 750))
             t.cached = int(ob * rng.random() * 0.5)
+            if self.planted:
+                self.planted.trajectory(t, rng)
             return t
         n_calls = 1 + (rng.random() < 0.5) + (rng.random() < 0.15)
         ob = 140 + int(rng.random() * 120)
@@ -143,7 +171,11 @@ class _RLRunBuilder(_RunBuilder):
         spec = self.spec
         level = self._level(step)
         is_eval = spec.eval_every > 0 and step % spec.eval_every == 0
-        evals = {label: self._batch(level * 0.95) for label in self.eval_labels} if is_eval else {}
+        eval_level = level * 0.95
+        if self.planted:
+            self.planted.step = step
+            eval_level = self.planted.eval_level(step, eval_level)
+        evals = {label: self._batch(eval_level) for label in self.eval_labels} if is_eval else {}
         batch = self._batch(level)
         tokens = self._tokens_for(batch) if self.era == "0.6" else None
         regular, rolling = self._save_due(step + 1)  # checkpoint k is saved during step k-1
@@ -151,8 +183,10 @@ class _RLRunBuilder(_RunBuilder):
                                step + 1 if rolling else None)
         row = self._rl_row(step, batch, evals, tokens, spans, superseded, regular)
         self._rl_artifacts(step, batch, evals)
+        self.extras.samples(step, batch, evals)
         if regular:
             self._checkpoint(f"{step + 1:06d}", step + 1, rolling=False)
+            self.extras.checkpoint_saved(f"{step + 1:06d}")
         if rolling:
             self._checkpoint(f"{step + 1:06d}", step + 1, rolling=True)
         self._close_step(step, spans)
@@ -163,12 +197,16 @@ class _RLRunBuilder(_RunBuilder):
                 saved: bool) -> dict[str, Any]:
         spec, rng = self.spec, self.rng
         mt = spec.multi_turn
+        # A run that crashes was meant to train 3 more steps than it wrote.
+        planned = spec.steps + (3 if spec.crash else 0)
         row: dict[str, Any] = {"step": step, "progress/batch": step, "optim/lr": spec.learning_rate,
-                               "progress/done_frac": (step + 1) / spec.steps}
+                               "progress/done_frac": (step + 1) / planned}
         if saved and spec.string_metric:
             row["state_path"] = self._state_path(f"{step + 1:06d}")
         for label, groups in evals.items():
-            row.update(self._env_families(label + "/env/", groups, mt, pad=0))
+            # The async trainer logs its evals in rows of their own, later (extras.py).
+            (self.step_evals if spec.async_rl else row).update(
+                self._env_families(label + "/env/", groups, mt, pad=0))
         kl1, kl2 = self._kl(step, superseded)
         entropy = 0.62 * math.exp(-0.7 * (step + 1) / spec.steps) + rng.gauss(0, 0.02)
         timing = _timing_metrics(spans.items, rng)
@@ -193,6 +231,8 @@ class _RLRunBuilder(_RunBuilder):
             row["cost/step_usd"] = cost
             row["cost/cumulative_usd"] = self.cum_cost
         row.update(timing)
+        if self.planted:
+            self.planted.row(step, row, prefix, rng)
         if spec.nulls_in_metrics and step % 5 == 3:
             row[prefix + "entropy"] = None
             row["env/all/ac_tokens_per_turn"] = None
@@ -239,7 +279,7 @@ class _RLRunBuilder(_RunBuilder):
                 summary["tokens/discarded/" + k] = 0
             summary["cost/cumulative_usd"] = self.cum_cost
             rows.append(summary)
-        return rows
+        return self.extras.final_rows(rows)
 
     # -- RL spans -----------------------------------------------------------------------------
 
@@ -302,6 +342,8 @@ class _RLRunBuilder(_RunBuilder):
                 t = g_start + spans.jitter()
                 for _ in range(turns):
                     d = rng.uniform(1.2, 7.5) / turns
+                    if self.planted:
+                        d *= self.planted.slowdown()
                     if self.spec.trace:
                         spans.add(self._sdk("sample"), t + 2e-5, d - 4e-5, depth + 2, track=track)
                     t = spans.add("policy_sample", t, d, depth + 1, track=track)
@@ -371,7 +413,7 @@ class _RLRunBuilder(_RunBuilder):
             html_path, tree_path, roll_path = self._iter_paths("train", iteration)
             if spec.rollouts_every > 0 and iteration % spec.rollouts_every == 0:
                 self.files[roll_path] = _rollout_summaries("train", iteration, batch,
-                                                           spec.multi_turn)
+                                                           spec.multi_turn, self._newer())
             if logged:
                 self._write_logtree(html_path, tree_path, f"RL Iteration {iteration}", batch,
                                     train=True)
@@ -379,10 +421,14 @@ class _RLRunBuilder(_RunBuilder):
             base = f"eval_{_label(label)}"
             html_path, tree_path, roll_path = self._iter_paths(base, iteration)
             self.files[roll_path] = _rollout_summaries(f"eval/{label}", iteration, groups,
-                                                     spec.multi_turn)
+                                                     spec.multi_turn, self._newer())
             if logged:
                 self._write_logtree(html_path, tree_path, f"Running evaluation {label} {iteration}",
                                     groups, train=False)
+
+    def _newer(self) -> str | None:
+        """The model name when the run's rollout summaries carry the newer fields."""
+        return self.spec.model_name if self.spec.rollout_status else None
 
     def _write_logtree(self, html_path: str, tree_path: str, title: str,
                        groups: list[_Group], *, train: bool) -> None:

@@ -113,11 +113,15 @@ def _env_family(prefix: str, groups: Sequence[_Group], multi_turn: bool) -> dict
     return dict(zip(_family_keys(prefix, multi_turn), values))
 
 
-def _rollout_summaries(split: str, iteration: int, groups: list[_Group], mt: bool) -> str:
-    """One `*_rollout_summaries.jsonl` file: a line per trajectory (schema_version 1)."""
+def _rollout_summaries(split: str, iteration: int, groups: list[_Group], mt: bool,
+                       newer: str | None = None) -> str:
+    """One `*_rollout_summaries.jsonl` file: a line per trajectory (schema_version 1; with
+    `newer`, the model's name, also the fields of newer summary versions: `status` with
+    `error_type` and `error_message` for a trajectory that failed, `stop_reason`,
+    `model_name` and a short `conversation`)."""
     lines = []
     for gi, group in enumerate(groups):
-        answer = group.problem()[1] if mt else 0
+        question, answer = group.problem()[:2] if mt or newer else ("", 0)
         for ti, t in enumerate(group.trajs):
             rewards = t.step_rewards(mt)
             steps = []
@@ -143,5 +147,17 @@ def _rollout_summaries(split: str, iteration: int, groups: list[_Group], mt: boo
                                         "num_tool_calls": len(t.tool_ok)} if mt else {}),
                 "steps": steps, "final_ob_len": 0,
             }
+            if newer is not None:
+                failed = (iteration + gi + ti) % 11 == 5
+                record.update({"status": "error" if failed else "ok",
+                               "stop_reason": "length" if t.acs[-1] > 380 else "stop",
+                               "model_name": newer,
+                               "conversation": [{"role": "user", "content": question},
+                                                {"role": "assistant",
+                                                 "content": f"\\boxed{{{answer + t.offset}}}"}]})
+                if failed:
+                    record.update({"error_type": "RuntimeError",
+                                   "error_message": "sandbox exited with code 137 (OOMKilled) "
+                                                    "while running calculator"})
             lines.append(_dumps(record))
     return _jsonl(lines)

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .encoding import _dumps, _jsonl
+from .problems import Planted
 from .specs import FAKE_MODULE_PATH, FAKE_RUNS_ROOT, RunSpec
 from .spans import _Spans, _timing_line, _Trace
 
@@ -57,6 +58,8 @@ class _RunBuilder:
         self.cum_tokens = {"sampled": 0, "prefill_cached": 0, "prefill_uncached": 0, "trained": 0}
         self.cum_cost = 0.0
         self.snapshots: dict[str, tuple[dict[str, int], float]] = {}  # counters per checkpoint
+        # A run of the `problems` scenario plants its problem through this (problems.py).
+        self.planted = Planted(spec) if spec.problem is not None else None
 
     # -- whole run ------------------------------------------------------------------------
 
@@ -82,6 +85,7 @@ class _RunBuilder:
                     lines.append((step, _dumps(row)))
             if index == len(processes) - 1 and spec.final_checkpoint:
                 lines.extend((r.get("step"), _dumps(r)) for r in self._finish())
+            self._end_process(index, index == len(processes) - 1)
             per_process.append(lines)
         self.files["metrics.jsonl"] = self._metrics_text(per_process)
         if self.checkpoint_lines:
@@ -98,7 +102,7 @@ class _RunBuilder:
         """[(first_step, stop)] per trainer process; two when the run crashed and resumed."""
         spec = self.spec
         if spec.resumed_at is None:
-            return [(0, spec.steps)]
+            return [(0, self.planted.stop(spec.steps) if self.planted else spec.steps)]
         resume = spec.resumed_at
         # Crash a few steps after the checkpoint, before the next one would have been saved.
         if spec.save_every:
@@ -180,6 +184,9 @@ class _RunBuilder:
     def _logs_log(self, per_process: list[list[tuple[int | None, str]]]) -> str | None:
         """The text of logs.log, for the kinds that write one."""
         return None
+
+    def _end_process(self, index: int, last: bool) -> None:
+        """A trainer process ends (`last`: the run's last process)."""
 
     # -- one step and the end of the run ------------------------------------------------------
 

@@ -3,7 +3,8 @@
 Contract: `run_demo(base, store=None, echo=print)` writes the demo tree (`demo.default_specs()`
 with seed `DEMO_SEED`) into `base/runs` unless it is already there, ingests it into `store`
 (default `base/store`), and prints the answers to the questions the design names (which runs
-went unstable, reward trends, slow spans, checkpoints, status), each with the SQL that answered
+went unstable, reward trends, slow spans, checkpoints, cost and crashes, eval scores), each
+with the SQL that answered
 it, so the output doubles as a tutorial; it ends with the `runstore sql` and `runstore ui`
 lines to try next. Returns the ingest report.
 """
@@ -36,6 +37,16 @@ QUESTIONS: list[tuple[str, str]] = [
      "from slowest_spans where rank = 1 order by total_s desc limit 5"),
     ("Which is the latest checkpoint of each run?",
      "select run_name, latest_name, final_name from latest_checkpoints order by run_name"),
+    ("What did each run cost, and which runs crashed with what error? (tinker-cookbook 0.6 "
+     "logs its cost; logs.log keeps the traceback)",
+     "select run_name, status, round(cost_usd, 4) as cost_usd, last_error from run_summary\n"
+     "where cost_usd is not null order by last_error is null, cost_usd desc limit 5"),
+    ("Which checkpoint scored best on each benchmark of the eval store?",
+     "select benchmark, run_name, checkpoint, score\n"
+     "from (select *, row_number() over (partition by benchmark\n"
+     "                                   order by score desc, step desc, checkpoint) as place\n"
+     "      from eval_scores where run_id is not null)\n"
+     "where place = 1 order by benchmark"),
 ]
 
 

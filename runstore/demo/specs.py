@@ -26,6 +26,10 @@ LAYOUTS = ("iteration_dirs", "flat")
 RESUME_STYLES = ("truncate", "duplicate")
 DECOYS = ("metrics_json", "jsonl_bak", "config_yaml", "empty_iteration_dir")
 BENCH_PROFILES = ("wide", "real")
+# What a run of the `problems` scenario plants (problems.py): a finding of `runstore doctor`.
+PROBLEMS = ("reward_stuck", "parse_errors", "no_improvement", "reward_collapse",
+            "entropy_collapse", "length_at_limit", "no_signal", "rollout_errors", "stale_policy",
+            "slow_steps", "crashed", "eval_gap")
 
 
 @dataclass(frozen=True)
@@ -78,9 +82,24 @@ class RunSpec:
     huge_message: bool = False  # a ~200 KB message containing a NUL in the first logtree
     trace_unmatched_tail: bool = False  # trace ends right after a "B" whose "E" was lost
     decoy: str | None = None  # not a run: one of DECOYS
+    # --- what tinker-cookbook 0.6.1 writes beyond the logging guide (RL; see extras.py) ---
+    async_rl: bool = False  # the async trainer's rows: late evals with by_step/by_cost/by_time
+    #                         copies, step-less cost rows, staleness keys, a 000000 checkpoint
+    capture: bool = False  # capture/sample.jsonl and capture/train_op.jsonl (token-level)
+    logs: bool = False  # logs.log (RL; SL runs always write one)
+    crash: str | None = None  # the exception the run dies with after `steps` of its steps + 3:
+    #                           logs.log ends with its traceback
+    next_in_sweep: str | None = None  # logs.log ends with this sweep point's Configuration block
+    leftover_tmp: bool = False  # with `crash`: the last rollouts left as `.NAME.PID.tmp`
+    rollout_status: bool = False  # rollout summaries carry the fields of newer versions
+    evals_of: tuple[str, ...] = ()  # not a run: an eval store of these runs' checkpoints (each
+    #                                 regular save and the final one) and of the base model
+    problem: str | None = None  # RL only: plant one of PROBLEMS (the `problems` scenario)
 
     def __post_init__(self) -> None:
         _check_name(self.name)
+        if self.evals_of:
+            return
         if self.decoy is not None:
             if self.decoy not in DECOYS:
                 raise ValueError(f"{self.name}: unknown decoy {self.decoy!r}")
@@ -95,11 +114,18 @@ class RunSpec:
             raise ValueError(f"{self.name}: steps, groups and group_size must be >= 1")
         if self.resumed_at is not None and not 0 < self.resumed_at < self.steps:
             raise ValueError(f"{self.name}: resumed_at must be within (0, steps)")
+        if self.crash is not None and self.final_checkpoint:
+            raise ValueError(f"{self.name}: a run that crashes writes no final checkpoint "
+                             "(final_checkpoint=False)")
+        if self.problem is not None and (self.problem not in PROBLEMS or self.kind != "rl"):
+            raise ValueError(f"{self.name}: problem is one of {', '.join(PROBLEMS)}, for an RL "
+                             f"run; got {self.problem!r} for a {self.kind} run")
 
     @property
     def is_run(self) -> bool:
-        """False for decoy directories (which hold no config.json / metrics.jsonl)."""
-        return self.decoy is None
+        """False for decoy directories (which hold no config.json / metrics.jsonl) and eval
+        stores."""
+        return self.decoy is None and not self.evals_of
 
 
 def _check_name(name: str) -> None:
@@ -123,6 +149,10 @@ def default_specs() -> list[RunSpec]:
     tool = dict(kind="rl", layout="iteration_dirs", steps=30, eval_every=10, save_every=10,
                 multi_turn=True, model_name="Qwen/Qwen3-4B-Instruct-2507", logtree=False)
     with_logtree = dict(logtree=True, groups_to_log=1)
+    async_061 = dict(kind="rl", layout="iteration_dirs", steps=6, eval_every=3, save_every=3,
+                     groups=2, group_size=2,
+                     multi_turn=True, model_name="Qwen/Qwen3-4B-Instruct-2507", logtree=False,
+                     async_rl=True, capture=True, logs=True)
     specs = [
         # Flat layout (older release), single-turn math, 3 levels deep.
         RunSpec("math_rl_sweep/qwen3-8b/lr_1e-5", learning_rate=1e-5,
@@ -149,6 +179,18 @@ def default_specs() -> list[RunSpec]:
         RunSpec("dpo/hh_llama-3.1-8b_beta0.1", kind="dpo", steps=40, learning_rate=1e-5,
                 model_name="meta-llama/Llama-3.1-8B-Instruct", eval_every=10, save_every=20,
                 string_metric=True),
+        # tinker-cookbook 0.6.1's async trainer in a sequential sweep (as in
+        # ../shared/sample-runs-0.6.1): token-level capture, logs.log, late evals on three
+        # axes, cost summaries; the first point resumes once, the second dies of a full disk
+        # mid-write; both points' checkpoints are evaluated into an eval store beside them.
+        RunSpec("tool_rl_async/learning_rate=2e-05", learning_rate=2e-5, resumed_at=3,
+                next_in_sweep="tool_rl_async/learning_rate=8e-05", rollout_status=True,
+                **async_061),
+        RunSpec("tool_rl_async/learning_rate=8e-05", learning_rate=8e-5,
+                final_checkpoint=False, crash="OSError: [Errno 28] No space left on device",
+                leftover_tmp=True, **{**async_061, "steps": 5}),
+        RunSpec("tool_rl_async/evals", evals_of=("tool_rl_async/learning_rate=2e-05",
+                                                 "tool_rl_async/learning_rate=8e-05")),
         # Decoys: look like runs to a careless reader, are not runs.
         RunSpec("math_rl_sweep/notes", decoy="metrics_json"),
         RunSpec("gsm8k_tool_rl/backup/lr_1e-4", decoy="jsonl_bak"),

@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from .config import _dpo_config, _sl_config
+from .logs import _LogText
 from .run import _clamp, _RunBuilder
 from .spans import _Spans, _timing_metrics
 from .specs import FAKE_HOME
@@ -87,26 +88,18 @@ class _SLRunBuilder(_RunBuilder):
         return spans
 
     def _logs_log(self, per_process: list[list[tuple[int | None, str]]]) -> str | None:
-        out = [f"root:791 [INFO] Command line invocation: {FAKE_HOME}/train_sl.py "
-               f"log_path={self.log_path}\n",
-               f"tinker_cookbook.utils.ml_log:729 [INFO] Logging to: {self.log_path}\n"]
-        wrote = ("tinker_cookbook.utils.ml_log:236 [INFO] Wrote metrics to "
-                 f"{self.log_path}/metrics.jsonl\n")
+        log = _LogText()
+        log.command(f"{FAKE_HOME}/train_sl.py log_path={self.log_path}")
+        log.info("tinker_cookbook.utils.ml_log", 729, f"Logging to: {self.log_path}")
         for lines in per_process:
             for step, line in lines:
-                out.append(wrote)
+                log.info("tinker_cookbook.utils.ml_log", 236,
+                         f"Wrote metrics to {self.log_path}/metrics.jsonl")
                 if step is not None and step % 10 == 0:
                     row = json.loads(line)
                     keys = [k for k in row if k != "step" and isinstance(row[k], (int, float))][:6]
-                    out.append("tinker_cookbook.utils.ml_log:317 [INFO] \n")
-                    out.append(f"{'Step ' + str(step):^50}\n")
-                    out.append("\u250f" + "\u2501" * 36 + "\u2533" + "\u2501" * 11 + "\u2513\n")
-                    out.append(f"\u2503 {'Metric':<34} \u2503 {'Value':<9} \u2503\n")
-                    out.append("\u2521" + "\u2501" * 36 + "\u2547" + "\u2501" * 11 + "\u2529\n")
-                    for k in keys:
-                        out.append(f"\u2502 {k:<34} \u2502 {row[k]:<9.6g} \u2502\n")
-                    out.append("\u2514" + "\u2500" * 36 + "\u2534" + "\u2500" * 11 + "\u2518\n")
-        return "".join(out)
+                    log.table(f"Step {step}", [(k, row[k]) for k in keys])
+        return log.text()
 
 
 class _DPORunBuilder(_RunBuilder):

@@ -3,8 +3,9 @@
 Contract: `generate_tree` checks the specs as a tree (no duplicates, no run inside a run),
 builds each run's files in memory and writes them, one write per file, with `mtime = now - 1
 day`. `append_steps` reads an existing generated run back (metrics.jsonl, config.json, the last
-timing line), rebuilds enough of its spec and appends rows that continue it. These are the only
-functions of the package that touch the file system.
+timing line), rebuilds enough of its spec and appends rows that continue it. `write_capture`
+writes a large synthetic token-level capture file. These are the only functions of the package
+that touch the file system.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import random
 import time
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Sequence
 
+from .capture import _capture_lines
 from .encoding import _dumps, _jsonl
+from .evals import _eval_store
 from .rl import _PAD_TAGS, _RLRunBuilder
 from .run import _BASE_EPOCH, _RunBuilder
 from .specs import MTIME_AGE_SECONDS, RunSpec, default_specs
@@ -38,7 +42,10 @@ def generate_tree(root: str | os.PathLike[str], runs: list[RunSpec] | None = Non
     root_path = Path(root)
     root_path.mkdir(parents=True, exist_ok=True)
     mtime = time.time() - MTIME_AGE_SECONDS
-    jobs = [(str(root_path), spec, seed, mtime) for spec in specs]
+    by_name = {s.name: s for s in specs}
+    jobs = [(str(root_path), spec, seed, mtime,
+             {n: by_name[n] for n in (*spec.evals_of, spec.next_in_sweep) if n in by_name})
+            for spec in specs]
     if workers > 1 and len(jobs) > 1:
         # fork: the children inherit the loaded package instead of importing it again.
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
@@ -83,6 +90,26 @@ def append_steps(run_dir: str | os.PathLike[str], n: int, *, seed: int = 0) -> N
     _append_lines(run / "timing_spans.jsonl", span_lines)
 
 
+def write_capture(path: str | os.PathLike[str], size: int, *, seed: int = 0,
+                  distinct: int = 200) -> int:
+    """Write a synthetic `capture/sample.jsonl` of about `size` bytes to `path` (for
+    benchmarks and crash tests): `distinct` realistic sample records (capture.py) repeated
+    with the coordinates of successive iterations (8 groups of 4 trajectories each).
+    Returns the number of lines written."""
+    rng = random.Random(f"{seed}|capture")
+    templates = _capture_lines(rng, distinct)
+    written = n = 0
+    with open(path, "w", encoding="utf-8") as fh:
+        while written < size:
+            head, tail = templates[n % distinct]
+            line = (f'{head}"iteration": {n // 32}, "group_idx": {n // 4 % 8}, '
+                    f'"traj_idx": {n % 4}{tail}\n')
+            fh.write(line)
+            written += len(line)
+            n += 1
+    return n
+
+
 def _check_tree(specs: Sequence[RunSpec]) -> None:
     """Reject duplicate names and runs nested inside runs (upstream never looks inside a run)."""
     names = [s.name for s in specs]
@@ -95,16 +122,22 @@ def _check_tree(specs: Sequence[RunSpec]) -> None:
                 raise ValueError(f"{name!r} would be nested inside run {str(parent)!r}")
 
 
-def _write_job(job: tuple[str, RunSpec, int, float]) -> None:
-    root, spec, seed, mtime = job
+def _write_job(job: tuple[str, RunSpec, int, float, dict[str, RunSpec]]) -> None:
+    root, spec, seed, mtime, refs = job
     run_dir = Path(root) / spec.name
     empty_dirs: list[str] = []
     if spec.decoy is not None:
         files = _decoy_files(spec)
         if spec.decoy == "empty_iteration_dir":
             empty_dirs.append("iteration_000001")
+    elif spec.evals_of:
+        files = _eval_store_files(spec, seed, [refs[n] for n in spec.evals_of if n in refs])
     else:
-        files = _BUILDERS[spec.kind](spec, seed).build()
+        builder = _BUILDERS[spec.kind](spec, seed)
+        following = refs.get(spec.next_in_sweep or "")
+        if following is not None and isinstance(builder, _RLRunBuilder):
+            builder.extras.next_config = _BUILDERS[following.kind](following, seed)._config()
+        files = builder.build()
     run_dir.mkdir(parents=True, exist_ok=True)
     for rel in empty_dirs:
         (run_dir / rel).mkdir(exist_ok=True)
@@ -114,6 +147,27 @@ def _write_job(job: tuple[str, RunSpec, int, float]) -> None:
         with open(path, "wb") as fh:  # one write per file keeps big trees fast
             fh.write(content.encode("utf-8"))
         os.utime(path, (mtime, mtime))
+
+
+def _eval_store_files(spec: RunSpec, seed: int, runs: list[RunSpec]) -> dict[str, str]:
+    """The eval store `spec`: every regular and final checkpoint of `runs`, then the base
+    model (the first run's), evaluated in that order (evals.py)."""
+    evaluations: list[tuple[str, str | None, str | None, float, str]] = []
+    for run in runs:
+        builder = _BUILDERS[run.kind](run, seed)  # its model id, as the run's own files say
+        label = run.name.rsplit("/", 1)[-1]
+        saved = [k for k in range(1, run.steps + 1) if run.save_every and k % run.save_every == 0]
+        names = [(f"{k:06d}", f"{label}_step{k}", k / run.steps) for k in saved]
+        if run.final_checkpoint:
+            names.append(("final", f"{label}_final", 1.0))
+        for name, eval_name, done in names:
+            evaluations.append((run.model_name, f"tinker://{builder.model_id}/sampler_weights/{name}",
+                                eval_name, 0.3 + 0.4 * done, builder.log_path))
+    if runs:
+        evaluations.append((runs[0].model_name, None, None, 0.2,
+                            _BUILDERS[runs[0].kind](runs[0], seed).log_path))
+    rng = random.Random(f"{seed}|{spec.name}|evals")
+    return _eval_store(rng, evaluations, _BASE_EPOCH["0.6"] + 6 * 86400)
 
 
 def _append_lines(path: Path, lines: list[str]) -> None:

@@ -1,15 +1,18 @@
 """Which rules a check runs: `runstore.toml`'s `[check]` section, the store's setting, the caller's.
 
 Contract: `config_path(store_path)` is the runstore.toml in force: the one beside the store
-(local stores only), else the working directory's. `load_config(path)` reads its `[check]`
+(local stores only), else the working directory's; `read_toml(path)` reads it (a `UsageError`
+naming the file when it is not TOML). `load_config(path)` reads its `[check]`
 table (`threshold`, `default_rules`, `notify`, `[[check.rule]]` tables: threshold rules, or
-trend rules with a `trend` key, trends.py) into a `CheckConfig`; anything it does not know
-is a `UsageError` naming the file and the key. Rule text (`--rule`) is a trend rule when it
-reads as one (`drop(...)`, `rise(...)`, `stale`), else a threshold rule. `resolve_rules(...)` orders
-the rules: the default KL rule (its threshold: the argument, else the config's, else the
-store's `kl_threshold` setting, else `DEFAULT_KL_THRESHOLD`), then the config's, then the
-caller's, without duplicates; `choose_rules(store, ...)` is that with the store's
-runstore.toml and setting (what `runstore check` and `ingest --watch` run).
+trend rules with a `trend` key) into a `CheckConfig`, against one schema (`SECTION`, `FORMS`:
+which keys each table takes, which it needs, what each holds); anything else is a
+`UsageError` naming the file and the key (`check.notify[2]`, `rule 3`). The values a rule is
+made of are judged by the rule's model (rules.py), whichever way it was written. Rule text
+(`--rule`) is read by `rules.parse_rule` (the one grammar: a trend rule when it reads as one,
+`drop(...)`, `rise(...)`, `stale`, else a threshold rule). `resolve_rules(...)` orders the
+rules: the default KL rule (its threshold: the argument, else the config's, else the store's `kl_threshold` setting, else `DEFAULT_KL_THRESHOLD`), then the
+config's, then the caller's, without duplicates; `choose_rules(store, ...)` is that with the
+store's runstore.toml and setting (what `runstore check` and `ingest --watch` run).
 """
 
 from __future__ import annotations
@@ -17,15 +20,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterable, cast
 
 from ..errors import StoreNotFound, UsageError
 from ..storage.location import is_remote
-from .rules import DEFAULT_KL_THRESHOLD, Rule, RuleLike, kl_rule, parse_rule
+from .rules import DEFAULT_KL_THRESHOLD, Rule, RuleLike, TrendRule, kl_rule, parse_rule
 
 if TYPE_CHECKING:
     from ..query.reader import Reader
-    from .trends import TrendRule
 
 CONFIG_FILE = "runstore.toml"
 
@@ -52,6 +54,51 @@ def config_path(store_path: str | os.PathLike[str] | None,
     return next((p for p in candidates if p.is_file()), None)
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_names(v: Any) -> bool:
+    names = [v] if isinstance(v, str) else v
+    return isinstance(names, list) and bool(names) and all(isinstance(m, str) for m in names)
+
+
+# The one schema of runstore.toml's `[check]` table: each key, the test of its value and what
+# the value must be (a `[[check.rule]]` table is read by `toml_rule`).
+SECTION: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "threshold": (lambda v: v is None or _is_number(v), "must be a number"),
+    "default_rules": (lambda v: v is None or isinstance(v, bool), "must be true or false"),
+    "notify": (lambda v: isinstance(v, (str, list)), "is a list of webhook URLs"),
+    "rule": (lambda v: isinstance(v, list), "rules are written as [[check.rule]] tables"),
+}
+
+
+@dataclass(frozen=True)
+class Form:
+    """One form of `[[check.rule]]` table: its keys, the keys it needs, what `metric` holds."""
+
+    keys: tuple[str, ...]
+    needed: tuple[str, ...]
+    metric: tuple[Callable[[Any], bool], str]  # the test of `metric` and what it must be
+    described: str  # for messages: what such a table has
+
+
+# ... and of a `[[check.rule]]` table: a threshold rule, or a trend rule (a `trend` key). The
+# values are the rule's model's to judge (rules.Rule, rules.TrendRule), as for rule text.
+FORMS = {
+    "threshold": Form(("metric", "op", "value", "name"), ("metric", "op", "value"),
+                      (_is_names, "metric must be a name or a list of names"),
+                      'a rule has metric, op, value and an optional name, e.g. metric = '
+                      '"optim/entropy", op = "<", value = 0.05'),
+    "trend": Form(("trend", "metric", "op", "value", "smooth", "name"),
+                  ("trend", "metric", "op", "value"),
+                  (lambda v: v is None or isinstance(v, str),
+                   "a trend rule's metric is one name"),
+                  "a trend rule has trend (drop, rise or stale), metric (not for stale), op, "
+                  "value, and optional smooth and name"),
+}
+
+
 def load_config(path: str | os.PathLike[str] | None) -> CheckConfig:
     """Read `[check]` and its `[[check.rule]]` tables from a runstore.toml.
 
@@ -59,6 +106,7 @@ def load_config(path: str | os.PathLike[str] | None) -> CheckConfig:
     [check]
     threshold = 0.02          # the default KL rule's threshold
     default_rules = true      # false: only the rules below
+    notify = ["https://hooks.slack.com/services/..."]   # webhooks (notify.py)
 
     [[check.rule]]
     metric = "optim/entropy"  # or a list: any of them
@@ -71,70 +119,74 @@ def load_config(path: str | os.PathLike[str] | None) -> CheckConfig:
     metric = "env/all/reward/total"
     op = ">"
     value = 0.2
+    smooth = 0.9              # optional (drop, rise)
     ```
-
-    `notify = ["https://hooks.slack.com/services/..."]` in `[check]` lists webhooks.
     """
-    import tomllib
-
     if path is None:
         return CheckConfig()
     path = Path(path)
+    data = read_toml(path)
+    section = data.get("check", {})
+    if not isinstance(section, dict):
+        raise UsageError(f"{path}: `check` must be a table ([check])")
+    unknown = sorted(set(section) - set(SECTION))
+    if unknown:
+        raise UsageError(f"{path}: unknown key check.{unknown[0]}; [check] takes threshold, "
+                         "default_rules, notify and [[check.rule]] tables")
+    for key, (valid, must) in SECTION.items():
+        if key in section and not valid(section[key]):
+            raise UsageError(f"{path}: check.{key} {must}, got {section[key]!r}"
+                             if key != "rule" else f"{path}: {must}")
+    from .urls import config_urls
+
+    threshold = section.get("threshold")
+    return CheckConfig(
+        tuple(toml_rule(f"{path}: rule {i}", entry)
+              for i, entry in enumerate(section.get("rule", []), start=1)),
+        None if threshold is None else float(threshold), section.get("default_rules"), path,
+        tuple(config_urls(section, str(path))))
+
+
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The tables of a runstore.toml; a `UsageError` naming the file when it cannot be read or
+    is not TOML (`[check]` is `load_config`'s, `[doctor.*]` the doctor's: health.doctor)."""
+    import tomllib
+
+    path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror or e}") from e
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise UsageError(f"{path} is not valid TOML: {e}") from e
-    section = data.get("check", {})
-    if not isinstance(section, dict):
-        raise UsageError(f"{path}: `check` must be a table ([check])")
-    unknown = sorted(set(section) - {"rule", "threshold", "default_rules", "notify"})
-    if unknown:
-        raise UsageError(f"{path}: unknown key check.{unknown[0]}; [check] takes threshold, "
-                         "default_rules, notify and [[check.rule]] tables")
-    threshold = section.get("threshold")
-    if threshold is not None and (isinstance(threshold, bool)
-                                  or not isinstance(threshold, (int, float))):
-        raise UsageError(f"{path}: check.threshold must be a number, got {threshold!r}")
-    default_rules = section.get("default_rules")
-    if default_rules is not None and not isinstance(default_rules, bool):
-        raise UsageError(f"{path}: check.default_rules must be true or false")
-    entries = section.get("rule", [])
-    if not isinstance(entries, list):
-        raise UsageError(f"{path}: rules are written as [[check.rule]] tables")
-    rules = tuple(_toml_rule(path, i, entry) for i, entry in enumerate(entries, start=1))
-    from .notify import config_urls
-
-    return CheckConfig(rules, None if threshold is None else float(threshold), default_rules,
-                       path, tuple(config_urls(section, str(path))))
 
 
-def _toml_rule(path: Path, index: int, entry: Any) -> "Rule | TrendRule":
-    from .trends import toml_trend
-
-    where = f"{path}: rule {index}"
+def toml_rule(where: str, entry: Any) -> "Rule | TrendRule":
+    """A `[[check.rule]]` table as the rule it writes (see `FORMS`); `where` names the file
+    and the rule for errors."""
     if not isinstance(entry, dict):
         raise UsageError(f"{where} must be a [[check.rule]] table")
-    trend = toml_trend(where, entry)
-    if trend is not None:
-        return trend
-    unknown = sorted(set(entry) - {"metric", "op", "value", "name"})
-    missing = [k for k in ("metric", "op", "value") if k not in entry]
+    kind = "trend" if "trend" in entry else "threshold"
+    form = FORMS[kind]
+    unknown = sorted(set(entry) - set(form.keys))
+    missing = [k for k in form.needed if k not in entry
+               and not (k == "metric" and entry.get("trend") == "stale")]
     if unknown or missing:
         problem = f"unknown key {unknown[0]!r}" if unknown else f"no {missing[0]!r}"
-        raise UsageError(f"{where} has {problem}; a rule has metric, op, value and an optional "
-                         'name, e.g. metric = "optim/entropy", op = "<", value = 0.05')
-    metric = entry["metric"]
-    metrics = [metric] if isinstance(metric, str) else metric
-    if not isinstance(metrics, list) or not metrics or \
-            not all(isinstance(m, str) for m in metrics):
-        raise UsageError(f"{where}: metric must be a name or a list of names")
+        raise UsageError(f"{where} has {problem}; {form.described}")
+    valid, must = form.metric
+    if not valid(entry.get("metric")):
+        raise UsageError(f"{where}: {must}")
     name = entry.get("name", "")
     if not isinstance(name, str):
         raise UsageError(f"{where}: name must be a string")
     try:
-        return Rule(tuple(metrics), entry["op"], entry["value"], name=name)
+        if kind == "threshold":
+            metric = entry["metric"]
+            return Rule(tuple([metric] if isinstance(metric, str) else metric), entry["op"],
+                        entry["value"], name=name)
+        return TrendRule(entry["trend"], entry.get("metric"), entry["op"], entry["value"],
+                         weight=entry.get("smooth"), name=name)
     except UsageError as e:
         raise UsageError(f"{where}: {e}") from None
 
@@ -149,8 +201,6 @@ def resolve_rules(*, threshold: float | None = None, rules: Iterable[RuleLike] |
     leaves the KL rule out; an argument beats the config. Duplicates are dropped; two
     different rules with one name are an error.
     """
-    from .trends import TrendRule, parse_trend
-
     config = config or CheckConfig()
     use_default = default_rules if default_rules is not None else (
         config.default_rules if config.default_rules is not None else True)
@@ -164,7 +214,7 @@ def resolve_rules(*, threshold: float | None = None, rules: Iterable[RuleLike] |
                          "--no-default-rules leaves out; give a --rule instead")
     for r in [*config.rules, *(rules or [])]:
         if isinstance(r, str):
-            r = parse_trend(r) or parse_rule(r)
+            r = parse_rule(r)
         elif not isinstance(r, (Rule, TrendRule)):
             raise UsageError(f"rules are Rule or TrendRule objects or text like "
                              f"\"optim/entropy < 0.05\" or \"drop(env/all/reward/total) > 0.2\", "

@@ -5,8 +5,11 @@ values only: the latest write of each step, no `pre_resume` copies), KL families
 `metric_kl` table their merge rules filled at ingest (the values `kl_steps` shows), in one
 statement (`query.statements.check`, from `sql/statements/check.sql`), and returns one row
 per (run, rule) that fires: `run_name, rule, first_step, last_step, steps_over,
-longest_streak, peak, latest, status` (plus `run_id` for callers that track runs; `status`
-is `run_status`'s, as of the query). Trend rules (`drop`, `rise`, `stale`: trends.py) in the
+longest_streak, peak, latest, status` (plus `run_id`, the run's identity, for callers that
+track runs; `run_name` is the run as shown, its `run_label`: the name, with a run_id prefix
+when two runs share it; `status` is `run_status`'s, as of the query). `runs` is a scope
+(`analysis.runs`: names, run_ids, directories or a GLOB), resolved to run_ids once. Trend
+rules (`drop`, `rise`, `stale`: trends.py) in the
 same list are evaluated beside that statement and merged into the same rows, ordered by run
 name, then rule order; a list of threshold rules alone imports neither polars nor
 pyarrow.compute.
@@ -35,6 +38,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from .. import families
 from ..errors import UsageError
 from ..query.keys import family
 from ..query.rows import Rows, from_relation
@@ -42,24 +46,16 @@ from ..storage.schema import F64, I64, STR, arrow_type
 from ..query.statements.check import check_statement
 from ..query.statements.frames import count_runs_query
 from .config import choose_rules
-from .rules import KL_METRICS, Rule, RuleLike, kl_rule
+from .firing import COLUMN_TYPES, COLUMNS, Alert
+from .rules import KL_METRICS, Rule, RuleLike, TrendRule, kl_rule
 
 if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
 
     from ..query.reader import Reader
-    from .trends import TrendRule
-
-# The columns of a fired row and the type of each (the check statement's, as schema.py names
-# types).
-COLUMN_TYPES = {"run_name": STR, "rule": STR, "first_step": I64, "last_step": I64,
-                "steps_over": I64, "longest_streak": I64, "peak": F64, "latest": F64,
-                "status": STR}
-COLUMNS = tuple(COLUMN_TYPES)
-
 # The KL families and the `metric_kl` (and `kl_steps`) column that holds each.
-KL_COLUMNS = {family(KL_METRICS[0]): "v1", family(KL_METRICS[1]): "v2"}
+KL_COLUMNS = {family(m): column for m, column in zip(KL_METRICS, families.KL_COLUMNS)}
 
 
 def kl_floor(rules: Sequence[Rule]) -> float | None:
@@ -80,10 +76,11 @@ def kl_floor(rules: Sequence[Rule]) -> float | None:
     return min(values) if values else None
 
 
-def check_query(rules: Sequence[Rule], *, runs: str | None = None,
+def check_query(rules: Sequence[Rule], *, runs: Sequence[str] | None = None,
                 since_step: int | None = None,
                 every_run: bool = False) -> tuple[str, dict[str, Any]]:
-    """`(sql, params)` evaluating every rule in one statement (for `Store.arrow`).
+    """`(sql, params)` evaluating every rule in one statement (for `Store.arrow`); `runs`:
+    the run_ids in scope (None: every run).
 
     The KL values are read for the runs with a KL write at or above `kl_floor(rules)` alone,
     when there is a floor, unless `every_run` (the reference the tests hold that reading to).
@@ -120,7 +117,7 @@ def check_query(rules: Sequence[Rule], *, runs: str | None = None,
             raise UsageError(f"since_step must be a whole step number, got {since_step!r}")
         params["since_step"] = since_step
     if runs is not None:
-        params["runs"] = runs
+        params["runs"] = list(runs)
     metrics_used, kl_used = bool(params["key_name"]), bool(params["klk_name"])
     unused = [] if metrics_used else ["key_rule", "key_series", "key_name", "key_pref", "keys"]
     floor = None if every_run or not kl_used else kl_floor(rules)
@@ -137,7 +134,7 @@ def check_query(rules: Sequence[Rule], *, runs: str | None = None,
     return sql, params
 
 
-def _answer(store: "Reader", rules: Sequence[Rule], runs: str | None,
+def _answer(store: "Reader", rules: Sequence[Rule], runs: Sequence[str] | None,
             since_step: int | None, *, arrow: bool) -> tuple["Rows | pa.Table",
                                                             list[dict[str, Any]]]:
     """The check query's two parts: the fired rows (`run_id`, the `COLUMNS`, `rule_idx`) and
@@ -166,10 +163,11 @@ def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | 
     rule order: one table with both kinds' rows and per-rule counts. Only trend rules load
     polars and pyarrow.compute; threshold rules alone with `arrow=False` give plain `Rows`
     and load no pyarrow at all."""
-    from .trends import TrendRule
+    from ..analysis.runs import scope_ids
 
+    ids = scope_ids(store, runs)  # type: ignore[arg-type]
     if not any(isinstance(r, TrendRule) for r in rules):
-        table, counts = _answer(store, rules, runs, since_step,  # type: ignore[arg-type]
+        table, counts = _answer(store, rules, ids, since_step,  # type: ignore[arg-type]
                                 arrow=arrow)
         by_rule = sorted(counts, key=lambda c: c["rule_idx"])
         return _Evaluated(table, tuple(int(c["checked"]) for c in by_rule),
@@ -185,7 +183,7 @@ def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | 
     parts = []
     scope_runs = None
     if plain:
-        table, counts = _answer(store, [r for _, r in plain], runs, since_step, arrow=True)
+        table, counts = _answer(store, [r for _, r in plain], ids, since_step, arrow=True)
         where = [i for i, _ in plain]
         for c in counts:
             checked[where[c["rule_idx"]]] = int(c["checked"])
@@ -199,7 +197,7 @@ def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | 
             checked[i], fired[i] = result.checked[j], result.fired[j]
         parts.append(_renumber(result.table, where))
     if scope_runs is None:
-        scope_runs = int(store.arrow(*count_runs_query(runs)).column(0)[0].as_py())
+        scope_runs = int(store.arrow(*count_runs_query(ids)).column(0)[0].as_py())
     table = pa.concat_tables([p.cast(parts[0].schema) for p in parts])
     if len(parts) > 1:
         table = table.sort_by([("run_name", "ascending"), ("rule_idx", "ascending")])
@@ -207,12 +205,15 @@ def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | 
 
 
 def _renumber(table: "pa.Table", where: list[int]) -> pa.Table:
-    """`table` with its `rule_idx` (a position in a subset of the rules) mapped to `where`."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    """`table` with its `rule_idx` (a position in a subset of the rules) mapped to `where`.
+    polars builds the column (trend rules load it anyway): an Arrow array made from Python
+    values would import pandas (pyarrow looks for pandas objects in them), ~0.3 s."""
+    import polars as pl
 
-    idx = pc.take(pa.array(where, pa.int64()), table.column("rule_idx").cast(pa.int64()))
-    return table.set_column(table.schema.get_field_index("rule_idx"), "rule_idx", idx)
+    idx = pl.Series("rule_idx", where, dtype=pl.Int64).gather(
+        pl.Series(table.column("rule_idx")).cast(pl.Int64))
+    return table.set_column(table.schema.get_field_index("rule_idx"), "rule_idx",
+                            idx.to_arrow())
 
 
 def evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", *, runs: str | None = None,
@@ -230,7 +231,7 @@ class CheckResult:
 
     `checked[i]` counts the runs (in scope) that log a value of `rules[i]`'s metrics (at
     `since_step` or later), `fired[i]` those it fired for; `runs` counts every run in scope
-    (matching the `--runs` GLOB `scope`, when given). `rows` holds the fired rows as they
+    (the runs the `--runs` scope `scope` covers, when given). `rows` holds the fired rows as they
     came (plain `Rows` from `check(..., arrow=False)`, else Arrow); `table` is them as Arrow.
     """
 
@@ -254,8 +255,8 @@ class CheckResult:
             [(c, arrow_type(t)) for c, t in COLUMN_TYPES.items()]))
 
     def frame(self) -> "pl.DataFrame":
-        """The fired rows as a polars DataFrame (from plain rows without pyarrow: the Arrow
-        export of DuckDB's result costs ~5 ms even for these few rows)."""
+        """The fired rows as a polars DataFrame (from plain rows without pyarrow: DuckDB's
+        Arrow export of an executed result copies it, see `query/result.py`)."""
         import polars as pl
 
         if not isinstance(self.rows, Rows):
@@ -265,6 +266,11 @@ class CheckResult:
         types = {STR: pl.String, I64: pl.Int64, F64: pl.Float64}
         return pl.DataFrame(self.rows.data, orient="row",
                             schema={c: types[t] for c, t in COLUMN_TYPES.items()})
+
+    def alerts(self) -> "list[Alert]":
+        """Each fired row as the `Alert` a notification posts (with the row's run_id)."""
+        return [Alert(run_id=run_id, **row)
+                for run_id, row in zip(self.run_ids, self.rows.to_pylist())]
 
     def summary(self) -> str:
         """One line for people (and CI summaries), fired or not, e.g.
@@ -280,7 +286,7 @@ class CheckResult:
 
         if len(self.rules) == 1:
             return f"{self.rules[0].name} fired for {self.fired[0]} of {total}{since} {seen(0)}"
-        hit = len({row["run_name"] for row in self.rows.to_pylist()})
+        hit = len(set(self.run_ids))  # runs, by identity: two may share a name
         parts = "; ".join(f"{r.name} fired for {self.fired[i]} {seen(i)}"
                           for i, r in enumerate(self.rules))
         return f"{hit} of {total} fired a rule{since}: {parts}"
@@ -289,8 +295,6 @@ class CheckResult:
 def _what(rule: "Rule | TrendRule") -> str:
     """How the summary names a rule's metrics: `KL` for the default rule's; a stale rule
     checks the runs whose source times are known."""
-    from .trends import TrendRule
-
     if isinstance(rule, TrendRule):
         return rule.metric if rule.metric is not None else "a known source time"
     return "KL" if rule.metrics == KL_METRICS else "|".join(rule.metrics)
@@ -305,8 +309,6 @@ def require_metrics(store: "Reader", rules: Sequence[Rule]) -> None:
     misspelt rule would otherwise never fire, and a CI gate would pass forever). The default
     KL rule is exempt: a store of SL runs logs no KL, and its check is simply green."""
     from ..query import keys
-
-    from .trends import TrendRule
 
     named: dict[str, str] = {}  # metric -> the first rule naming it, for the message
     for rule in rules:

@@ -1,17 +1,40 @@
-"""Notifications: POST each (run, rule) that starts firing, once, to chat webhooks.
+"""Notifications: POST each firing of a health rule, once, to chat webhooks.
 
-Contract: `Notifier(urls, store=..., timeout=, retries=, backoff=, on_warning=)` delivers
-alerts (watch.Alert, or anything with its fields and `text()`) to every URL:
+Contract: `Notifier(urls, store=, root=, renotify=, timeout=, retries=, backoff=,
+on_warning=)` delivers alerts (firing.Alert, or anything with its fields, `key()` and
+`text()`) to every URL:
 
 * `notify(alert)` returns at once: it only queues the message. Each URL has its own daemon
   thread and queue, so a slow, hanging or failing endpoint never stops, slows or fails the
-  caller (an ingest, a watch pass, a check) nor delays the other URLs. A (run, rule) — keyed
-  by `run_id` and `rule` — is sent once per Notifier however often it is notified.
+  caller (an ingest, a watch pass, a check) nor delays the other URLs. A firing (its
+  `key()`: run_id, rule, first step) is queued once per Notifier however often it is
+  notified, until `settle` says it ended.
+* Once across processes: with the store's location (`root`), what has been posted is kept
+  in the store (notified.py: one record per firing and URL). A sender thread first claims
+  the firing's record for its URL (`notify_claimed`), posts, then records it as posted
+  (`notify_posted`, `notify_recorded`: the test points where tests/health/test_notify_durable.py
+  kills the process). A firing another process posted, or is posting now, is skipped; a
+  claim whose holder died is taken over. So a firing is posted to a URL at least once, by
+  whichever process sees it first (two `runstore check --notify` in a row, a restarted
+  `ingest --watch`, two processes at once), and again only when it ended and started again
+  (`settle`) or with `renotify`. It is posted twice only when a process dies (or cannot
+  write the record) between the endpoint's answer and the record, or when an answer is lost
+  after the endpoint took the POST (at-least-once: an alert lost is worse than an alert
+  twice). Delivery that fails after its retries gives the claim back: the next process
+  retries it. A store that cannot be written (read-only, no permission): nothing is posted
+  (posting what cannot be recorded would post it again on every run), and one warning says
+  so; the caller's own work (the check's rows and exit status) is unchanged. Without `root`,
+  the once-per-Notifier rule alone holds (library use).
+* `settle(firings, rules)`: after an evaluation of `rules` (names) over every run and step,
+  `firings` (alerts) is every firing now; a firing of those rules that is not among them
+  ended: it may be queued again in this process, and its records are dropped from the store
+  (notified.Record.settle). A check limited by `--runs` or `--since-step` does not settle.
 * The message is one JSON object (UTF-8, `Content-Type: application/json`): `text` (the
   alert's one line, with `&`, `<`, `>` escaped as Slack asks; Slack and Mattermost incoming
   webhooks show it), `run` (run_name), `rule`, `step` (where it started firing: first_step),
   `value` (its peak), `latest`, `last_step`, `steps_over`, `status`, `store`. JSON has no NaN
-  or Infinity: such numbers are null in the fields (the text says NaN / Infinity).
+  or Infinity: such numbers are written by `numbers.json_number`, as in every UI answer
+  (the strings "NaN", "Infinity", "-Infinity"; the text says NaN / Infinity too).
 * Delivery: a POST with `timeout` seconds per socket operation (connect, each read); user
   info in the URL (`https://user:password@host/...`) is sent as Basic authorization. A
   connection error, a timeout, HTTP 429 or 5xx is retried `retries` times, waiting
@@ -21,34 +44,36 @@ alerts (watch.Alert, or anything with its fields and `text()`) to every URL:
   `max_pending` messages wait per URL; past that the oldest is dropped, with a warning.
 * `close(timeout)` waits up to `timeout` seconds for what is queued, then returns; what is
   still pending is reported in one warning per URL (the threads are daemons: they never keep
-  the process alive).
-* Secrets: webhook URLs carry their secret in the path (Slack: /services/T.../B.../XXXX), the
-  query or the user info. Every warning and error names a URL as `redact(url)`
+  the process alive; what they had not posted is left to the next process).
+* Secrets: every warning and error names a URL as `urls.redact(url)`
   (`https://hooks.slack.com/…`), and any text from the HTTP stack is scrubbed of the URL and
-  its parts before it is shown. `check_url` refuses anything but an http(s) URL with a host.
+  its parts (`urls.scrub`); `urls.check_url` refuses anything but an http(s) URL with a host
+  and no control character. The record holds no URL.
 * Warnings go to `on_warning` (the CLI prints them to stderr), else to the `runstore.notify`
   logger; an `on_warning` that raises is logged, never propagated.
 
-Sources of URLs (`urls`): `--notify URL` (repeatable), else `RUNSTORE_NOTIFY` (URLs
-separated by whitespace; click's rule for a multiple option's environment variable), plus the
-`notify = [...]` list of runstore.toml's `[check]` table (`config_urls`).
+Which URLs (`--notify`, `RUNSTORE_NOTIFY`, runstore.toml's `notify`): urls.py. The retry loop
+is runstore's own, not urllib3's `Retry` or tenacity: each attempt renews the claim and each
+wait ends at `close()` (docs/architecture.md, "Libraries").
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import queue
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
-from urllib.parse import urlsplit
 
-from ..errors import UsageError
+from ..crashpoints import pause_point
+from ..numbers import json_number
+from ..storage.location import location
+from .notified import Record, note
+from .urls import (ENV, check_url, config_urls, redact, scrub, split_env, urls,  # noqa: F401
+                   without_userinfo)
 
-ENV = "RUNSTORE_NOTIFY"
 TIMEOUT_S = 5.0
 RETRIES = 3
 BACKOFF_S = 0.5
@@ -56,104 +81,12 @@ MAX_PENDING = 1000
 LOG = logging.getLogger("runstore.notify")
 
 
-def redact(url: str) -> str:
-    """`url` without user info, path, query or fragment: what messages may show.
-
-    >>> redact("https://user:pw@hooks.slack.com:443/services/T0/B0/XXXX?x=1#f")
-    'https://hooks.slack.com:443/…'
-    >>> redact("http://127.0.0.1:8080"), redact("not a url")
-    ('http://127.0.0.1:8080', '<a URL>')
-    """
-    try:
-        parts = urlsplit(url)
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        return "<a URL>"
-    if not parts.scheme or not host:
-        return "<a URL>"
-    shown = f"[{host}]" if ":" in host else host
-    netloc = f"{shown}:{port}" if port is not None else shown
-    secret = bool(parts.path.strip("/") or parts.query or parts.fragment)
-    return f"{parts.scheme}://{netloc}" + ("/…" if secret else "")
-
-
-def _secrets(url: str) -> list[str]:
-    """The parts of `url` that must not appear in a message, longest first: the URL, its user
-    info, path, query and fragment whole, and each path segment and query value long enough
-    to be a token (6 characters; shorter ones, like `hooks` or `400`, are words, and replacing
-    them would garble the message while the whole path is already gone)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return [url]
-    whole = [url, parts.path if len(parts.path) > 1 else "", parts.query, parts.fragment,
-             parts.username or "", parts.password or ""]
-    if "@" in parts.netloc:
-        whole.append(parts.netloc)
-    tokens = [p for p in parts.path.split("/")] + [
-        v for kv in parts.query.split("&") for v in kv.split("=")]
-    pieces = [p for p in whole if len(p) >= 3] + [p for p in tokens if len(p) >= 6]
-    return sorted({p for p in pieces if p != parts.hostname}, key=len, reverse=True)
-
-
-def scrub(text: str, url: str) -> str:
-    """`text` with every secret part of `url` replaced by `…`."""
-    for piece in _secrets(url):
-        text = text.replace(piece, "…")
-    return text
-
-
-def check_url(url: Any) -> str:
-    """`url` if it is an http(s) URL with a host; `UsageError` (naming it redacted) if not."""
-    if not isinstance(url, str) or not url.strip():
-        raise UsageError(f"a notification URL is an http(s) URL, got {url!r}"
-                         if not isinstance(url, str) else "a notification URL is empty")
-    try:
-        parts = urlsplit(url.strip())
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-        parts.port  # noqa: B018 - a bad port raises here
-    except ValueError:
-        ok = False
-    if not ok:
-        raise UsageError(f"notification URL {redact(url)} is not an http(s) URL with a host; "
-                         "give the webhook URL your chat tool shows (https://hooks.slack.com/"
-                         "services/...)")
-    return url.strip()
-
-
-def split_env(value: str | None) -> list[str]:
-    """The URLs of a `RUNSTORE_NOTIFY` value (separated by whitespace)."""
-    return value.split() if value else []
-
-
-def config_urls(section: dict[str, Any], where: str) -> list[str]:
-    """The `notify` list of a runstore.toml `[check]` table (`where` names the file)."""
-    value = section.get("notify", [])
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(u, str) for u in value):
-        raise UsageError(f"{where}: check.notify is a list of webhook URLs")
-    return [check_url(u) for u in value]
-
-
-def urls(given: Iterable[str] = (), *, env: str | None = None,
-         config: Iterable[str] = ()) -> list[str]:
-    """The URLs to notify: the config file's, then `given` (`--notify`), else `env`'s,
-    without duplicates, each checked."""
-    chosen = list(given) or split_env(env)
-    return list(dict.fromkeys(check_url(u) for u in [*config, *chosen]))
-
-
-def _finite(v: Any) -> Any:
-    return None if isinstance(v, float) and not math.isfinite(v) else v
-
-
 def payload(alert: Any, store: str | None) -> dict[str, Any]:
     """The JSON object posted for `alert` (see the module)."""
     text = alert.text().replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return {"text": text, "run": alert.run_name, "rule": alert.rule,
-            "step": alert.first_step, "value": _finite(alert.peak),
-            "latest": _finite(alert.latest), "last_step": alert.last_step,
+            "step": alert.first_step, "value": json_number(alert.peak),
+            "latest": json_number(alert.latest), "last_step": alert.last_step,
             "steps_over": alert.steps_over, "status": alert.status, "store": store}
 
 
@@ -161,20 +94,7 @@ def payload(alert: Any, store: str | None) -> dict[str, Any]:
 class _Message:
     body: bytes
     what: str  # "run: rule", for warnings
-
-
-def _without_userinfo(url: str) -> tuple[str, dict[str, str]]:
-    """`url` without `user:password@`, and the Authorization header that carries them."""
-    import base64
-    from urllib.parse import unquote, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url, {}
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
-    token = base64.b64encode(user.encode("utf-8")).decode("ascii")
-    return urlunsplit(parts._replace(netloc=netloc)), {"Authorization": f"Basic {token}"}
+    alert: Any  # the firing, for its record
 
 
 def _opener() -> Any:
@@ -202,7 +122,7 @@ class _Sender(threading.Thread):
         self.opener = _opener()
         # urllib does not take user info in a URL: it becomes a Basic Authorization header
         # (as curl and requests do), and the request goes to the URL without it.
-        self.target, self.headers = _without_userinfo(url)
+        self.target, self.headers = without_userinfo(url)
 
     def put(self, message: _Message) -> None:
         if self.queue.qsize() >= self.owner.max_pending:
@@ -231,19 +151,53 @@ class _Sender(threading.Thread):
                 self.queue.task_done()
 
     def deliver(self, message: _Message) -> None:
-        tries, reason = 0, ""
-        for attempt in range(1 + self.owner.retries):
-            if attempt and self.owner.closing.wait(self.owner.backoff * 2 ** (attempt - 1)):
-                reason += "; stopped retrying: closing"
-                break
-            tries += 1
-            retry, reason = self.post(message.body)
-            if retry is None:
+        owner, claim = self.owner, None
+        if owner.record is not None:
+            try:
+                claim = owner.record.take(message.alert, self.url, renotify=owner.renotify)
+            except OSError as e:
+                owner.cannot_record(e)
                 return
-            if not retry:
-                break
-        self.owner.warn(f"notification for {message.what} to {redact(self.url)} not sent after "
-                        f"{tries} attempt{'s' if tries != 1 else ''}: {scrub(reason, self.url)}")
+            if claim is None:
+                return  # posted already, or being posted by another process
+            pause_point("notify_claimed")
+        try:
+            tries, reason = 0, ""
+            for attempt in range(1 + owner.retries):
+                if attempt and owner.closing.wait(owner.backoff * 2 ** (attempt - 1)):
+                    reason += "; stopped retrying: closing"
+                    break
+                tries += 1
+                if claim is not None:
+                    claim.renew()
+                retry, reason = self.post(message.body)
+                if retry is None:
+                    self.posted(message, claim)
+                    claim = None
+                    return
+                if not retry:
+                    break
+            left = "; the next check or watch tries again" if claim is not None else ""
+            owner.warn(f"notification for {message.what} to {redact(self.url)} not sent after "
+                       f"{tries} attempt{'s' if tries != 1 else ''}: "
+                       f"{scrub(reason, self.url)}{left}")
+        finally:
+            if claim is not None:
+                claim.release()  # not posted: the next process may try
+
+    def posted(self, message: _Message, claim: Any) -> None:
+        """Record a delivered message in the store (when there is a record)."""
+        if claim is None:
+            return
+        pause_point("notify_posted")
+        try:
+            claim.done(note(message.alert, self.url))
+        except OSError as e:
+            self.owner.warn(f"notification for {message.what} to {redact(self.url)} was posted "
+                            f"but could not be recorded in the store "
+                            f"({e.strerror or type(e).__name__}): it may be posted again")
+            return
+        pause_point("notify_recorded")
 
     def post(self, body: bytes) -> tuple[bool | None, str]:
         """(None, "") when delivered, else (whether to retry, why not)."""
@@ -267,18 +221,21 @@ class _Sender(threading.Thread):
 class Notifier:
     """Sends alerts to webhooks without ever blocking the caller (see the module)."""
 
-    def __init__(self, urls: Sequence[str], *, store: str | None = None,
-                 timeout: float = TIMEOUT_S, retries: int = RETRIES,
+    def __init__(self, urls: Sequence[str], *, store: str | None = None, root: Any = None,
+                 renotify: bool = False, timeout: float = TIMEOUT_S, retries: int = RETRIES,
                  backoff: float = BACKOFF_S, max_pending: int = MAX_PENDING,
                  on_warning: Callable[[str], None] | None = None):
         self.urls = list(dict.fromkeys(check_url(u) for u in urls))
         self.store = store
+        self.record = Record(location(root)) if root is not None else None
+        self.renotify = renotify
         self.timeout, self.retries, self.backoff = float(timeout), int(retries), float(backoff)
         self.max_pending = max(1, int(max_pending))
         self.on_warning = on_warning
         self.closing = threading.Event()
-        self.sent: set[tuple[str, str]] = set()
+        self.sent: set[tuple[Any, ...]] = set()  # the firings queued (Alert.key())
         self._lock = threading.Lock()
+        self._record_failed = False
         self._senders = [_Sender(u, self) for u in self.urls]
         for s in self._senders:
             s.start()
@@ -292,19 +249,42 @@ class Notifier:
             LOG.exception("on_warning failed while reporting a notification problem")
         LOG.warning("%s", text)
 
+    def cannot_record(self, e: OSError) -> None:
+        """Say once that the store takes no record, so nothing is posted (see the module)."""
+        with self._lock:
+            if self._record_failed:
+                return
+            self._record_failed = True
+        self.warn(f"notifications not sent: cannot record them in the store {self.store or ''} "
+                  f"({e.strerror or type(e).__name__}), and posting what is not recorded "
+                  "would post it again on every run. Run this as a user who can write the "
+                  "store, or drop --notify")
+
     def notify(self, alert: Any) -> bool:
-        """Queue `alert` for every URL; False when this (run, rule) was already sent."""
-        key = (alert.run_id, alert.rule)
+        """Queue `alert` for every URL; False when this firing was queued already."""
+        key = alert.key()
         with self._lock:
             if key in self.sent or self.closing.is_set():
                 return False
             self.sent.add(key)
         body = json.dumps(payload(alert, self.store), ensure_ascii=False,
                           allow_nan=False).encode("utf-8")
-        message = _Message(body, f"{alert.run_name}: {alert.rule}")
+        message = _Message(body, f"{alert.run_name}: {alert.rule}", alert)
         for s in self._senders:
             s.put(message)
         return True
+
+    def settle(self, firings: Iterable[Any], rules: Iterable[str]) -> None:
+        """`firings` is every firing of `rules` now: the others ended (see the module)."""
+        firings, rules = list(firings), set(rules)
+        now = {a.key() for a in firings}
+        with self._lock:
+            self.sent = {k for k in self.sent if k[1] not in rules or k in now}
+        if self.record is not None:
+            try:
+                self.record.settle(firings, rules)
+            except OSError as e:
+                self.cannot_record(e)
 
     def close(self, timeout: float = 10.0) -> None:
         """Wait up to `timeout` s for queued messages, then stop (see the module)."""

@@ -1,6 +1,6 @@
 """Trend rules: a reward that collapses, a step time that climbs, a run that went quiet.
 
-Contract: a `TrendRule` is one of three forms, written (`parse_trend`) as
+Contract: a `TrendRule` (rules.py) is one of three forms, written (grammar.py) as
 
     drop(METRIC) > X          drop(METRIC, W) > X
     rise(METRIC) > X          rise(METRIC, W) > X
@@ -9,7 +9,7 @@ Contract: a `TrendRule` is one of three forms, written (`parse_trend`) as
 (`>=` works as well as `>`; METRIC is written as in threshold rules: bare, or quoted when it
 holds spaces, quotes, brackets or commas; W is the smoothing weight, `DEFAULT_WEIGHT` when
 left out). `evaluate(store, rules, runs=, since_step=, now=)` returns one row per (run, rule)
-that fires with exactly the threshold rules' columns (`checks.COLUMNS`, plus `run_id` and
+that fires with exactly the threshold rules' columns (`firing.COLUMNS`, plus `run_id` and
 `rule_idx`, the rule's position in `rules`), and how many runs each rule checked and fired
 for, so `runstore check` can put both kinds of rules in one table and one verdict line.
 
@@ -49,237 +49,46 @@ before anything is computed (as if they were not logged); stale ignores it.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal, Sequence, cast
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
-from ..analysis.runs import Scope, scope_condition
-from ..analysis.smooth import check_weight, ema
-from .evaluate import COLUMNS
-from .rules import _metric, _number, _parse_number
-from ..query.keys import family
+from ..analysis.runs import Scope, scope_ids
+from ..analysis.smooth import ema
 from ..errors import UsageError
+from ..query.statements.frames import family_series_query, run_status_query
+from .firing import COLUMNS
+from .grammar import is_trend
+from .rules import DEFAULT_WEIGHT, KINDS, TrendRule, parse_rule
+
+__all__ = ["DEFAULT_WEIGHT", "KINDS", "MIN_HISTORY", "TrendResult", "TrendRule", "evaluate",
+           "parse_trend", "values"]
 
 if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
 
-    from ..analysis import Queryable
+    from ..query.reader import Reader
 
-Kind = Literal["drop", "rise", "stale"]
-KINDS = ("drop", "rise", "stale")
-TrendOp = Literal[">", ">="]
-DEFAULT_WEIGHT = 0.9
 MIN_HISTORY = 10
-HINT = ("trend rules are drop(METRIC) > X, rise(METRIC) > X (optionally with a smoothing "
-        "weight: drop(METRIC, 0.8) > X) and stale > MINUTES")
-
-
-@dataclass(frozen=True)
-class TrendRule:
-    """One trend rule (see the module). `metric` is None for `stale`; `weight` is the EMA
-    weight of drop/rise (`DEFAULT_WEIGHT` when None); `name` defaults to the rule as written.
-
-    >>> TrendRule("drop", "env/all/reward/total", ">", 0.2).name
-    'drop(env/all/reward/total) > 0.2'
-    >>> TrendRule("rise", "time/total", ">", 2, weight=0.5).name
-    'rise(time/total, 0.5) > 2'
-    """
-
-    kind: Kind
-    metric: str | None
-    op: TrendOp
-    value: float
-    weight: float | None = None
-    name: str = ""
-    families: tuple[tuple[str, ...], ...] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise UsageError(f"a trend rule is one of {', '.join(KINDS)}, got {self.kind!r}")
-        if self.op not in (">", ">="):
-            raise UsageError(f"trend rules fire above a value: use > or >=, not {self.op!r}")
-        if isinstance(self.value, bool) or not isinstance(self.value, (int, float)) \
-                or not math.isfinite(self.value):
-            raise UsageError(f"a trend rule's value must be a finite number, got {self.value!r}")
-        if self.kind == "stale":
-            if self.metric is not None or self.weight is not None:
-                raise UsageError("stale takes no metric and no weight: stale > MINUTES")
-            if self.value < 0:
-                raise UsageError(f"stale counts minutes, at least 0, got {self.value!r}")
-        else:
-            if not isinstance(self.metric, str) or not self.metric.strip():
-                raise UsageError(f"{self.kind} needs a metric name: {self.kind}(METRIC) > X")
-            if self.weight is not None:
-                object.__setattr__(self, "weight", check_weight(self.weight, "the weight"))
-            if self.kind == "drop" and self.value < 0:
-                raise UsageError(f"drop is how far below its best a metric fell, at least 0; "
-                                 f"got {self.value!r}")
-            if self.kind == "rise" and self.value <= 0:
-                raise UsageError(f"rise is a ratio to the running median, above 0; got "
-                                 f"{self.value!r}")
-        object.__setattr__(self, "value", float(self.value))
-        object.__setattr__(self, "families",
-                           () if self.metric is None else (family(self.metric),))
-        if not self.name:
-            object.__setattr__(self, "name", self.text())
-
-    @property
-    def smoothing(self) -> float:
-        return DEFAULT_WEIGHT if self.weight is None else self.weight
-
-    def text(self) -> str:
-        """The rule as `parse_trend` reads it."""
-        if self.kind == "stale":
-            return f"stale {self.op} {_number(self.value)}"
-        metric = _quoted(cast(str, self.metric))
-        weight = "" if self.weight is None else f", {_number(self.weight)}"
-        return f"{self.kind}({metric}{weight}) {self.op} {_number(self.value)}"
-
-
-def _quoted(metric: str) -> str:
-    """A metric as rule text: bare when it can be, else in double quotes."""
-    if metric and not any(c.isspace() or c in "\"'`()[]{},;" for c in metric):
-        return metric
-    return '"' + metric.replace('"', '""') + '"'
-
-
-# ---------------------------------------------------------------------------------------------
-# Parsing
 
 
 def parse_trend(text: str) -> TrendRule | None:
-    """`text` as a TrendRule, None when it is not written as one (then it is a threshold rule
-    for `checks.parse_rule`), `UsageError` saying why when it starts like one but is not.
-
-    It is a trend rule when it starts with `drop(` or `rise(`, or is `stale` followed by a
-    comparison; a metric named `stale` (or `drop`) is written in quotes.
+    """`text` as a TrendRule, None when it is not written as one (`grammar.is_trend`: then it
+    is a threshold rule), `UsageError` saying why and where when it starts like one but is
+    not. One grammar reads both kinds: this is `rules.parse_rule` for trend text.
 
     >>> r = parse_trend('rise("time/sample_async:total", 0.8) >= 1.5')
     >>> r.kind, r.metric, r.weight, r.op, r.value
     ('rise', 'time/sample_async:total', 0.8, '>=', 1.5)
     >>> parse_trend("stale > 30").value, parse_trend("optim/entropy < 0.05") is None
     (30.0, True)
+    >>> parse_trend("DROP( env/all/reward/total ) >= 2").name
+    'drop(env/all/reward/total) >= 2'
     """
-    from sqlglot.dialects.duckdb import DuckDB
-    from sqlglot.errors import TokenError
-    from sqlglot.tokens import TokenType
-
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str) or not is_trend(text):
         return None
-    try:
-        tokens = DuckDB().tokenize(text)
-    except TokenError:
-        return None  # parse_rule reports it
-    if not tokens or tokens[0].token_type in (TokenType.IDENTIFIER, TokenType.STRING):
-        return None
-    word = tokens[0].text.lower()
-    opens = len(tokens) > 1 and tokens[1].token_type == TokenType.L_PAREN
-    if not ((word in ("drop", "rise") and opens) or word == "stale"):
-        return None
-
-    def fail(why: str) -> UsageError:
-        return UsageError(f"cannot read rule {text!r}: {why}. {HINT}")
-
-    ops = {TokenType.GT: ">", TokenType.GTE: ">=", TokenType.LT: "<", TokenType.LTE: "<=",
-           TokenType.EQ: "=", TokenType.NEQ: "!="}
-    if word == "stale":
-        if len(tokens) < 2 or tokens[1].token_type not in ops:
-            return None  # `stale` alone or `stale something`: not this form
-        return _made(fail, "stale", None, _op(ops[tokens[1].token_type], fail),
-                     _value(text[tokens[1].end + 1:], fail))
-    # drop( / rise(: find the matching parenthesis and the top-level comma inside.
-    depth, comma, close = 0, None, None
-    for i, t in enumerate(tokens[1:], start=1):
-        if t.token_type == TokenType.L_PAREN:
-            depth += 1
-        elif t.token_type == TokenType.R_PAREN:
-            depth -= 1
-            if depth == 0:
-                close = i
-                break
-        elif t.token_type == TokenType.COMMA and depth == 1 and comma is None:
-            comma = i
-    if close is None:
-        raise fail(f"{word}( has no closing parenthesis")
-    inner_end = comma if comma is not None else close
-    metric_tokens = tokens[2:inner_end]
-    start, stop = tokens[1].end + 1, tokens[inner_end].start
-    metric = _metric(metric_tokens, text[start:stop].strip()) if metric_tokens else None
-    if metric is None:
-        raise fail(f"{text[start:stop].strip()!r} is not a metric name (quote a name that holds "
-                   "spaces, quotes, brackets or commas)")
-    weight = None
-    if comma is not None:
-        weight = _parse_number(text[tokens[comma].end + 1:tokens[close].start])
-        if weight is None:
-            raise fail("the second argument is the smoothing weight, a number in [0, 1)")
-    rest = tokens[close + 1:]
-    if not rest or rest[0].token_type not in ops:
-        raise fail(f"{word}(...) must be followed by > or >= and a number")
-    op = _op(ops[rest[0].token_type], fail)
-    return _made(fail, cast(Kind, word), metric, op, _value(text[rest[0].end + 1:], fail),
-                 weight=weight)
-
-
-def _made(fail: Any, *args: Any, **kwargs: Any) -> TrendRule:
-    """A TrendRule, its validation errors worded as errors reading the rule's text."""
-    try:
-        return TrendRule(*args, **kwargs)
-    except UsageError as e:
-        raise fail(str(e)) from None
-
-
-def _op(op: str, fail: Any) -> TrendOp:
-    if op not in (">", ">="):
-        raise fail(f"{op!r}: trend rules fire above a value, so they take > or >=")
-    return cast(TrendOp, op)
-
-
-def _value(text: str, fail: Any) -> float:
-    value = _parse_number(text.strip())
-    if value is None:
-        raise fail(f"{text.strip()!r} is not a number")
-    return value
-
-
-def toml_trend(where: str, entry: dict[str, Any]) -> TrendRule | None:
-    """A `[[check.rule]]` table with a `trend` key as a TrendRule (None without one);
-    `where` names the file and rule for errors.
-
-    ```toml
-    [[check.rule]]
-    trend = "drop"                 # drop | rise | stale
-    metric = "env/all/reward/total"
-    op = ">"
-    value = 0.2
-    smooth = 0.9                   # optional (drop, rise)
-    name = "reward collapse"       # optional
-    ```
-    """
-    if "trend" not in entry:
-        return None
-    unknown = sorted(set(entry) - {"trend", "metric", "op", "value", "smooth", "name"})
-    missing = [k for k in ("op", "value") if k not in entry]
-    if entry.get("trend") != "stale" and "metric" not in entry:
-        missing.insert(0, "metric")
-    if unknown or missing:
-        problem = f"unknown key {unknown[0]!r}" if unknown else f"no {missing[0]!r}"
-        raise UsageError(f"{where} has {problem}; a trend rule has trend (drop, rise or "
-                         "stale), metric (not for stale), op, value, and optional smooth and "
-                         "name")
-    metric = entry.get("metric")
-    if metric is not None and not isinstance(metric, str):
-        raise UsageError(f"{where}: a trend rule's metric is one name")
-    name = entry.get("name", "")
-    if not isinstance(name, str):
-        raise UsageError(f"{where}: name must be a string")
-    try:
-        return TrendRule(entry["trend"], metric, entry["op"], entry["value"],
-                         weight=entry.get("smooth"), name=name)
-    except UsageError as e:
-        raise UsageError(f"{where}: {e}") from None
+    return cast(TrendRule, parse_rule(text))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,7 +104,7 @@ class TrendResult:
     fired: tuple[int, ...]
 
 
-def evaluate(store: "Queryable", rules: Sequence[TrendRule], *, runs: Scope = None,
+def evaluate(store: "Reader", rules: Sequence[TrendRule], *, runs: Scope = None,
              since_step: int | None = None, now: datetime | None = None) -> TrendResult:
     """Every (run, rule) that fires, with per-rule counts (see the module)."""
     import polars as pl
@@ -330,21 +139,12 @@ def _empty() -> "pl.DataFrame":
                                 "rule_idx": pl.Int64})
 
 
-def _status(store: "Queryable", runs: Scope) -> "pl.DataFrame":
-    """run_id, run_name, status (run_status, as of the query), last_step, source_updated_at."""
+def _status(store: "Reader", runs: Scope) -> "pl.DataFrame":
+    """run_id, run_name (the run's `run_label`, as `check` shows runs), status (run_status, as
+    of the query), last_step, source_updated_at."""
     import polars as pl
-    from sqlglot import exp
 
-    r = lambda name: exp.column(name, table="r")  # noqa: E731 - a local shorthand
-    query = (exp.select(r("run_id"), r("run_name"), exp.column("status", table="s"),
-                        r("last_step"), r("source_updated_at"))
-             .from_(exp.table_("runs", alias="r"))
-             .join(exp.table_("run_status", alias="s"),
-                   on=exp.column("run_id", table="s").eq(r("run_id"))))
-    cond, params = scope_condition(runs, r("run_id"))
-    if cond is not None:
-        query = query.where(cond)
-    df = pl.from_arrow(store.arrow(query.sql(dialect="duckdb"), params))
+    df = pl.from_arrow(store.arrow(*run_status_query(scope_ids(store, runs))))
     assert isinstance(df, pl.DataFrame)
     return df
 
@@ -367,30 +167,17 @@ def _stale(status: "pl.DataFrame", rule: TrendRule, now: datetime) -> tuple["pl.
     return rows, known.height
 
 
-def _series(store: "Queryable", keys: tuple[str, ...], runs: Scope,
+def _series(store: "Reader", keys: tuple[str, ...], runs: Scope,
             since_step: int | None) -> "pl.DataFrame":
     """run_id, step, value: per run and step, the live numeric value of the family `keys`
     (the first spelling that has one at the step)."""
     import polars as pl
-    from sqlglot import exp
 
-    m = lambda name: exp.column(name, table="m")  # noqa: E731
-    keys_param = exp.Placeholder(this="keys")
-    value = exp.func("arg_min", m("value"), exp.func("list_position", keys_param, m("key")))
-    query = (exp.select(m("run_id"), m("step"), exp.alias_(value, "value"))
-             .from_(exp.table_("metrics", alias="m"))
-             .where(exp.func("list_contains", keys_param.copy(), m("key")))
-             .where(m("value").is_(exp.null()).not_())
-             .group_by(m("run_id"), m("step")))
-    params: dict[str, Any] = {"keys": list(keys)}
-    cond, scope_params = scope_condition(runs, m("run_id"))
-    if cond is not None:
-        query = query.where(cond)
-        params.update(scope_params)
+    sql, params = family_series_query(scope_ids(store, runs), since_step=since_step is not None)
+    params["keys"] = list(keys)
     if since_step is not None:
-        query = query.where(m("step") >= exp.Placeholder(this="since_step"))
         params["since_step"] = since_step
-    df = pl.from_arrow(store.arrow(query.sql(dialect="duckdb"), params))
+    df = pl.from_arrow(store.arrow(sql, params))
     assert isinstance(df, pl.DataFrame)
     return df
 
@@ -424,12 +211,18 @@ def values(frame: "pl.DataFrame", rule: TrendRule) -> "pl.DataFrame":
             .select("run_id", "step", "value", "rule_value"))
 
 
-def _trend(store: "Queryable", rule: TrendRule, runs: Scope,
+def _trend(store: "Reader", rule: TrendRule, runs: Scope,
            since_step: int | None) -> tuple["pl.DataFrame", int]:
     """The fired rows of a drop/rise rule (without run_name/status) and the runs checked."""
+    return fire(_series(store, rule.families[0], runs, since_step), rule)
+
+
+def fire(frame: "pl.DataFrame", rule: TrendRule) -> tuple["pl.DataFrame", int]:
+    """The fired rows of a drop/rise rule over `frame` (run_id, step, value: per run and step
+    the live numeric value of the rule's family, any order): `run_id, first_step, last_step,
+    steps_over, peak, latest, longest_streak`, and how many runs `frame` holds (checked)."""
     import polars as pl
 
-    frame = _series(store, rule.families[0], runs, since_step)
     checked = frame["run_id"].n_unique()
     df = values(frame, rule)
     r = pl.col("rule_value")

@@ -5,9 +5,13 @@ SIGINT or SIGTERM), `stop` is set or `max_passes` passes are done, then returns 
 passes; an interrupt is a normal way to end, never an error. A pass ingests the paths that
 exist (incrementally: only new complete lines are read, so a half-written line waits for the
 next pass) and, with `check=True`, evaluates the health rules (evaluate.py) and hands each
-(run, rule) that fires and was not reported before to `on_alert` — once per process, keyed
-by `(run_id, rule)`, with the step where it started. `on_report` gets the ingest report of
-the first pass and of every pass that changed something (quiet passes stay quiet). Between
+firing that starts to `on_alert`: a firing is a (run, rule) with the step where it started
+(`Alert.key()`), handed over once per process, and again only after a pass where it did not
+fire (it ended, then started again). `on_firings(alerts, rule_names)` gets every firing of
+every pass and the rules evaluated (every run, every step: what notify.Notifier.settle needs
+to forget the firings that ended). With `on_finding`, it also runs the doctor
+(health.doctor) and hands each (run, finding) that appears to `on_finding` once, keyed by
+`(run_id, finding)`. `on_report` gets the ingest report of the first pass and of every pass that changed something (quiet passes stay quiet). Between
 passes it sleeps (`interval` seconds from the start of one pass to the start of the next,
 and never less than a tenth of `interval`), so a slow pass does not turn into a busy loop.
 
@@ -28,75 +32,50 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
 
 from ..errors import QueryError, SourceNotFound, StoreLocked, StoreNotFound, UsageError
 from ..ingest.report import NO_RUNS_HINT, IngestReport, Progress
-from ..numbers import nonfinite_name
 from ..query.reader import Reader
 from ..storage.location import Location, location
 from .config import choose_rules
 from .evaluate import evaluate
-from .rules import Rule
-from .trends import TrendRule
+from .firing import Alert
+from .rules import Rule, TrendRule
 
 
 class Watched(Reader, Protocol):
     """What a watch needs of a store (a `Store` is one): its queries, and its ingest."""
 
     def ingest(self, paths: Any, *, progress: Progress | None = ..., on_warning: Any = ...,
-               lock_timeout: float = ..., require_runs: bool = ...) -> IngestReport: ...
+               lock_timeout: float = ..., require_runs: bool = ...,
+               prefix: str | None = ...) -> IngestReport: ...
 
 # Failures that the next pass may not meet: they are reported and the watch goes on.
 TRANSIENT: tuple[type[BaseException], ...] = (StoreLocked, SourceNotFound, StoreNotFound,
                                               QueryError, OSError)
 
 
-@dataclass(frozen=True)
-class Alert:
-    """A (run, rule) that started firing: one row of `runstore check`, plus the run's id.
-    A `stale` rule's row has no `steps_over`/`longest_streak` (it is not about steps) and
-    its `peak` is the minutes since the run's sources last changed."""
-
-    run_id: str
-    run_name: str
-    rule: str
-    first_step: int | None
-    last_step: int | None
-    steps_over: int | None
-    longest_streak: int | None
-    peak: float
-    latest: float
-    status: str | None
-
-    def text(self) -> str:
-        """One line for people: `FIRED run: rule since step N (peak …, latest …, …)`."""
-        if self.steps_over is None:  # stale: minutes, not steps
-            return (f"FIRED {self.run_name}: {self.rule} at step {self.first_step} (no source "
-                    f"change for {_num(self.peak)} minutes, run {self.status or 'unknown'})")
-        steps = f"{self.steps_over} step{'s' if self.steps_over != 1 else ''} over"
-        return (f"FIRED {self.run_name}: {self.rule} since step {self.first_step} "
-                f"(peak {_num(self.peak)}, latest {_num(self.latest)}, {steps}, "
-                f"run {self.status or 'unknown'})")
-
-
-def _num(v: float | None) -> str:
-    if v is None:
-        return "null"
-    return f"{v:.6g}" if math.isfinite(v) else nonfinite_name(v)
-
-
 class Watcher:
     """The state of one watch: which paths were missing and which alerts were reported."""
+
+    TRANSIENT = TRANSIENT  # what a pass may raise that the next pass may not meet
 
     def __init__(self, store: "Watched", paths: Sequence[str | os.PathLike[str]], *,
                  check: bool = True, rules: "Sequence[Rule | TrendRule] | None" = None,
                  on_alert: Callable[[Alert], None] | None = None,
                  on_report: Callable[[IngestReport], None] | None = None,
                  on_warning: Callable[[str], None] | None = None,
-                 progress: Progress | None = None, lock_timeout: float = 60.0):
+                 progress: Progress | None = None, lock_timeout: float = 60.0,
+                 prefix: str | None = None,
+                 on_firings: Callable[[list[Alert], list[str]], None] | None = None,
+                 on_finding: Callable[[dict[str, Any]], None] | None = None):
         self.store = store
+        self.prefix = prefix  # `ingest --prefix`: names the runs new to the store
+        self.on_firings = on_firings
+        # The doctor (health.doctor), when asked for: each (run, finding) once, as a rule.
+        self.on_finding = on_finding
+        self.found: set[tuple[str, str]] = set()
         self.paths: list[Location] = [location(p) for p in paths]
         self.check = check
         self.rules = list(rules) if rules is not None else None
@@ -105,7 +84,7 @@ class Watcher:
         self.on_warning = on_warning
         self.progress = progress
         self.lock_timeout = lock_timeout
-        self.reported: set[tuple[str, str]] = set()
+        self.reported: set[tuple[Any, ...]] = set()  # the firings (Alert.key()) of the last pass
         self.missing: set[Location] = set()
         self.empty: set[str] = set()  # paths that held no run at the last pass (said once)
         self.passes = 0
@@ -136,12 +115,15 @@ class Watcher:
             # A watched path may hold no run yet: that ends only a one-pass (strict) ingest.
             report = self.store.ingest(paths, progress=self.progress,
                                        on_warning=self.on_warning,
-                                       lock_timeout=self.lock_timeout, require_runs=strict)
+                                       lock_timeout=self.lock_timeout, require_runs=strict,
+                                       prefix=self.prefix)
             for p in sorted(set(report.empty_paths) - self.empty):
                 self.warn(f"{p} holds no runs (yet): {NO_RUNS_HINT}; watching it")
             self.empty = set(report.empty_paths)
             if self.on_report is not None and (self.passes == 1 or _changed(report)):
                 self.on_report(report)
+        if self.on_finding is not None:
+            self.report_findings(strict)
         if not self.check:
             return []
         try:
@@ -154,17 +136,35 @@ class Watcher:
             if strict:
                 raise
             return []  # nothing ingested yet: no store to check
-        new = []
-        for row in table.to_pylist():
-            key = (row["run_id"], row["rule"])
-            if key in self.reported:
-                continue
-            self.reported.add(key)
-            alert = Alert(**{k: row[k] for k in Alert.__dataclass_fields__})
-            new.append(alert)
+        firing = [Alert(**{k: row[k] for k in Alert.__dataclass_fields__})
+                  for row in table.to_pylist()]
+        new = [a for a in firing if a.key() not in self.reported]
+        self.reported = {a.key() for a in firing}
+        for alert in new:
             if self.on_alert is not None:
                 self.on_alert(alert)
+        if self.on_firings is not None:
+            self.on_firings(firing, [r.name for r in self.rules])
         return new
+
+
+    def report_findings(self, strict: bool) -> None:
+        """The doctor's findings of this pass that were not reported before, to `on_finding`
+        (keyed by run and finding: a finding that keeps firing is reported once)."""
+        from .doctor import diagnose
+
+        try:
+            rows = diagnose(self.store).rows
+        except StoreNotFound:
+            if strict:
+                raise
+            return
+        for row in rows:
+            key = (row["run_id"], row["finding"])
+            if key not in self.found:
+                self.found.add(key)
+                assert self.on_finding is not None
+                self.on_finding(row)
 
 
 def watch(store: "Watched", paths: Sequence[str | os.PathLike[str]], *,
@@ -174,17 +174,22 @@ def watch(store: "Watched", paths: Sequence[str | os.PathLike[str]], *,
           on_report: Callable[[IngestReport], None] | None = None,
           on_warning: Callable[[str], None] | None = None, progress: Progress | None = None,
           lock_timeout: float = 60.0, stop: threading.Event | None = None,
-          max_passes: int | None = None) -> int:
+          max_passes: int | None = None, prefix: str | None = None,
+          on_firings: Callable[[list[Alert], list[str]], None] | None = None,
+          on_finding: Callable[[dict[str, Any]], None] | None = None) -> int:
     """Ingest `paths` every `interval` seconds (once when None) until interrupted; see module.
 
     `rules` defaults to `runstore check`'s (the KL rule, runstore.toml, the store setting).
-    Returns the number of passes run.
+    With `on_finding`, each pass also runs the doctor and hands it each (run, finding) that
+    appears, once (`present.findings.finding_text` words one). Returns the number of passes
+    run.
     """
     if interval is not None and (not math.isfinite(interval) or interval <= 0):
         raise UsageError(f"--watch takes a number of seconds > 0, got {interval!r}")
     watcher = Watcher(store, paths, check=check, rules=rules, on_alert=on_alert,
                       on_report=on_report, on_warning=on_warning, progress=progress,
-                      lock_timeout=lock_timeout)
+                      lock_timeout=lock_timeout, prefix=prefix, on_firings=on_firings,
+                      on_finding=on_finding)
     if interval is None:
         watcher.run_pass(strict=True)
         return watcher.passes

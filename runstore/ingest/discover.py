@@ -9,12 +9,26 @@ runs, and directories that are not runs, or whose name starts with `.`, are skip
 silently. Symlinked directories are followed once, after every real one (their resolved path
 identifies the run, so a run reached twice is yielded once, by its real path).
 `run_holding(file)` names the run a file of a run belongs to (its directory, or the run
-above its `iteration_NNNNNN` directory). Each file of a run is classified into a
+above its `iteration_NNNNNN` or `capture` directory). Each file of a run is classified into a
 `SourceFile` with its kind, and for per-iteration artefacts its split (`train` /
 `eval/<label>`) and iteration, in either layout: `iteration_NNNNNN/<base>_…` or flat
-`<base>_iteration_NNNNNN_…`. `source_files(run_path, run_name)` lists a run directory's files
-as `runstore repair` needs them. Nothing here reads file contents; only names and `stat`
-results (on S3: the listing's sizes and change tokens; locally also ctimes and inode numbers).
+`<base>_iteration_NNNNNN_…`; the token-level capture is `capture/<kind>.jsonl`, the run's
+Python log `logs.log`. A file in the middle of an atomic write (`.NAME.PID.tmp`, which
+tinker-cookbook's `LocalStorage.write` renames over NAME) is never read; a leftover one is
+listed in `RunDir.tmp_files` (the `runs` row notes it).
+
+Eval stores are found too, and are not runs: a directory holding a regular file `runs.jsonl`
+and a directory `runs/` with some `runs/<id>/metadata.json` (the shape
+`tinker_cookbook.stores.EvalStore` writes) is yielded as a `RunDir` of kind `eval_store`,
+wherever the walk meets it (`evals/` beside runs, the root of a tree), and inside a run in
+its `eval/` or `eval_store/` directory (where tinker-cookbook's `RunRegistry` looks); the
+walk does not enter its `runs/` directory, but goes on into its other directories. Its files
+are `runs/<id>/metadata.json`, `runs/<id>/<benchmark>/result.json` and
+`runs/<id>/<benchmark>/trajectories.jsonl` (`runs.jsonl`, an index of the same runs, and
+`summary.json`, a copy of the results, are not read). `source_files(run_path, run_name)`
+lists a run directory's (or an eval store's) files as `runstore repair` needs them. Nothing
+here reads file contents; only names and `stat` results (on S3: the listing's sizes and
+change tokens; locally also ctimes and inode numbers).
 """
 
 from __future__ import annotations
@@ -25,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal
 
 from ..numbers import int64_from_digits
-from ..storage.ledger import run_id_for
+from ..storage.ledger import EVAL_STORE_KIND, run_id_for
 from ..storage.location import Location, Tree, location
 
 FileKind = Literal[
@@ -38,11 +52,19 @@ FileKind = Literal[
     "trace_events",
     "rollouts",
     "logtree",
+    "capture",
+    "logs",
+    "eval_metadata",
+    "eval_result",
+    "eval_trajectories",
 ]
 Layout = Literal["iteration_dirs", "flat", "none"]
+UnitKind = Literal["run", "eval_store"]
+EVAL_STORE = EVAL_STORE_KIND  # the kind of an eval store's unit (and of its ledger entry)
 
 # Files appended to while a run trains: read from the last offset up to the last newline.
-APPEND_ONLY: frozenset[str] = frozenset({"metrics", "checkpoints", "timing_spans", "trace_events"})
+APPEND_ONLY: frozenset[str] = frozenset({"metrics", "checkpoints", "timing_spans", "trace_events",
+                                         "capture", "logs", "eval_trajectories"})
 
 ROOT_FILES: dict[str, FileKind] = {
     "config.json": "config",
@@ -51,8 +73,18 @@ ROOT_FILES: dict[str, FileKind] = {
     "checkpoints.jsonl": "checkpoints",
     "timing_spans.jsonl": "timing_spans",
     "trace_events.jsonl": "trace_events",
+    "logs.log": "logs",
 }
 RUN_MARKERS = ("config.json", "metrics.jsonl")  # a directory holding either is a run
+CAPTURE_DIR = "capture"
+CAPTURE_FILE = re.compile(r"^[^/.][^/]*\.jsonl$")  # capture/<kind>.jsonl
+# tinker-cookbook's LocalStorage.write: `.<name>.<pid>.tmp`, renamed over <name> when written.
+TMP_FILE = re.compile(r"^\..+\.\d+\.tmp$")
+EVAL_INDEX = "runs.jsonl"  # with runs/<id>/metadata.json: an eval store
+EVAL_RUNS = "runs"
+EVAL_DIRS = ("eval", "eval_store")  # where a run may hold its own eval store
+EVAL_FILES: dict[str, FileKind] = {"result.json": "eval_result",
+                                   "trajectories.jsonl": "eval_trajectories"}
 PRE_RESUME = re.compile(r"^metrics\.jsonl\.pre_resume_\d+$")
 ITERATION_DIR = re.compile(r"^iteration_(\d{6,})$")
 _SUFFIXES = {"_logtree.json": "logtree", "_rollout_summaries.jsonl": "rollouts"}
@@ -83,6 +115,8 @@ class RunDir:
     run_name: str  # POSIX path relative to the ingest root ("." when the root is the run)
     layout: Layout
     files: list[SourceFile] = field(default_factory=list)
+    kind: UnitKind = "run"  # `eval_store`: an eval store, not a run (no `runs` row)
+    tmp_files: list[str] = field(default_factory=list)  # leftover `.NAME.PID.tmp`, not read
 
     @property
     def run_id(self) -> str:
@@ -113,10 +147,24 @@ def classify(rel_path: str) -> tuple[FileKind, str | None, int | None] | None:
             return _SUFFIXES[m.group(4)], _split(m.group(1), m.group(2)), _iteration(m.group(3))  # type: ignore[return-value]
         return None
     if len(parts) == 2:
+        if parts[0] == CAPTURE_DIR:
+            return ("capture", None, None) if CAPTURE_FILE.match(parts[1]) else None
         d = ITERATION_DIR.match(parts[0])
         m = IN_ITERATION_DIR.match(parts[1])
         if d and m:
             return _SUFFIXES[m.group(3)], _split(m.group(1), m.group(2)), _iteration(d.group(1))  # type: ignore[return-value]
+    return None
+
+
+def classify_eval(rel_path: str) -> FileKind | None:
+    """Kind of a file path relative to an eval store, or None if not read."""
+    parts = rel_path.split("/")
+    if len(parts) < 3 or parts[0] != EVAL_RUNS or parts[1].startswith("."):
+        return None
+    if len(parts) == 3:
+        return "eval_metadata" if parts[2] == "metadata.json" else None
+    if len(parts) == 4 and not parts[2].startswith("."):
+        return EVAL_FILES.get(parts[3])
     return None
 
 
@@ -143,33 +191,95 @@ def _layout(files: list[SourceFile]) -> Layout:
     return "flat" if per_iteration else "none"
 
 
+def _source_file(entry: Any, rel: str, kind: FileKind, split: str | None = None,
+                 iteration: int | None = None) -> SourceFile | None:
+    """A regular file's `SourceFile`, None when it cannot be stat'ed or is not regular."""
+    try:
+        st = entry.stat()
+    except OSError:
+        return None
+    if not stat_mod.S_ISREG(st.st_mode):
+        return None
+    return SourceFile(rel, kind, st.st_size, st.st_mtime_ns, split, iteration, st.st_ctime_ns,
+                      st.st_ino or None)
+
+
 def _scan(tree: Tree, path: str, run_name: str, entries: list[Any]) -> RunDir:
     """Classify the files of one run directory (`entries`: what `tree.scandir(path)` gave)."""
     files: list[SourceFile] = []
+    tmp: list[str] = []
 
     def add(entry: Any, rel: str) -> None:
+        if TMP_FILE.match(entry.name):
+            tmp.append(rel)  # mid-write (or left by a crash): never read
+            return
         found = classify(rel)
         if found is None:
             return
-        try:
-            st = entry.stat()
-        except OSError:
-            return
-        if not stat_mod.S_ISREG(st.st_mode):
-            return
-        kind, split, iteration = found
-        files.append(SourceFile(rel, kind, st.st_size, st.st_mtime_ns, split, iteration,
-                                st.st_ctime_ns, st.st_ino or None))
+        f = _source_file(entry, rel, *found)
+        if f is not None:
+            files.append(f)
 
     for entry in entries:
         if _is_dir(entry):
-            if ITERATION_DIR.match(entry.name):
+            if ITERATION_DIR.match(entry.name) or entry.name == CAPTURE_DIR:
                 for sub in tree.scandir(entry.path):
                     if _is_file(sub):
                         add(sub, f"{entry.name}/{sub.name}")
         elif _is_file(entry):
             add(entry, entry.name)
-    return RunDir(path=path, run_name=run_name, layout=_layout(files), files=files)
+    return RunDir(path=path, run_name=run_name, layout=_layout(files), files=files,
+                  tmp_files=sorted(tmp))
+
+
+def _is_eval_store(tree: Tree, entries: list[Any]) -> bool:
+    """Whether a directory (its `entries`) has an eval store's shape: `runs.jsonl` and some
+    `runs/<id>/metadata.json`."""
+    if not any(e.name == EVAL_INDEX and _is_file(e) for e in entries):
+        return False
+    for e in entries:
+        if e.name == EVAL_RUNS and _is_dir(e):
+            return any(_is_dir(d) and any(f.name == "metadata.json" and _is_file(f)
+                                          for f in tree.scandir(d.path))
+                       for d in tree.scandir(e.path))
+    return False
+
+
+def _scan_eval(tree: Tree, path: str, name: str, entries: list[Any]) -> RunDir:
+    """The files of the eval store at `path` (`entries`: its listing)."""
+    files: list[SourceFile] = []
+
+    def add(entry: Any, rel: str) -> None:
+        kind = classify_eval(rel)
+        f = _source_file(entry, rel, kind) if kind is not None else None
+        if f is not None:
+            files.append(f)
+
+    for runs_dir in (e for e in entries if e.name == EVAL_RUNS and _is_dir(e)):
+        for run in sorted(tree.scandir(runs_dir.path), key=lambda e: e.name):
+            if not _is_dir(run):
+                continue
+            for entry in sorted(tree.scandir(run.path), key=lambda e: e.name):
+                rel = f"{EVAL_RUNS}/{run.name}/{entry.name}"
+                if _is_file(entry):
+                    add(entry, rel)
+                elif _is_dir(entry):
+                    for sub in sorted(tree.scandir(entry.path), key=lambda e: e.name):
+                        if _is_file(sub):
+                            add(sub, f"{rel}/{sub.name}")
+    return RunDir(path=path, run_name=name, layout="none", files=files, kind="eval_store")
+
+
+def _evals_in_run(tree: Tree, path: str, run_name: str, entries: list[Any]) -> list[RunDir]:
+    """The eval stores a run keeps in its `eval/` or `eval_store/` directory."""
+    found = []
+    for entry in entries:
+        if entry.name in EVAL_DIRS and _is_dir(entry):
+            sub = tree.scandir(entry.path)
+            if _is_eval_store(tree, sub):
+                found.append(_scan_eval(tree, tree.realpath(entry.path),
+                                        f"{run_name}/{entry.name}", sub))
+    return found
 
 
 def _holds_marker(entries: list[Any]) -> bool:
@@ -177,13 +287,17 @@ def _holds_marker(entries: list[Any]) -> bool:
 
 
 def scan_run(path: str, run_name: str) -> RunDir:
-    """Classify the files of the run directory `path` (a local path or an `s3://` URI)."""
+    """Classify the files of the run directory (or eval store) `path` (a local path or an
+    `s3://` URI)."""
     tree = location(path).tree()
-    return _scan(tree, path, run_name, tree.scandir(path))
+    entries = tree.scandir(path)
+    if not _holds_marker(entries) and _is_eval_store(tree, entries):
+        return _scan_eval(tree, path, run_name, entries)
+    return _scan(tree, path, run_name, entries)
 
 
 def source_files(run_path: str, run_name: str) -> list[tuple[str, str]]:
-    """(rel_path, kind) of each source file the run directory holds now."""
+    """(rel_path, kind) of each source file the run directory (or eval store) holds now."""
     return [(f.rel_path, f.kind) for f in scan_run(run_path, run_name).files]
 
 
@@ -194,18 +308,19 @@ def is_run(where: Location) -> bool:
 
 def run_holding(file: Location) -> Location | None:
     """The run directory a file lies in (its directory, or the run above the
-    `iteration_NNNNNN` directory holding it), None when it is not a file of a run."""
+    `iteration_NNNNNN` or `capture` directory holding it), None when it is not a file of a
+    run."""
     parent = file.resolved().parent
     if is_run(parent):
         return parent
-    if ITERATION_DIR.match(parent.name) and is_run(parent.parent):
+    if (ITERATION_DIR.match(parent.name) or parent.name == CAPTURE_DIR) and is_run(parent.parent):
         return parent.parent
     return None
 
 
 def discover(root: Any) -> Iterator[RunDir]:
-    """Every run at any depth under `root` (a path, an `s3://` URI or a `Location`), in
-    sorted path order."""
+    """Every run and eval store at any depth under `root` (a path, an `s3://` URI or a
+    `Location`), in sorted path order (a run's own eval stores right after it)."""
     tree = location(root).tree()
     top = tree.top
     seen: set[str] = set()
@@ -222,11 +337,16 @@ def discover(root: Any) -> Iterator[RunDir]:
             continue
         seen.add(resolved)
         entries = tree.scandir(current)
+        name = tree.relpath(current, top)
         if _holds_marker(entries):
-            yield _scan(tree, resolved, tree.relpath(current, top), entries)
+            yield _scan(tree, resolved, name, entries)
+            yield from _evals_in_run(tree, resolved, name, entries)
             continue
+        evals = _is_eval_store(tree, entries)
+        if evals:
+            yield _scan_eval(tree, resolved, name, entries)
         subdirs = []
         for e in entries:
-            if _is_dir(e) and not e.name.startswith("."):
+            if _is_dir(e) and not e.name.startswith(".") and not (evals and e.name == EVAL_RUNS):
                 (linked if e.is_symlink() else subdirs).append(e.path)
         stack.extend(reversed(subdirs))

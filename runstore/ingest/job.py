@@ -10,7 +10,11 @@ counting the run as new, updated or unchanged; an interrupt between two files st
 there, the run's row still staged. `mark_missing(seen)` marks runs whose directory is
 gone. `commit(final=, background=)` publishes a snapshot of what is staged (the ledger and
 report taken at that moment, so they match its rows exactly), in a background thread while
-the next batch is staged when asked; one commit runs at a time, in order.
+the next batch is staged when asked; one commit runs at a time, in order. The final commit of
+a complete ingest records in `last_ingest` what the next one compares to tell a no-op from
+`stat` alone (unchanged.py): the runs discovered, until when no run's status can change, how
+many runs the ledger knows that this ingest did not see, and (the writer's `stamp`) the
+fingerprint of the store files the snapshot is published over.
 """
 
 from __future__ import annotations
@@ -25,10 +29,10 @@ from ..storage.ledger import RUN_KIND, Entry, Ledger, source_id_for
 from ..storage.location import location
 from ..storage.manifest import Manifest, Root
 from ..storage.snapshot import read_table
-from ..storage.writer import Writer, rows_where
+from ..storage.writer import Writer, ledger_path, rows_where
 from . import parse as jsonl
-from . import progress
-from .discover import RunDir, SourceFile
+from . import progress, run_facts, unchanged
+from .discover import EVAL_STORE, RunDir, SourceFile
 from .interrupts import Interrupts
 from .normalize import config
 from .normalize.base import Context
@@ -55,14 +59,21 @@ class Job:
         self.interrupts = interrupts
         self.run_rows: list[dict[str, Any]] = []
         self.replace_runs: list[str] = []
+        self.new_runs: set[str] = set()  # run_ids this ingest added to the store
         self._stored_runs: dict[str, dict[str, Any]] | None = None  # loaded when needed
         self._committer: ThreadPoolExecutor | None = None
         self._committing: Future[Manifest] | None = None
+        # What a complete ingest records for the next one to compare (unchanged.py): the
+        # runs discovered, until when no status can change, the known runs it did not see.
+        self.runs: list[RunDir] = []
+        self.stable_until = float("inf")
+        self.elsewhere = 0
 
     # -- per run -----------------------------------------------------------------------
     def tasks(self, runs: list[RunDir]) -> Iterator[FileTask]:
         """One task per file of every run, in order (a task carries the file's ledger entry:
         only the file's own result changes that entry, so a task can be made early)."""
+        self.runs = runs
         for rd in runs:
             run_name = self._run_name(rd)
             for f in rd.files:
@@ -73,30 +84,33 @@ class Job:
         return prev.state.get("run_name", rd.run_name) if prev else rd.run_name
 
     def run(self, rd: RunDir, ahead: ReadAhead) -> None:
-        """Stage the results of `rd`'s files, taken in order from `ahead`."""
+        """Stage the results of `rd`'s files, taken in order from `ahead` (and, for a run,
+        its `runs` row; an eval store has none)."""
         run_id = rd.run_id
         prev = self.led.get(run_id, "")
         run_name = self._run_name(rd)
-        changed = False
-        for i, f in enumerate(rd.files):
-            task, res = ahead.next()
-            assert task.file is f, "read-ahead out of step with the runs"
-            changed |= self._apply(task, res)
-            pause_point("parse")
-            if self.interrupts.requested and i + 1 < len(rd.files):
-                # Stop between whole files. The run still gets its `runs` row (its kept rows
-                # must not be orphans); the files not read keep their ledger entries, so the
-                # next ingest reads them and updates the row.
-                self.report.partial = (run_name, i + 1, len(rd.files))
-                changed = True
-                break
+        changed = self._files(rd, run_name, ahead)
+        if rd.kind == EVAL_STORE:
+            self.report.eval_stores_read += 1
+            if prev is None or prev.state.get("run_path") != rd.path:
+                # Its name (what warnings call its files) is kept like a run's.
+                self.led.put(Entry(source_id=source_id_for(run_id, ""), run_id=run_id,
+                                   rel_path="", kind=EVAL_STORE,
+                                   state={"run_name": run_name, "run_path": rd.path}))
+                self.ledger_changed = True
+            return
         newest = max((f.mtime_ns for f in rd.files), default=0)
         facts = progress.columns(self.led, run_id)
         status = self._status(facts["final_checkpoint"], newest)
+        if status == "running":  # turns idle then, without a file changing
+            self.stable_until = min(self.stable_until, newest / 1e9 + RUNNING_WINDOW_S)
         prev_status = prev.state.get("status") if prev else None
+        tmp_files = rd.tmp_files or None
         if prev is None:
             self.report.runs_new += 1
+            self.new_runs.add(run_id)
         elif (changed or status != prev_status or prev.state.get("layout") != rd.layout
+              or prev.state.get("tmp_files") != tmp_files
               or prev.state.get("reread")):  # `runstore repair` lost this run's row
             self.report.runs_updated += 1
         else:
@@ -105,10 +119,29 @@ class Job:
         self.led.put(Entry(source_id=source_id_for(run_id, ""), run_id=run_id, rel_path="",
                            kind=RUN_KIND,
                            state={"run_name": run_name, "run_path": rd.path, "layout": rd.layout,
-                                  "status": status}))
-        self.run_rows.append(self._run_row(rd, run_id, run_name, status, newest, facts))
+                                  "status": status, "tmp_files": tmp_files}))
+        self.run_rows.append(self._run_row(rd, run_id, run_name, status, newest,
+                                           {**facts, **run_facts.columns(self.led, run_id),
+                                            "tmp_files": tmp_files}))
         if prev is not None:
             self.replace_runs.append(run_id)
+
+    def _files(self, rd: RunDir, run_name: str, ahead: ReadAhead) -> bool:
+        """Stage the results of `rd`'s files; True when any was read."""
+        changed = False
+        for i, f in enumerate(rd.files):
+            task, res = ahead.next()
+            assert task.file is f, "read-ahead out of step with the runs"
+            changed |= self._apply(task, res)
+            pause_point("parse")
+            if self.interrupts.requested and i + 1 < len(rd.files):
+                # Stop between whole files. A run still gets its `runs` row (its kept rows
+                # must not be orphans); the files not read keep their ledger entries, so the
+                # next ingest reads them and updates the row.
+                self.report.partial = (run_name, i + 1, len(rd.files))
+                self.report.partial_run = rd.kind == "run"
+                return True
+        return changed
 
     def _status(self, final_checkpoint: bool, newest_ns: int) -> str:
         # A final checkpoint beats fresh mtimes: a copied tree of finished runs is not running.
@@ -195,9 +228,10 @@ class Job:
 
     # -- end of ingest -----------------------------------------------------------------
     def mark_missing(self, seen: set[str]) -> None:
-        gone = [e for e in self.led.runs()
-                if e.run_id not in seen and e.state.get("status") != "missing"
-                and not _source_exists(e.state.get("run_path", ""))]
+        unseen = [e for e in self.led.runs()
+                  if e.run_id not in seen and e.state.get("status") != "missing"]
+        gone = [e for e in unseen if not _source_exists(e.state.get("run_path", ""))]
+        self.elsewhere = len(unseen) - len(gone)
         if not gone:
             return
         self._wait_commit()  # read the newest snapshot
@@ -239,14 +273,21 @@ class Job:
         ledger = self.led.to_arrow()
         self.ledger_changed = False
         last_ingest = {"at": datetime.now(timezone.utc).isoformat(), **self.report.to_dict()}
+        stamp = final and self.report.complete and not self.report.interrupted
+        if stamp:
+            assert self.w.manifest is not None
+            last_ingest[unchanged.KEY] = unchanged.record(
+                self.runs, ledger_path(self.w.manifest.seq + 1), self.stable_until,
+                self.elsewhere)
         self.report.snapshots += 1
         if not background:
-            self.w.commit(ledger=ledger, last_ingest=last_ingest)
+            self.w.commit(ledger=ledger, last_ingest=last_ingest, stamp=stamp)
             return
         if self._committer is None:
             self._committer = ThreadPoolExecutor(1, thread_name_prefix="runstore-commit")
         self._committing = self._committer.submit(
-            self.w.commit, ledger=ledger, last_ingest=last_ingest, staged=self.w.take_staged())
+            self.w.commit, ledger=ledger, last_ingest=last_ingest, staged=self.w.take_staged(),
+            stamp=stamp)
 
     def _wait_commit(self) -> None:
         """Wait for the commit running in the background, if any; raise its error."""

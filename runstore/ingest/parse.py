@@ -50,7 +50,6 @@ _NOT_OPENERS = bytes(c for c in range(256) if c not in b"[{\n")
 _NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'"[]{}')
 _NOT_LINE_STRUCTURE = bytes(c for c in range(256) if c not in b'"[]{}\n')
 _SCAN_BLOCK = 1 << 20  # quotes, brackets and newlines a depth scan follows at once
-_SHORT = 4096  # `loads` counts the brackets of shorter texts before scanning their nesting
 
 
 @lru_cache(maxsize=1)
@@ -105,10 +104,9 @@ def loads(text: str | bytes, raw: bytes | None = None) -> Any:
     """`json.loads`, refusing (RecursionError) JSON nested deeper than MAX_NESTING."""
     if raw is None:
         raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-    # For a short text (a line), counting its opening brackets is a cheap bound on the depth;
-    # a long one (a whole logtree) holds more than MAX_NESTING of them anyway.
-    if (len(raw) > _SHORT or raw.count(b"[") + raw.count(b"{") > MAX_NESTING) \
-            and nesting(raw) > MAX_NESTING:
+    # Counting the opening brackets (two byte counts, far faster than the scan) bounds the
+    # depth: a line of a few, however long (a capture record's token lists), needs no scan.
+    if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and nesting(raw) > MAX_NESTING:
         raise RecursionError(f"JSON nested deeper than {MAX_NESTING} levels")
     try:
         return json.loads(text)

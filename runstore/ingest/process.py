@@ -57,7 +57,8 @@ def process_file(task: FileTask) -> FileResult:
     f, entry = task.file, task.entry
     result = FileResult(rel_path=f.rel_path, entry=None)
     ctx = Context(run_id=task.run_id, source_id=_source_id(task), rel_path=f"{task.run_name}/{f.rel_path}",
-                  split=f.split, iteration=f.iteration, warnings=result.warnings)
+                  split=f.split, iteration=f.iteration, warnings=result.warnings,
+                  file=f.rel_path, run_path=task.run_path)
     run = location(task.run_path)
     append_only = f.kind in APPEND_ONLY
     prefix_changed = False

@@ -5,8 +5,12 @@ under `paths` and returns an `IngestReport`. It holds the store's write lock thr
 only what the ledger says is new (appended bytes, changed write-once files, whole files that
 shrank), replaces a re-read file's earlier rows, and publishes snapshots as it goes (after
 every ~`batch_rows` staged rows and at the end), so a crash loses at most the unpublished
-batch and the next ingest redoes it. Bad input never stops it: each problem becomes a warning
-naming `file:line`. Sources are only ever opened for reading.
+batch and the next ingest redoes it (a batch is ~`batch_rows` rows or `BATCH_BYTES` of them,
+whichever comes first, so memory stays bounded however wide the rows). Bad input never stops
+it: each problem becomes a warning naming `file:line`. Sources are only ever opened for
+reading. When the runs are as the store's last complete ingest saw them and nothing would
+change (unchanged.py: a `stat` of each source and the manifest), it returns at once: no lock,
+no ledger, no table, nothing heavy imported.
 
 Ctrl-C (SIGINT; also SIGTERM for the CLI, see interrupts.py) keeps the work: once the runs are
 discovered, the first signal stops the ingest at the next file boundary, and it publishes
@@ -34,23 +38,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-import pyarrow as pa
-
 from ..crashpoints import pause_point
 from ..errors import NoRuns, SourceNotFound
-from ..storage import ledger, migrate, schema
 from ..storage.location import Location, location
-from ..storage.manifest import Root, manifest_paths
-from ..storage.snapshot import read_table
-from ..storage.writer import writer
+from ..storage.manifest import Root, manifest_paths, read_manifest
+from . import names, unchanged
 from .discover import RunDir, discover, run_holding
 from .interrupts import Interrupts, ingest_interrupted
-from .job import Job
-from .progress import seed as seed_progress
-from .readahead import ReadAhead
 from .report import NO_RUNS_HINT, IngestReport, Progress
 
 BATCH_ROWS = 4_000_000  # publish a snapshot after about this many staged rows
+# ... or this many bytes of them: rows of the token-level capture hold whole token lists.
+BATCH_BYTES = 1 << 30
 READ_THREADS = 2  # threads reading and normalizing the files ahead of the one being staged
 
 
@@ -58,8 +57,14 @@ def ingest(root: Root, paths: Iterable[str | os.PathLike[str]], *,
            progress: Progress | None = None, on_warning: Callable[[str], None] | None = None,
            lock_timeout: float = 60.0, batch_rows: int | None = None,
            now: float | None = None, require_runs: bool = True,
-           interrupts: Interrupts | None = None) -> IngestReport:
+           interrupts: Interrupts | None = None, prefix: str | None = None) -> IngestReport:
     """Ingest every run under `paths` into the store at `root`; see the module docstring.
+
+    `prefix` names a run found for the first time `PREFIX/<path relative to the path given>`
+    (`names.prefixed`); a run already in the store keeps the name it has (its ledger entry),
+    so an ingest with or without the prefix never renames a run (`forget` it, then ingest it
+    again, to rename it). A run name that this ingest gives to a second run is a warning
+    (`names.shared_names`): both runs stay, each itself, shown with a run_id prefix.
 
     A path that is a file of a run stands for that run. With `require_runs`, paths that hold
     no run at all are `NoRuns` (exit 1), raised before a new store is created and before
@@ -73,7 +78,7 @@ def ingest(root: Root, paths: Iterable[str | os.PathLike[str]], *,
         with Interrupts() as own:
             return ingest(root, paths, progress=progress, on_warning=on_warning,
                           lock_timeout=lock_timeout, batch_rows=batch_rows, now=now,
-                          require_runs=require_runs, interrupts=own)
+                          require_runs=require_runs, interrupts=own, prefix=prefix)
     started = time.monotonic()
     if batch_rows is None:
         # $RUNSTORE_BATCH_ROWS lets tests make a real `runstore ingest` process publish many
@@ -82,6 +87,7 @@ def ingest(root: Root, paths: Iterable[str | os.PathLike[str]], *,
     # $RUNSTORE_READ_THREADS=0 reads every file inline (tests compare the two ways).
     threads = int(os.environ.get("RUNSTORE_READ_THREADS") or READ_THREADS)
     given = [str(p) for p in paths]
+    prefix = names.check_prefix(prefix)
     roots = [location(p) for p in given]
     for p in roots:
         if not p.exists():
@@ -92,6 +98,21 @@ def ingest(root: Root, paths: Iterable[str | os.PathLike[str]], *,
         raise NoRuns(_no_runs(given, roots))  # before the writer creates the store
     report = IngestReport()
     try:
+        quick = _unchanged(root, roots, now)
+        if quick is not None:  # nothing would change: no lock taken, nothing written
+            quick.seconds = time.monotonic() - started
+            if progress:
+                progress(quick.runs_total, quick.runs_total, 0, "")
+            return quick
+        # Imported here: a no-op ingest (above) needs none of it.
+        from ..storage import ledger, migrate, schema
+        from ..storage.snapshot import read_table, table_files
+        from ..storage.writer import writer
+        from .job import Job
+        from .progress import seed as seed_progress
+        from .readahead import ReadAhead
+        from .run_facts import seed as seed_totals
+
         with _arrow_memory(), _without_cyclic_gc(), \
                 writer(root, lock_timeout=lock_timeout) as w:
             migrate.apply(w)
@@ -99,21 +120,27 @@ def ingest(root: Root, paths: Iterable[str | os.PathLike[str]], *,
             led = ledger.read(root, w.manifest)
             manifest = w.manifest
             seeded = seed_progress(led, lambda table: read_table(root, manifest, table))
-            runs, empty = _discover_all(roots)
+            seeded |= seed_totals(led, table_files(root, manifest, "metrics_raw"))
+            runs, empty = _discover_all(roots, prefix)
             report.empty_paths = [given[i] for i in empty]
-            report.runs_total = len(runs)
+            report.runs_total = sum(rd.kind == "run" for rd in runs)
+            report.eval_stores = len(runs) - report.runs_total
             job = Job(root, w, led, report, on_warning, now if now is not None else time.time(),
                       interrupts, ledger_changed=seeded)
             interrupts.defer()  # from here a signal stops at the next whole file
             try:
                 with ReadAhead(job.tasks(runs), threads) as ahead:
-                    for i, rd in enumerate(runs):
+                    done = 0  # runs staged (eval stores are not runs: as the report counts)
+                    for rd in runs:
                         if interrupts.requested:
                             break
                         job.run(rd, ahead)
-                        if progress and report.partial is None:  # a run cut short is not done
-                            progress(i + 1, len(runs), report.bytes_read, rd.run_name)
-                        if w.staged_rows >= batch_rows and not interrupts.requested:
+                        if rd.kind == "run" and report.partial is None:  # not one cut short
+                            done += 1
+                            if progress:
+                                progress(done, report.runs_total, report.bytes_read, rd.run_name)
+                        if (w.staged_rows >= batch_rows or w.staged_bytes >= BATCH_BYTES) \
+                                and not interrupts.requested:
                             job.commit(background=threads > 0)
                 if interrupts.requested:
                     # Publish what is staged, as a batch boundary would; marking vanished
@@ -134,6 +161,10 @@ def ingest(root: Root, paths: Iterable[str | os.PathLike[str]], *,
                 job.close(quiet=True)  # the lock must outlive a commit running in the background
                 raise
             job.close()
+            if report.runs_new:
+                for text in names.shared_names(read_table(root, w.manifest, "runs").to_pylist(),
+                                               job.new_runs):
+                    job.warn(text)
             # Rows read from the sources; a summary kept beside them is not news to report.
             report.rows_added = {t: n for t, n in w.rows_added.items()
                                  if t not in schema.SUMMARY_TABLES}
@@ -151,6 +182,16 @@ def ingest(root: Root, paths: Iterable[str | os.PathLike[str]], *,
     return report
 
 
+def _unchanged(root: Root, roots: list[Location], now: float | None) -> IngestReport | None:
+    """The report of this ingest when the runs under `roots` are as the store's last complete
+    ingest saw them and nothing would change (unchanged.py), else None."""
+    manifest = read_manifest(root)
+    if manifest is None or manifest.last_ingest is None:
+        return None
+    runs, empty = _discover_all(roots)
+    return None if empty else unchanged.check(root, manifest, runs, now)
+
+
 @contextmanager
 def _arrow_memory() -> Iterator[None]:
     """pyarrow's jemalloc pool as the default one while ingesting, where the build has it.
@@ -159,6 +200,8 @@ def _arrow_memory() -> Iterator[None]:
     which allocates and frees a few hundred MB per run, spent ~25% more system time
     (measured: 0.70-0.84 s against 0.44-0.57 s of sys for 10 bench runs, same user time).
     """
+    import pyarrow as pa
+
     try:
         pool = pa.jemalloc_memory_pool()
     except NotImplementedError:  # a pyarrow built without jemalloc
@@ -191,8 +234,10 @@ def _without_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _discover_all(roots: list[Location]) -> tuple[list[RunDir], list[int]]:
-    """The runs under `roots` (each once), and the indexes of the roots holding none."""
+def _discover_all(roots: list[Location],
+                  prefix: str | None = None) -> tuple[list[RunDir], list[int]]:
+    """The runs under `roots` (each once, named under `prefix` when given), and the indexes
+    of the roots holding none."""
     seen: set[str] = set()
     out: list[RunDir] = []
     empty: list[int] = []
@@ -205,6 +250,9 @@ def _discover_all(roots: list[Location]) -> tuple[list[RunDir], list[int]]:
             seen.add(rd.run_id)
             if rd.run_name == ".":
                 rd.run_name = Path(rd.path).name
+            elif rd.run_name.startswith("./"):  # the eval store of a run given itself
+                rd.run_name = Path(rd.path).parent.name + rd.run_name[1:]
+            rd.run_name = names.prefixed(prefix, rd.run_name)
             out.append(rd)
             pause_point("discover")
         if not found:
@@ -224,6 +272,7 @@ def _run_root(p: Location) -> Location:
 
 
 def _holds_a_run(p: Location) -> bool:
+    """Whether `p` holds a run or an eval store (something to ingest)."""
     return next(iter(discover(p)), None) is not None
 
 

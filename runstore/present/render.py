@@ -1,6 +1,7 @@
 """Rendering query results (Arrow tables) for people and programs.
 
-Contract: `render(table, fmt, width=None, wide=False)` returns text for `table`, `csv`, `json`
+Contract: `render(table, fmt, width=None, wide=False, whole=())` returns text for `table`,
+`csv`, `json`
 (one array of objects), `jsonl` and `markdown`; `write_parquet(table, path)` writes `parquet`.
 `format_for(path)` names the format a file name asks for (`.json` → json, …). Floats that
 are NaN or infinite are written as the bare tokens `NaN`, `Infinity`, `-Infinity` in JSON
@@ -10,11 +11,14 @@ values as JSON numbers; any other value JSON cannot hold as its text.
 The table format is for people: it aligns columns, shows floats with 6 significant digits,
 fits `width` (the terminal's) and ends with the row count. Two kinds of cell are never cut:
 numbers (a cut number reads as another number) and the values of identifying columns
-(`IDENTIFYING`: `run_name`, `run_id`, metric `key`s, span `name`s, `rule`s, …), because a
-cut name can no longer tell two runs apart. Other text gives way instead, in this order: a
-cell longer than `MAX_CELL` is cut; the widest other text columns narrow, down to
-`TEXT_FLOOR` characters (shorter values stay whole); headers narrow to their values; long
-text narrows to `LAST_FLOOR`; floats lose digits, down to 3. Cuts are made in the middle, at
+(`IDENTIFYING`: `run_name`, `run_label`, `run_id`, metric `key`s, span `name`s, `rule`s, `compare`'s
+`group`, …, and the columns the caller names in `whole`, such as `compare`'s group keys),
+because a cut name can no longer tell two runs apart; an identifying column's header is never
+cut either. Any other header is cut only as far as it stays different from every other
+header (`smooth_me…` and `smooth_mi…`, never `smoot…` twice). Other text gives way instead,
+in this order: a cell longer than `MAX_CELL` is cut; the widest other text columns narrow,
+down to `TEXT_FLOOR` characters (shorter values stay whole); headers narrow to their values;
+long text narrows to `LAST_FLOOR`; floats lose digits, down to 3. Cuts are made in the middle, at
 `/` where the text is a path (`math_rl_sweep/…/lr_4e-5`), so both ends stay readable. A table
 that still does not fit is printed as one block of `column  value` lines per row (as psql's
 expanded mode does), and its last line says so. `wide=True` cuts nothing and never switches
@@ -25,6 +29,9 @@ cells at 200 characters.
 when every column has a type whose Python values DuckDB and Arrow give alike, else as an Arrow
 table; `render` takes either and gives the same text for both (a test holds them together),
 so a query that needs no Arrow type is printed without importing pyarrow.
+
+Hand-written rather than DuckDB's box renderer or rich's `Table`, which cut names at their
+end and hide columns (docs/architecture.md, "Libraries").
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ import math
 import os
 from datetime import date, datetime, time
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..numbers import nonfinite_name
 from ..query.rows import Rows
@@ -53,8 +60,9 @@ EXTENSIONS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "c
 # Columns whose values name what a row is about: shown whole in the table format. Names as the
 # views, tables and commands spell them (`name` is a span's or a checkpoint's, `metric` and
 # `evaluator` are eval_metrics', `table`/`column`/`view` those of `runstore schema`/`views`).
-IDENTIFYING = frozenset({"run_name", "run_id", "key", "metric", "name", "rule", "split",
-                         "evaluator", "conversation_id", "table", "column", "view"})
+IDENTIFYING = frozenset({"run_name", "run_label", "run_id", "key", "metric", "name", "rule",
+                         "split", "evaluator", "conversation_id", "table", "column", "view",
+                         "group"})
 MAX_CELL = 40  # longest cell of other text columns before it is cut with …
 TEXT_FLOOR = 12  # other text columns narrow down to this, values shorter than it stay whole
 MIN_CELL = 6  # narrowest a header gets when fitting the terminal width
@@ -109,7 +117,8 @@ def rows(table: pa.Table) -> list[dict[str, Any]]:
 
 
 def render(table: "Rows | pa.Table", fmt: str, *, width: int | None = None,
-           wide: bool = False) -> str:
+           wide: bool = False, whole: Sequence[str] = ()) -> str:
+    """`table` as text in `fmt` (see the module); `whole` names more identifying columns."""
     if fmt == "json":
         return json.dumps(rows(table), allow_nan=True, ensure_ascii=False, indent=1,
                           default=str) + "\n"
@@ -124,9 +133,9 @@ def render(table: "Rows | pa.Table", fmt: str, *, width: int | None = None,
             w.writerow([_text(r[c]) for c in table.column_names])
         return buf.getvalue()
     if fmt == "markdown":
-        return _markdown(table)
+        return _markdown(table, IDENTIFYING.union(whole))
     if fmt == "table":
-        return _table(table, width or 100, wide)
+        return _table(table, width or 100, wide, IDENTIFYING.union(whole))
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
@@ -172,13 +181,23 @@ def shorten(text: str, limit: int | None) -> str:
     return text[:limit - 1 - back] + "…" + text[len(text) - back:]
 
 
+def cell_text(value: Any) -> str:
+    """One value as the table and markdown formats write it, uncut: six significant digits,
+    NaN and ±Infinity spelled, control characters shown escaped.
+
+    >>> cell_text(0.0123456789), cell_text(float("-inf")), cell_text([1, "a"])
+    ('0.0123457', '-Infinity', '[1, "a"]')
+    """
+    return _human(value).translate(_CONTROLS)
+
+
 def _cell(v: Any, limit: int | None, digits: int = 6) -> str:
     return shorten(_human(v, digits).translate(_CONTROLS), limit)
 
 
-def _markdown(table: pa.Table) -> str:
+def _markdown(table: pa.Table, identifying: frozenset[str]) -> str:
     names = table.column_names
-    limits = [None if n in IDENTIFYING else MARKDOWN_CELL for n in names]
+    limits = [None if n in identifying else MARKDOWN_CELL for n in names]
     out = ["| " + " | ".join(names) + " |", "|" + "|".join("---" for _ in names) + "|"]
     for r in table.to_pylist():
         out.append("| " + " | ".join(_cut_end(r[c], lim).replace("|", "\\|")
@@ -192,16 +211,33 @@ def _cut_end(v: Any, limit: int | None) -> str:
 
 
 class _Columns:
-    """What the table format knows about each column: numeric, identifying, or other text."""
+    """What the table format knows about each column: numeric, identifying, or other text;
+    and how narrow its header may get (`distinct`)."""
 
-    def __init__(self, table: pa.Table):
+    def __init__(self, table: pa.Table, identifying: frozenset[str]):
         self.names = table.column_names
         self.numeric = _numeric(table)
-        self.whole = [num or n in IDENTIFYING for n, num in zip(self.names, self.numeric)]
+        self.named = [n in identifying for n in self.names]  # values and header never cut
+        self.whole = [num or named for num, named in zip(self.numeric, self.named)]
+        self.distinct = [distinct_width(n, self.names[:i] + self.names[i + 1:])
+                         for i, n in enumerate(self.names)]
 
 
-def _table(table: pa.Table, width: int, wide: bool) -> str:
-    cols = _Columns(table)
+def distinct_width(header: str, others: Sequence[str]) -> int:
+    """The narrowest a header may be cut to (its start and `…`) and still differ from every
+    other header, cut or not: one character past the longest start it shares with another.
+
+    >>> distinct_width("smooth_mean", ["smooth_min", "smooth_n", "n"])
+    10
+    >>> distinct_width("learning_rate", ["step", "mean"]), distinct_width("n", ["n_nan"])
+    (2, 1)
+    """
+    shared = max([len(os.path.commonprefix([header, o])) for o in others] + [0])
+    return min(len(header), shared + 2)
+
+
+def _table(table: pa.Table, width: int, wide: bool, identifying: frozenset[str]) -> str:
+    cols = _Columns(table, identifying)
     data = table.to_pylist()
     if wide:
         widths = [max([len(n)] + [len(_cell(r[n], None)) for r in data]) for n in cols.names]
@@ -256,7 +292,8 @@ def _fit(cols: _Columns, data: list[dict[str, Any]], width: int,
     (values shorter than that stay whole), so short columns stay whole while long text gives
     way; then headers are cut, down to their column's values (and MIN_CELL); then long text
     goes down to LAST_FLOOR, which beats turning the table into blocks for a few characters.
-    Numbers and identifying values are never cut.
+    Numbers and identifying values are never cut, nor identifying headers; no header is cut
+    below its `distinct` width.
     """
     names = cols.names
     values = [max([0] + [len(_cell(r[c], None if whole else MAX_CELL, digits)) for r in data])
@@ -269,6 +306,11 @@ def _fit(cols: _Columns, data: list[dict[str, Any]], width: int,
                      for w, v, f, whole in zip(widths, values, text_floors, cols.whole)]
     last_floors = [f if whole or v <= TEXT_FLOOR else min(f, LAST_FLOOR)
                    for f, v, whole in zip(header_floors, values, cols.whole)]
+    # Identifying headers stay whole, and no header is cut so far it reads as another's.
+    text_floors, header_floors, last_floors = (
+        [w if named else min(w, max(f, d))
+         for w, f, d, named in zip(widths, floors, cols.distinct, cols.named)]
+        for floors in (text_floors, header_floors, last_floors))
     gaps = 2 * max(len(widths) - 1, 0)
     for floors in (text_floors, header_floors, last_floors):
         excess = sum(widths) + gaps - width

@@ -4,7 +4,8 @@ Contract: `build(store, runs=None)` returns the report as HTML text and `write(s
 runs=None)` writes it (`store`: a `query.reader.Reader`, such as a `Store`). The file opens with no network: plotly.js is inlined once in the head
 (each chart is a `<div>` plus a `Plotly.newPlot` call, written with `include_plotlyjs=False`),
 there are no external stylesheets, fonts or images. Sections, each from the canned views
-(`sql/statements/report.sql`; `runs` is a GLOB over `run_name` applied to every section):
+(`sql/statements/report.sql`; `runs` is a scope of runs, `analysis.runs`: a name, run_id,
+directory or GLOB, applied to every section; runs are shown by `run_label`):
 
 1. the store, the run filter, the `kl_threshold` in force and the time of the last ingest
    (the manifest's `last_ingest`);
@@ -34,7 +35,7 @@ from ..errors import QueryError
 from ..numbers import nonfinite_name
 from ..query.statements import named
 from . import charts
-from .scope import no_data_error
+from .scope import ids, no_data_error
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -77,7 +78,7 @@ def table_html(table: "pa.Table", columns: Sequence[str], *, flag: str | None = 
         for c in columns:
             text, css = _cell(row[c])
             cells.append(f'<td class="{css}">{e(text)}</td>' if css else f"<td>{e(text)}</td>")
-        run = e(str(row.get("run_name") or ""))
+        run = e(str(row.get("run_label") or ""))
         body.append(f'<tr data-run="{run}"{cls}>{"".join(cells)}</tr>')
     return (f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table></div>')
@@ -163,7 +164,7 @@ def build(store: "Reader", runs: str | None = None, *, top_spans: int = TOP_SPAN
     from plotly.offline import get_plotlyjs
 
     e = html.escape
-    params = {"runs": runs}
+    params = {"runs": ids(store, runs)}
     summary = store.arrow(named("report.summary"), params)
     if summary.num_rows == 0:
         raise no_data_error(store, runs, "")
@@ -172,7 +173,8 @@ def build(store: "Reader", runs: str | None = None, *, top_spans: int = TOP_SPAN
     checkpoints = store.arrow(named("report.checkpoints"), params)
     threshold = store.settings().get("kl_threshold")
     n_runs = summary.num_rows
-    flagged = [r["run_name"] for r in kl.select(["run_name", "flagged"]).to_pylist() if r["flagged"]]
+    flagged = [r["run_label"] for r in kl.select(["run_label", "flagged"]).to_pylist()
+               if r["flagged"]]
 
     kl_chart = _chart(lambda: charts.plot_kl(store, runs=runs,
                                              max_points=_line_budget(2 * max(1, kl.num_rows))),
@@ -189,19 +191,19 @@ def build(store: "Reader", runs: str | None = None, *, top_spans: int = TOP_SPAN
             ("report written", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))]
     sections = [
         ("runs", "Run summary", table_html(summary, [
-            "run_name", "kind", "model_name", "learning_rate", "status", "n_steps", "last_step",
+            "run_label", "kind", "model_name", "learning_rate", "status", "n_steps", "last_step",
             "last_reward_ma10", "best_reward", "max_kl", "kl_flagged", "n_checkpoints",
             "last_checkpoint"], flag="kl_flagged", empty="no runs")),
         ("kl", "KL health", table_html(kl, [
-            "run_name", "flagged", "steps_over", "first_step_over", "last_step_over",
+            "run_label", "flagged", "steps_over", "first_step_over", "last_step_over",
             "longest_streak_over", "max_kl_v1", "max_kl_v2", "last_kl_v1", "last_kl_v2",
             "nan_steps"], flag="flagged", empty="no run logs KL") + kl_chart),
         ("rewards", "Reward trends", reward_chart),
         ("spans", f"Slowest spans (top {top_spans} per run by total time)", table_html(spans, [
-            "run_name", "rank", "name", "calls", "total_s", "mean_s", "p50_s", "p95_s", "max_s",
+            "run_label", "rank", "name", "calls", "total_s", "mean_s", "p50_s", "p95_s", "max_s",
             "share", "wall_s", "wall_share"], empty="no run has timing spans")),
         ("checkpoints", "Latest checkpoints", table_html(checkpoints, [
-            "run_name", "n_checkpoints", "latest_name", "batch", "epoch", "rolling",
+            "run_label", "n_checkpoints", "latest_name", "batch", "epoch", "rolling",
             "state_path", "sampler_name", "latest_sampler_path", "final_name"],
             empty="no run wrote a checkpoint")),
     ]

@@ -1,7 +1,8 @@
 """Export one run's timing as a Chrome trace (the JSON array Perfetto UI and chrome://tracing load).
 
 Contract: `trace_events(store, run, step=None, segment=None, source="auto") -> list[dict]`.
-`run` is a run_name, or a GLOB matching exactly one run. The events come from
+`run` names one run (`analysis.runs`: a run_id or unique prefix, a run_name or label, its
+directory, or a GLOB matching exactly one run). The events come from
 `trace_slices` when the run has any (`source="trace"`), else from `spans`
 (`source="spans"`; `"auto"` picks the first that has rows). The list starts with the
 metadata events (`ph: "M"`: `process_name`, `process_sort_index`, `thread_name`,
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import QueryError
 from ..numbers import nonfinite_name
+from ..query.rows import records
 from ..query.statements import named
 from .scope import one_run
 
@@ -59,7 +61,7 @@ def trace_events(store: "Reader", run: str, *, step: int | None = None,
     if source not in ("auto", "trace", "spans"):
         raise QueryError(f"source must be auto, trace or spans, got {source!r}")
     run_id, run_name = one_run(store, run)
-    n_slices = store.arrow(named("trace.slice_count"), {"run": run_id}).column("n")[0].as_py()
+    n_slices = records(store, named("trace.slice_count"), {"run": run_id})[0]["n"]
     if source == "trace" and n_slices == 0:
         raise QueryError(f"run {run_name!r} has no trace slices (no trace_events.jsonl; the "
                          "trainer writes it with enable_trace=True); use --from spans")
@@ -78,35 +80,35 @@ def trace_events(store: "Reader", run: str, *, step: int | None = None,
 def _from_trace(store: "Reader", run_id: str, run_name: str, step: int | None,
                 segment: int | None) -> list[dict[str, Any]]:
     if segment is not None:
-        rows = store.arrow(named("trace.segment_slices"),
-                           {"run": run_id, "segment": segment}).to_pylist()
+        rows = records(store, named("trace.segment_slices"),
+                       {"run": run_id, "segment": segment})
         if not rows:
-            segs = store.arrow(named("trace.segments"),
-                               {"run": run_id}).column("segment").to_pylist()
+            segs = [r["segment"]
+                    for r in records(store, named("trace.segments"), {"run": run_id})]
             raise QueryError(f"run {run_name!r} has no trace segment {segment}; segments: "
                              f"{', '.join(map(str, segs))}")
     elif step is not None:
         rows = _step_slices(store, run_id, run_name, step)
     else:
-        rows = store.arrow(named("trace.slices"), {"run": run_id}).to_pylist()
+        rows = records(store, named("trace.slices"), {"run": run_id})
     return _chrome_events(rows, run_name)
 
 
 def _step_slices(store: "Reader", run_id: str, run_name: str, step: int) -> list[dict[str, Any]]:
     """Slices whose args say `step == N`, plus those starting in step N's matched window."""
-    tagged = store.arrow(named("trace.step_tagged_slices"),
-                         {"run": run_id, "step": step}).to_pylist()
+    tagged = records(store, named("trace.step_tagged_slices"),
+                     {"run": run_id, "step": step})
     window = step_window(store, run_id, step)
     inside: list[dict[str, Any]] = []
     if window is not None:
         seg, lo, hi = window
-        inside = store.arrow(
-            named("trace.window_slices"),
+        inside = records(
+            store, named("trace.window_slices"),
             {"run": run_id, "seg": seg, "lo": lo - MATCH_TOLERANCE_US,
-             "hi": hi + MATCH_TOLERANCE_US}).to_pylist()
+             "hi": hi + MATCH_TOLERANCE_US})
     if not tagged and not inside:
-        has_spans = store.arrow(named("trace.step_span_count"),
-                                {"run": run_id, "step": step}).column("n")[0].as_py()
+        has_spans = records(store, named("trace.step_span_count"),
+                            {"run": run_id, "step": step})[0]["n"]
         why = ("its timing spans could not be matched to the trace" if has_spans
                else "the run has no timing spans for that step")
         raise QueryError(f"step {step} of {run_name!r}: no trace slice carries args.step = {step} "
@@ -129,23 +131,23 @@ def step_window(store: "Reader", run_id: str, step: int) -> tuple[int, float, fl
     slices named like the step's longest span with its duration; the candidate that lines up
     most of the step's spans wins (at least half of them, else None).
     """
-    spans = store.arrow(named("trace.step_spans"), {"run": run_id, "step": step}).to_pylist()
+    spans = records(store, named("trace.step_spans"), {"run": run_id, "step": step})
     if not spans:
         return None
     anchor = max(spans, key=lambda s: (s["duration_s"] or 0.0))
     dur = (anchor["duration_s"] or 0.0) * 1e6
     tol = max(MATCH_TOLERANCE_US, 1e-4 * dur)
-    candidates = store.arrow(
-        named("trace.anchor_candidates"),
-        {"run": run_id, "name": anchor["name"], "lo": dur - tol, "hi": dur + tol}).to_pylist()
+    candidates = records(
+        store, named("trace.anchor_candidates"),
+        {"run": run_id, "name": anchor["name"], "lo": dur - tol, "hi": dur + tol})
     extent = max(s["wall_end_s"] for s in spans) * 1e6
     best: tuple[int, tuple[int, float, float]] | None = None
     for c in candidates:
         offset = c["start_us"] - anchor["wall_start_s"] * 1e6
-        found = store.arrow(
-            named("trace.slices_between"),
+        found = records(
+            store, named("trace.slices_between"),
             {"run": run_id, "seg": c["segment"], "lo": offset - MATCH_TOLERANCE_US,
-             "hi": offset + extent + MATCH_TOLERANCE_US}).to_pylist()
+             "hi": offset + extent + MATCH_TOLERANCE_US})
         score = _matches(spans, found, offset)
         if best is None or score > best[0]:
             best = (score, (c["segment"], offset, offset + extent))
@@ -277,10 +279,10 @@ def _meta(kind: str, pid: int, tid: int, **args: Any) -> dict[str, Any]:
 
 def _from_spans(store: "Reader", run_id: str, run_name: str,
                 step: int | None) -> list[dict[str, Any]]:
-    rows = store.arrow(named("trace.run_spans"), {"run": run_id, "step": step}).to_pylist()
+    rows = records(store, named("trace.run_spans"), {"run": run_id, "step": step})
     if not rows:
         if step is not None:
-            steps = store.arrow(named("trace.span_step_range"), {"run": run_id}).to_pylist()[0]
+            steps = records(store, named("trace.span_step_range"), {"run": run_id})[0]
             if steps["n"]:
                 raise QueryError(f"run {run_name!r} has no timing spans at step {step}; steps "
                                  f"with spans: {steps['lo']}..{steps['hi']} ({steps['n']} steps)")

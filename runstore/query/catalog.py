@@ -4,22 +4,27 @@ Contract: everything here is derived from the two sources of truth — the colum
 comments in `runstore/storage/schema.py`, and each view file's purpose comment and
 `-- @column` lines (`views.py`) — and needs no store: `schema_table(table)` (`runstore
 schema`), `views_table()` and `views_text()` (`runstore views`). The views as DDL for other
-engines are `dialects.views_ddl`.
+engines are `dialects.views_ddl`. pyarrow is imported only by the functions that return a
+table: `runstore views` lists the views without it.
 """
 
 from __future__ import annotations
 
 import textwrap
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from ..errors import QueryError
 from ..storage import schema
 from .views import views
 
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-def schema_table(table: str | None = None) -> pa.Table:
+
+def schema_table(table: str | None = None) -> "pa.Table":
     """One row per column of every public table (or of `table`): table, column, type, comment."""
+    import pyarrow as pa
+
     names = list(schema.TABLES)
     if table is not None:
         if table not in schema.TABLES:
@@ -35,8 +40,10 @@ def schema_table(table: str | None = None) -> pa.Table:
          ("comment", pa.string())]))
 
 
-def views_table() -> pa.Table:
+def views_table() -> "pa.Table":
     """One row per column of every canned view: view, description, column, comment."""
+    import pyarrow as pa
+
     rows = [{"view": v.name, "description": v.description, "column": col, "comment": comment}
             for v in views() for col, comment in v.columns]
     return pa.Table.from_pylist(rows, schema=pa.schema(

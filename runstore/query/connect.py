@@ -1,9 +1,10 @@
 """Query connections: a sandboxed in-memory DuckDB over one snapshot's tables and views.
 
-Contract: `Database(root, manifest, params, allow_read)` is an in-memory DuckDB connection
-that DuckDB's own sandbox (`sandbox.confine`) restricts, before anything is registered on it,
-to reading the snapshot's live Parquet files (and the paths in `allow_read`), with its
-configuration locked. `ensure(names)` then creates what a query reads (every table and view
+Contract: `Database(root, manifest, params, allow_read, memory_limit)` is an in-memory DuckDB
+connection that DuckDB's own sandbox (`sandbox.confine`) restricts, before anything is
+registered on it, to reading the snapshot's live Parquet files (and the paths in
+`allow_read`), with its configuration locked and, given a `memory_limit` (bytes), DuckDB's own
+limit set from it (`memory.duckdb_setting`). `ensure(names)` then creates what a query reads (every table and view
 for None), each once: a public table is a view over exactly the Parquet files the snapshot
 lists (DuckDB's own Parquet scan, never a directory glob, NaN never ruled out by a file's
 statistics; columns a later migration added read as typed nulls, and a table with no file
@@ -11,9 +12,13 @@ yet is a typed view of no rows; a summary the ingest keeps beside `metrics_raw` 
 that the snapshot lacks, or lacks columns of, is a view computing it from `metrics_raw`:
 sql/statements/summaries.sql), `runs` stored before the ingest kept each run's final
 checkpoint and largest `progress/done_frac` joined with the statement computing them
-(`PROGRESS`), `settings` a view of the settings this query sees
-(`storage.settings.merged`: a param named like a setting overrides it), and every canned
-view (`views.py`) after what it depends on. Everything is a view, nothing a base table, so
+(`PROGRESS`), and likewise for its total cost and tokens (`TOTALS`), `eval_runs.run_id`
+resolved through the `checkpoints` table when queried (`LINKED`), `settings` a view of the
+settings this query sees (`storage.settings.merged`: a param named like a setting overrides
+it), `kl_keys` a view of the stored KL spellings (`runstore.families`, their one home), and
+every canned view (`views.py`) after what it depends on; the macros (`macros.py`, e.g.
+`over_threshold`) are created with the connection, before any view. Everything is a view,
+nothing a base table, so
 no statement can change what a later query sees. `cursor()` gives one query its own cursor
 (`sandbox.cursor`). `connect()` returns such a connection with everything created. No DuckDB
 database file is ever opened, so readers never block writers or each other.
@@ -22,7 +27,7 @@ No SQL text is built here: a table is one fixed statement (the Parquet scan) who
 list is bound, shaped with DuckDB's expression API; `settings` one whose values are bound;
 a canned view or a computed summary is its `.sql` file's body under its quoted name.
 Building a connection imports neither pyarrow nor sqlglot (`runstore sql` pays for neither;
-tests/test_fast_path.py holds it).
+tests/query/test_fast_path.py holds it).
 """
 
 from __future__ import annotations
@@ -31,22 +36,32 @@ import threading
 from typing import Any, Iterable
 
 from ..errors import StoreCorrupt, one_line
+from ..families import KL_KEYS_QUERY, kl_keys_params
 from ..resources import sql_dir
 from ..storage import schema as schema_mod
 from ..storage.location import location
 from ..storage.manifest import Manifest, Root
 from ..storage.settings import merged, value_parts
 from ..storage.snapshot import damaged_file, table_files
-from . import sandbox
+from . import macros, memory, sandbox
 from .guard import identifier
 from .statements import named
 from .views import View, view_files, parsed
 
 SETTINGS = "settings"
+KL_KEYS = "kl_keys"  # the stored KL spellings (runstore.families.KL_KEYS)
 # The `runs` columns the ingest keeps from a run's checkpoints and per-key summary, and the
 # statement computing them for a snapshot written before it kept them.
 PROGRESS = ("final_checkpoint", "done_frac")
 PROGRESS_STATEMENT = "summaries.run_progress"
+# The `runs` columns the ingest keeps from a run's live metrics file (its total cost and
+# tokens), and the statement computing them for a snapshot written before it kept them.
+TOTALS = ("cost_usd", "tokens_sampled", "tokens_trained")
+TOTALS_STATEMENT = "totals.run_totals"
+# Tables with a column resolved when queried, not stored: (column, the statement giving it per
+# key, the key columns). `eval_runs.run_id` is the training run whose checkpoint an eval
+# evaluated, found through the `checkpoints` table (which may be ingested later).
+LINKED = {"eval_runs": ("run_id", "evals.eval_run_links", ("eval_store_id", "eval_run_id"))}
 # Summaries of `metrics_raw` kept at ingest, and the statement computing each for a snapshot
 # written before (some of) it was kept.
 DERIVED = {"metric_keys": "summaries.metric_keys", "metric_steps": "summaries.metric_steps",
@@ -64,7 +79,8 @@ class Database:
     """One sandboxed in-memory DuckDB over one snapshot; tables and views made on demand."""
 
     def __init__(self, root: Root, manifest: Manifest,
-                 params: dict[str, Any] | None = None, *, allow_read: Iterable[str] | None = None):
+                 params: dict[str, Any] | None = None, *, allow_read: Iterable[str] | None = None,
+                 memory_limit: int | None = None):
         import duckdb
 
         root = location(root)  # a plain path or URI too
@@ -76,7 +92,9 @@ class Database:
         try:
             root.duckdb_register(self.con)
             sandbox.confine(self.con, [f for fs in self.files.values() for f in fs] + extra_files,
-                            extra_dirs)
+                            extra_dirs, memory_limit=None if memory_limit is None
+                            else memory.duckdb_setting(memory_limit))
+            macros.create(self.con)
         except BaseException:
             self.con.close()
             raise
@@ -96,7 +114,7 @@ class Database:
     def needs(self, names: Iterable[str] | None) -> list[str]:
         """What reading `names` needs created, in creation order (everything for None or
         for a name that is none of ours: a system view, a file, ...)."""
-        known = {*self.files, SETTINGS, *self._view_files}
+        known = {*self.files, SETTINGS, KL_KEYS, *self._view_files}
         wanted = None if names is None else {n.lower() for n in names}
         if wanted is None or not wanted <= known:
             wanted = known
@@ -112,7 +130,7 @@ class Database:
                 visit(dep, trail + (name,))
             todo.append(name)
 
-        for name in [*self.files, SETTINGS, *self._view_files]:  # a stable order
+        for name in [*self.files, SETTINGS, KL_KEYS, *self._view_files]:  # a stable order
             if name in wanted:
                 visit(name, ())
         return todo
@@ -121,17 +139,23 @@ class Database:
         """Create the tables and views reading `names` needs (all for None)."""
         with self._lock:
             for name in self.needs(names):
-                if name in self._made:
-                    continue
-                if name in self.files:
-                    self._table(name)
-                elif name == SETTINGS:
-                    self._settings()
-                else:
-                    # DDL around the view file's own body (a relation's view would wrap the
-                    # body in a subquery; the view is exactly the documented SELECT).
-                    self.con.execute(f"create view {identifier(name)} as {self.view(name).body}")
-                self._made.add(name)
+                self._make(name)
+
+    def _make(self, name: str) -> None:
+        """Create `name` (a table, `settings`, `kl_keys` or a view) once (under the lock)."""
+        if name in self._made:
+            return
+        if name in self.files:
+            self._table(name)
+        elif name == SETTINGS:
+            self._settings()
+        elif name == KL_KEYS:
+            self.con.sql(KL_KEYS_QUERY, params=kl_keys_params()).create_view(KL_KEYS)
+        else:
+            # DDL around the view file's own body (a relation's view would wrap the body in a
+            # subquery; the view is exactly the documented SELECT).
+            self.con.execute(f"create view {identifier(name)} as {self.view(name).body}")
+        self._made.add(name)
 
     def _typed_nulls(self, columns: list[tuple[str, str]]) -> list[Any]:
         """`cast(null as TYPE) as name` for each (name, DuckDB type), as DuckDB expressions."""
@@ -161,11 +185,16 @@ class Database:
             if name == "runs" and {c for c, _ in missing} >= set(PROGRESS):
                 rel = self._with_progress(rel)
                 missing = [(c, t) for c, t in missing if c not in PROGRESS]
+            if name == "runs" and {c for c, _ in missing} >= set(TOTALS):
+                rel = self._with_totals(rel)
+                missing = [(c, t) for c, t in missing if c not in TOTALS]
             if missing:
                 # Columns a later migration added, which no live file has yet: nulls of the
                 # column's type, so queries see the current schema.
                 rel = rel.project(*[duckdb.ColumnExpression(c) for c in rel.columns],
                                   *self._typed_nulls(missing))
+            if name in LINKED:
+                rel = self._linked(name, rel, files)
             rel.create_view(name)
         except Exception as e:  # duckdb's errors: name the damaged file and what to do
             damaged = damaged_file(self.root, self.manifest, [name]) or StoreCorrupt(
@@ -174,11 +203,9 @@ class Database:
             raise damaged from e
 
     def _inputs(self, *names: str) -> None:
-        """The tables a computed table reads, made first (under `ensure`'s lock)."""
+        """What a computed table reads, made first (under `ensure`'s lock)."""
         for name in names:
-            if name not in self._made:
-                self._table(name)
-                self._made.add(name)
+            self._make(name)
 
     def _with_progress(self, runs: Any) -> Any:
         # `runs` rows stored before the ingest kept a run's progress: the columns computed
@@ -194,10 +221,33 @@ class Database:
                               final.alias("final_checkpoint"),
                               duckdb.ColumnExpression("done_frac"))
 
+    def _with_totals(self, runs: Any) -> Any:
+        # `runs` rows stored before the ingest kept a run's total cost and tokens: the columns
+        # computed from its metrics rows as the ingest keeps them (statement
+        # `totals.run_totals`).
+        import duckdb
+
+        self._inputs("metrics_raw")
+        joined = runs.join(self.con.sql(named(TOTALS_STATEMENT)), "run_id", how="left")
+        return joined.project(*[duckdb.ColumnExpression(c) for c in (*runs.columns, *TOTALS)])
+
+    def _linked(self, name: str, stored: Any, files: list[str]) -> Any:
+        # The column resolved when queried (`LINKED`), joined in place of the stored one,
+        # the columns kept in the table's order.
+        import duckdb
+
+        column, statement, keys = LINKED[name]
+        self._inputs("checkpoints")
+        links = self.con.sql(named(statement), params={"stored": files}).set_alias("l")
+        joined = stored.set_alias("s").join(
+            links, " and ".join(f"s.{k} = l.{k}" for k in keys), how="left")
+        return joined.project(*[duckdb.ColumnExpression("l" if c == column else "s", c)
+                                for c in stored.columns])
+
     def _derived(self, name: str) -> None:
         # A summary this snapshot does not hold (whole): computed from `metrics_raw`, as the
         # ingest would have kept it (sql/statements/summaries.sql).
-        self._inputs("metrics_raw")
+        self._inputs("metrics_raw", KL_KEYS)
         self.con.execute(f"create view {identifier(name)} as {named(DERIVED[name])}")
 
     def _settings(self) -> None:
@@ -209,9 +259,9 @@ class Database:
 
 
 def connect(root: Root, manifest: Manifest, params: dict[str, Any] | None = None,
-            *, allow_read: Iterable[str] | None = None) -> Any:
+            *, allow_read: Iterable[str] | None = None, memory_limit: int | None = None) -> Any:
     """A confined DuckDB connection with every table and view of the snapshot created."""
-    db = Database(root, manifest, params, allow_read=allow_read)
+    db = Database(root, manifest, params, allow_read=allow_read, memory_limit=memory_limit)
     try:
         db.ensure(None)
     except BaseException:

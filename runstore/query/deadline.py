@@ -1,4 +1,4 @@
-"""A time limit for one query: DuckDB's own interrupt, sent from a watching thread.
+"""A time limit for one query, and Ctrl-C: DuckDB's own interrupt, sent from another thread.
 
 Contract: DuckDB has no statement-timeout setting, but a cursor's `interrupt()` stops the
 query running on that cursor (`duckdb.InterruptException`) and only that one: other cursors
@@ -11,8 +11,19 @@ so nothing touches the cursor once the block has ended (the caller closes it the
 has a cursor of its own, so an interrupt landing as a query finishes stops nothing else).
 `seconds=None` is no limit and starts no thread. `checked(value)` is a time limit as given by
 a caller (None, or a finite number of seconds above 0), else a `UsageError`;
-`stopped(seconds, e)` is the `QueryError` to raise for `e` when the deadline `fired`: `e` is
-(or wraps) DuckDB's interrupt; else None.
+`stopped(seconds, e)` is the `LimitReached` (a `QueryError`) to raise for `e` when the
+deadline `fired`: `e` is (or wraps) DuckDB's interrupt; else None. `stop_error(seconds)` is
+that error (a query's worker process that had to be killed at its limit fails with it too:
+query/workers.py).
+
+Ctrl-C uses the same interrupt. Every `Deadline` block is listed while it runs, so
+`cancel_running()` (called from any thread: the CLI's signal watcher, cli/stopping.py)
+interrupts every query running in the process, as its time limit would. `request_stop()`
+records that the process was asked to stop (the CLI's SIGINT handler calls it, and
+`clear_stop()` forgets it when the command ends): `cancelled` is then true of every block
+running, so its caller raises `KeyboardInterrupt` however the query ended (stopped, finished
+or failed), and a block that would start raises it at once. A block `cancel_running()`
+reached is `cancelled` too. `running_on(thread)` says whether a query runs on that thread.
 
 The interrupt stops DuckDB's work (scans, joins, aggregates, producing the result); Python
 work around the query (the guard, converting a fetched result) is not cut short.
@@ -24,7 +35,7 @@ import math
 import threading
 from typing import Any
 
-from ..errors import QueryError, UsageError
+from ..errors import LimitReached, UsageError
 
 # DuckDB drops an interrupt that comes while the cursor runs nothing (between the guard's
 # statements, before `convert` starts the query): so, once the time is up, interrupt again
@@ -32,6 +43,43 @@ from ..errors import QueryError, UsageError
 REPEAT_S = 0.05
 HINT = ("narrow it (a WHERE, a LIMIT, fewer joins) or allow it longer (runstore sql --timeout "
         "SECONDS; runstore ui --sql-timeout SECONDS; Python: timeout=SECONDS)")
+
+
+# The queries running now (Ctrl-C stops them all), and whether the process was asked to stop.
+_running: set["Deadline"] = set()
+# Re-entrant: the CLI's SIGINT handler asks `running_on` from the main thread, which may hold
+# this lock at that very moment (entering or leaving a block).
+_running_lock = threading.RLock()
+_stop_requested = False
+
+
+def request_stop() -> None:
+    """Record that the process was asked to stop: every query running is `cancelled`, and
+    none starts (see the module docstring)."""
+    global _stop_requested
+    _stop_requested = True
+
+
+def clear_stop() -> None:
+    """Forget `request_stop()` (the command it was for has ended)."""
+    global _stop_requested
+    _stop_requested = False
+
+
+def running_on(thread: threading.Thread) -> bool:
+    """Whether a query is running (inside a `Deadline` block) on `thread`."""
+    with _running_lock:
+        return any(d.thread is thread for d in _running)
+
+
+def cancel_running() -> int:
+    """Interrupt every query running in this process (each `Deadline` block now open), as
+    their time limits would, and mark them `cancelled`; the number of queries reached."""
+    with _running_lock:
+        running = list(_running)
+    for d in running:
+        d.cancel()
+    return len(running)
 
 
 def checked(value: Any, name: str = "timeout") -> float | None:
@@ -52,6 +100,8 @@ class Deadline:
     def __init__(self, cursor: Any, seconds: float | None):
         self.seconds = seconds
         self.fired = False
+        self._cancelled = False
+        self.thread = threading.current_thread()
         self._cursor: Any = cursor
         self._lock = threading.Lock()
         self._ended = threading.Event()
@@ -61,21 +111,46 @@ class Deadline:
             self._thread = threading.Thread(target=self._watch, name="runstore-query-deadline",
                                             daemon=True)
 
+    @property
+    def cancelled(self) -> bool:
+        """Whether Ctrl-C stopped this query (`cancel_running`) or came while it ran
+        (`request_stop`): its caller then raises KeyboardInterrupt."""
+        return self._cancelled or _stop_requested
+
+    def cancel(self) -> None:
+        """Interrupt the query now, and again every `REPEAT_S` until the block ends."""
+        with self._lock:
+            if self._cursor is None or self._cancelled:
+                return
+            self._cancelled = True
+        threading.Thread(target=self._interrupt, name="runstore-query-cancel",
+                         daemon=True).start()
+
     def _watch(self) -> None:
         assert self.seconds is not None
         # Beyond TIMEOUT_MAX (centuries) the wait would fail instead of waiting.
         if self._ended.wait(min(self.seconds, threading.TIMEOUT_MAX)):
             return
+        with self._lock:
+            if self._cursor is None:  # the block ended while this thread woke up
+                return
+            self.fired = True
+        self._interrupt()
+
+    def _interrupt(self) -> None:
         while True:
             with self._lock:
-                if self._cursor is None:  # the block ended while this thread woke up
+                if self._cursor is None:  # the block has ended: nothing touches the cursor
                     return
-                self.fired = True
                 self._cursor.interrupt()
             if self._ended.wait(REPEAT_S):
                 return
 
     def __enter__(self) -> "Deadline":
+        if _stop_requested:
+            raise KeyboardInterrupt("interrupted")
+        with _running_lock:
+            _running.add(self)
         if self._thread is not None:
             self._thread.start()
         return self
@@ -84,11 +159,13 @@ class Deadline:
         self._ended.set()
         with self._lock:  # waits for an interrupt under way: none can follow
             self._cursor = None
+        with _running_lock:
+            _running.discard(self)
         if self._thread is not None:
             self._thread.join()
 
 
-def stopped(seconds: float | None, e: BaseException) -> QueryError | None:
+def stopped(seconds: float | None, e: BaseException) -> LimitReached | None:
     """The error for a query the deadline stopped: `e` is DuckDB's interrupt, or wraps it (a
     conversion that catches and rewraps errors); None otherwise."""
     import duckdb
@@ -96,8 +173,15 @@ def stopped(seconds: float | None, e: BaseException) -> QueryError | None:
     seen: BaseException | None = e
     visited: set[int] = set()
     while seen is not None and id(seen) not in visited:
-        if isinstance(seen, duckdb.InterruptException):
-            return QueryError(f"query stopped after {seconds:g} s (its time limit): {HINT}")
+        if isinstance(seen, duckdb.InterruptException) or (
+                # through Arrow's C stream (a result read as batches) only the text is left
+                isinstance(seen, OSError) and str(seen).startswith("INTERRUPT Error")):
+            return stop_error(seconds)
         visited.add(id(seen))
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def stop_error(seconds: float | None) -> LimitReached:
+    """The error of a query stopped at its time limit of `seconds`."""
+    return LimitReached(f"query stopped after {seconds:g} s (its time limit): {HINT}")

@@ -1,15 +1,18 @@
 """Other engines: the canned views transpiled for Spark and Trino, and the store on Spark.
 
 Contract: `DIALECTS` are the engines `runstore views --dialect` writes for. `transpile(sql,
-dialect)` rewrites one DuckDB statement with sqlglot, with two corrections (`arg_max_null`
+dialect)` rewrites one DuckDB statement with sqlglot: what runstore's DuckDB has built in is
+written out (its macros, e.g. `over_threshold`, replaced by their bodies: query/macros.py;
+the `kl_keys` relation by its rows: runstore.families), with two corrections (`arg_max_null`
 as `max_by`; an exact percentile on Spark, see `transpile`); `view_ddl(name, body, dialect)`
-wraps a view body in that engine's `CREATE OR REPLACE [TEMP] VIEW`; `views_ddl(dialect)` is one
-script creating `settings` (the default settings) and every canned view in dependency order,
-to run as is over tables with runstore's names.
+wraps a view body in that engine's `CREATE OR REPLACE [TEMP] VIEW`; `views_ddl(dialect)` is
+one script creating `settings` (the default settings) and every canned view in dependency
+order, to run as is over tables with runstore's names.
 
 `register(spark, store)` makes every public table of the store's newest snapshot a temporary
 view on a SparkSession, read from exactly the Parquet files the snapshot lists (never a
-directory glob: files a compaction replaced stay on disk until vacuum), then `settings` (the
+directory glob: files a compaction replaced stay on disk until vacuum; a column runstore
+resolves when queried, `eval_runs.run_id`, resolved there too), then `settings` (the
 store's settings, as a query sees them), then every canned view transpiled to Spark SQL, in
 dependency order; it returns the names registered. Works for any SparkSession (local, a
 cluster, Databricks) that can read the store's paths:
@@ -31,10 +34,13 @@ import textwrap
 from typing import TYPE_CHECKING, Any
 
 from ..errors import QueryError
+from ..families import KL_KEYS
 from ..storage import schema
 from ..storage.location import location
 from ..storage.settings import DEFAULT_SETTINGS, merged, value_parts
 from ..storage.snapshot import current, table_files
+from .connect import LINKED
+from .statements import named
 from .views import views
 
 if TYPE_CHECKING:
@@ -58,10 +64,24 @@ def transpile(sql: str, dialect: str) -> str:
     """
     import sqlglot
 
-    tree = sqlglot.parse_one(sql, read="duckdb").transform(_max_by)
+    from .macros import expand
+
+    tree = expand(sqlglot.parse_one(sql, read="duckdb")).transform(_kl_keys).transform(_max_by)
     if dialect in ("spark", "databricks"):
         tree = tree.transform(_exact_percentile)
     return tree.sql(dialect=dialect, pretty=True)
+
+
+def _kl_keys(node: Any) -> Any:
+    """The relation `kl_keys` (the stored KL spellings, which runstore's DuckDB creates from
+    runstore.families) written out as its rows, for an engine that has no such table."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Table) and node.name.lower() == "kl_keys" and not node.db:
+        rows = exp.values([tuple(row) for row in KL_KEYS], alias="k",
+                          columns=["key", "family", "pref"])
+        return exp.select("*").from_(rows).subquery(node.alias_or_name)
+    return node
 
 
 def _max_by(node: Any) -> Any:
@@ -115,7 +135,9 @@ def views_ddl(dialect: str) -> str:
         settings = exp.union(settings, more, distinct=False)
     parts = [f"-- runstore canned views for {dialect}, in dependency order. They read tables "
              "named like runstore's\n-- (runs, metrics_raw, spans, ...) and the `settings` "
-             "view below (edit kl_threshold there).",
+             "view below (edit kl_threshold there).\n-- eval_runs.run_id is not stored: "
+             "runstore resolves it when queried (statement eval_run_links\n-- of "
+             "sql/statements/evals.sql; `register` does it on Spark).",
              view_ddl("settings", settings.sql(dialect="duckdb"), dialect)]
     if dialect == "trino":
         # Trino has no exact percentile aggregate; say so rather than differ silently.
@@ -126,6 +148,30 @@ def views_ddl(dialect: str) -> str:
                                               initial_indent="-- ", subsequent_indent="-- "))
                      + "\n" + view_ddl(v.name, v.body, dialect))
     return "\n\n".join(parts) + "\n"
+
+
+def _linked(spark: Any, name: str) -> None:
+    """Table `name`'s column resolved when queried (`connect.LINKED`), on Spark as in DuckDB:
+    its statement transpiled, reading the stored rows (registered as `<name>__stored`) where
+    DuckDB reads the table's files, and joined to them in the table's column order."""
+    from sqlglot import exp
+
+    column, statement, keys = LINKED[name]
+    stored = spark.table(name)
+    stored.createOrReplaceTempView(f"{name}__stored")
+
+    def from_stored(node: Any) -> Any:
+        if isinstance(node, exp.ReadParquet) or (isinstance(node, exp.Anonymous)
+                                                 and node.name.lower() == "read_parquet"):
+            return exp.to_table(f"{name}__stored")
+        return node
+
+    import sqlglot
+
+    tree = sqlglot.parse_one(named(statement), read="duckdb").transform(from_stored)
+    links = spark.sql(tree.sql(dialect="spark"))
+    joined = stored.drop(column).join(links, on=list(keys), how="left")
+    joined.select(*stored.columns).createOrReplaceTempView(name)
 
 
 def spark_ddl(table: str) -> str:
@@ -148,6 +194,8 @@ def register(spark: Any, store: "Reader | str | os.PathLike[str]") -> list[str]:
         df = reader.parquet(*files) if files else spark.createDataFrame([], spark_ddl(name))
         df.createOrReplaceTempView(name)
         names.append(name)
+    for name in LINKED:
+        _linked(spark, name)
     rows = [(k, *value_parts(v)) for k, v in merged(manifest.settings).items()]
     spark.createDataFrame(rows, "name STRING, value_num DOUBLE, value_str STRING") \
         .createOrReplaceTempView("settings")

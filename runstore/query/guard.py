@@ -74,7 +74,7 @@ QUERY_KEYWORDS = frozenset({"SELECT", "WITH", "FROM", "VALUES", "(", "TABLE", "D
 # the database's state for later queries (`checkpoint`, `truncate_duckdb_logs`, the external
 # resource registry, grammar extensions, logging, profiling), scan raw memory pointers
 # (`arrow_scan`, `pandas_scan`, `python_map_function`, ...) or open a DuckDB database file
-# (`read_duckdb`). tests/test_sql_guard.py enumerates `duckdb_functions()` to hold this to
+# (`read_duckdb`). tests/query/test_sql_guard.py enumerates `duckdb_functions()` to hold this to
 # the DuckDB in use.
 READ_TABLE_FUNCTIONS = frozenset({
     # files, through the sandbox: only the store's files unless allowed

@@ -1,10 +1,10 @@
 """Which metric keys a store holds: the one place that answers "has any run logged KEY?".
 
 Contract: `logged_keys(store, keys=None, runs=None)` maps each key to the ids of the runs that
-logged it (every logged key when `keys` is None; only runs whose `run_name` matches the GLOB
-`runs` when given). A key counts as logged when any row of `metrics_raw` has it, live or
+logged it (every logged key when `keys` is None; only the runs whose run_ids are `runs` when
+given: a scope that `runstore.analysis.runs` resolved). A key counts as logged when any row of `metrics_raw` has it, live or
 superseded, with or without a step. It reads `metric_keys`, the per-key summary the ingest
-keeps beside `metrics_raw` (ingest/normalize/metric_keys.py: a key is in it exactly when
+keeps beside `metrics_raw` (ingest/summaries.py: a key is in it exactly when
 `metrics_raw` has a row of it), so it never scans the metric rows.
 
 `per_source(store, where, params)` is that summary per (run, metrics file, key), exact: the
@@ -18,8 +18,8 @@ in the CLI) naming the closest logged keys (difflib). `coverage(store, names, ru
 many runs (of how many) log each name, from which the CLI prints a note for names that some
 runs lack. With `families=True` a name stands for its `optim/` family, as in health rules.
 
-`family(name)` is the one home of the `optim/` family rule: `optim/X` and `X` are one metric
-(older releases log KL and entropy without the prefix), the `optim/` spelling preferred.
+`family(name)` is the `optim/` family rule (`optim/X` and `X` are one metric, in both
+directions, the `optim/` spelling preferred), whose one home is `runstore.families`.
 """
 
 from __future__ import annotations
@@ -29,63 +29,46 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import StoreNotFound, UnknownKey
+from ..families import family
 from .rows import from_relation
 from .statements.frames import count_runs_query, logged_keys_query
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from .reader import Reader
 
 LIST_KEYS = 'runstore sql "select distinct key from metrics_raw order by 1"'
-PREFIX = "optim/"
-
-
-def family(metric: str) -> tuple[str, ...]:
-    """The stored keys that `metric` stands for, preferred spelling first.
-
-    `optim/X` and `X` are one family (older releases log KL and entropy without the prefix);
-    other names with a `/` stand for themselves.
-
-    >>> family("optim/entropy"), family("entropy"), family("env/all/reward/total")
-    (('optim/entropy', 'entropy'), ('optim/entropy', 'entropy'), ('env/all/reward/total',))
-    """
-    if metric.startswith(PREFIX) and len(metric) > len(PREFIX):
-        return metric, metric[len(PREFIX):]
-    if "/" not in metric:
-        return PREFIX + metric, metric
-    return (metric,)
-
+__all__ = ["Coverage", "LIST_KEYS", "closest", "coverage", "family", "logged_keys", "per_source",
+           "require", "summarised"]
 
 PER_SOURCE_FIELDS = ("run_id", "source_id", "key", "pre_resume", "n_points", "first_step",
                      "last_step", "n_numbers", "n_strings", "n_stepless")
 
 
-def per_source(store: "Reader", where: Any = None, params: dict[str, Any] | None = None
-               ) -> "pa.Table":
-    """One row per (run_id, source_id, key) of `metric_keys` rows matching the sqlglot
-    condition `where` (bound `params`), with `PER_SOURCE_FIELDS`, exact (see the module)."""
-    import sqlglot
-    from sqlglot import exp
+def per_source(store: "Reader", where: str | None = None,
+               params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One row per (run_id, source_id, key) of `metric_keys` rows matching the SQL condition
+    `where` (text over the summary's columns, values bound as `params`), with
+    `PER_SOURCE_FIELDS`, exact (see the module). Plain rows: `runstore keys` reads them
+    without pyarrow."""
+    source = "metric_keys" if summarised(store) else f"({_SCAN}) as s"
+    condition = f" where {where}" if where else ""
+    sql = _PER_SOURCE.format(source=source, where=condition)
+    rows = store.fetch(sql, dict(params or {}), convert=from_relation).to_pylist()
+    return _recount(store, rows)
 
-    c = exp.column
-    source: Any = "metric_keys" if summarised(store) else exp.alias_(
-        exp.paren(sqlglot.parse_one(_SCAN, read="duckdb")), "s", table=True)
-    query = (exp.select(c("run_id"), c("source_id"), c("key"),
-                        exp.alias_(exp.func("bool_or", c("pre_resume")), "pre_resume"),
-                        exp.alias_(exp.func("sum", c("n_points")), "n_points"),
-                        exp.alias_(exp.func("min", c("first_step")), "first_step"),
-                        exp.alias_(exp.func("max", c("last_step")), "last_step"),
-                        exp.alias_(exp.func("sum", c("n_numbers")), "n_numbers"),
-                        exp.alias_(exp.func("sum", c("n_strings")), "n_strings"),
-                        exp.alias_(exp.func("sum", c("n_stepless")), "n_stepless"),
-                        exp.alias_(exp.func("bool_and", c("steps_exact")), "steps_exact"))
-             .from_(source).group_by("run_id", "source_id", "key"))
-    if where is not None:
-        query = query.where(where)
-    table = store.arrow(query.sql(dialect="duckdb"), dict(params or {}))
-    return _recount(store, table)
 
+# The summary's rows of one (run, source, key) added up (as BIGINT: a row count, and plain
+# Python ints without Arrow): `steps_exact` is false when one of them could only bound its
+# distinct steps (`_recount`).
+_PER_SOURCE = """
+select run_id, source_id, key, bool_or(pre_resume) as pre_resume,
+       sum(n_points)::bigint as n_points, min(first_step) as first_step,
+       max(last_step) as last_step, sum(n_numbers)::bigint as n_numbers,
+       sum(n_strings)::bigint as n_strings, sum(n_stepless)::bigint as n_stepless,
+       bool_and(steps_exact) as steps_exact
+from {source}{where}
+group by run_id, source_id, key
+"""
 
 # metric_keys computed from metrics_raw, for a snapshot that has no metric_keys table yet.
 _SCAN = """
@@ -114,28 +97,27 @@ _RECOUNT = ("select source_id, key, count(distinct step) as exact_points from me
             "group by source_id, key")
 
 
-def _recount(store: "Reader", table: "pa.Table") -> "pa.Table":
-    """`table` with the exact distinct-step count where `steps_exact` is false."""
-    exact = table.column("steps_exact").to_pylist()
-    if all(exact):
-        return table.drop_columns(["steps_exact"])
-    sources = table.column("source_id").to_pylist()
-    keys = table.column("key").to_pylist()
-    todo = [(s, k) for s, k, e in zip(sources, keys, exact) if not e]
-    counts = store.arrow(_RECOUNT, {"sources": sorted({s for s, _ in todo}),
-                                    "keys": sorted({k for _, k in todo})}).to_pylist()
-    found = {(r["source_id"], r["key"]): r["exact_points"] for r in counts}
-    points = [n if e else found.get((s, k), 0) for s, k, e, n in
-              zip(sources, keys, exact, table.column("n_points").to_pylist())]
-    i = table.schema.get_field_index("n_points")
-    import pyarrow as pa
-
-    table = table.set_column(i, "n_points", pa.array(points, pa.int64()))
-    return table.drop_columns(["steps_exact"])
+def _recount(store: "Reader", rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`rows` with the exact distinct-step count where `steps_exact` is false (and without
+    that column)."""
+    todo = [(r["source_id"], r["key"]) for r in rows if not r["steps_exact"]]
+    found: dict[tuple[Any, Any], int] = {}
+    if todo:
+        counts = store.fetch(_RECOUNT, {"sources": sorted({s for s, _ in todo}),
+                                        "keys": sorted({k for _, k in todo})},
+                             convert=from_relation).to_pylist()
+        found = {(r["source_id"], r["key"]): r["exact_points"] for r in counts}
+    out = []
+    for r in rows:
+        exact = r.pop("steps_exact")
+        if not exact:
+            r["n_points"] = found.get((r["source_id"], r["key"]), 0)
+        out.append(r)
+    return out
 
 
 def logged_keys(store: "Reader", keys: Sequence[str] | None = None, *,
-                runs: str | None = None) -> dict[str, frozenset[str]]:
+                runs: Sequence[str] | None = None) -> dict[str, frozenset[str]]:
     """Each key (of `keys`, else every one logged) that some run logged, with those runs' ids."""
     sql, params = logged_keys_query(keys, runs=runs, summarised=summarised(store))
     # Plain rows (two text columns): `runstore check --rule` asks this, and imports no Arrow.
@@ -170,9 +152,9 @@ def require(store: "Reader", names: Sequence[str], *, families: bool = False,
             raise UnknownKey(_unknown(store, name, ks, what, families))
 
 
-def coverage(store: "Reader", names: Sequence[str], *, runs: str | None = None,
+def coverage(store: "Reader", names: Sequence[str], *, runs: Sequence[str] | None = None,
              families: bool = False) -> Coverage:
-    """How many of the runs matching the GLOB `runs` (all runs when None) log each name."""
+    """How many of the runs `runs` (run_ids; all runs when None) log each name."""
     spellings = _spellings(names, families)
     scoped = logged_keys(store, sorted({k for ks in spellings.values() for k in ks}), runs=runs)
     logging = {name: len(frozenset().union(*(scoped.get(k, frozenset()) for k in ks)))
@@ -184,8 +166,9 @@ def _spellings(names: Sequence[str], families: bool) -> dict[str, tuple[str, ...
     return {n: family(n) if families else (n,) for n in names}
 
 
-def _count_runs(store: "Reader", runs: str | None) -> int:
-    return int(store.arrow(*count_runs_query(runs)).column(0)[0].as_py())
+def _count_runs(store: "Reader", runs: Sequence[str] | None) -> int:
+    sql, params = count_runs_query(runs)
+    return int(store.fetch(sql, params, convert=from_relation).to_pylist()[0]["n"])
 
 
 def closest(name: str, spellings: Sequence[str], known: Sequence[str], n: int = 3) -> list[str]:

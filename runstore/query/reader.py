@@ -1,12 +1,12 @@
 """What the layers above the query engine read a store through: the `Reader` protocol.
 
-Contract: health rules, pictures, key lookups and other engines take a `Reader`, not a
-`Store`: anything with the store's location (`path`), its checked newest snapshot
+Contract: the one protocol of a readable store: comparisons (`analysis`), health rules,
+pictures, key lookups and other engines take a `Reader`, not a `Store`: anything with the store's location (`path`), its checked newest snapshot
 (`manifest()`), the settings a query sees by default (`settings()`) and read-only queries
 answered as Arrow (`arrow(sql, params)`: the guard, the sandbox and bound `$name` params of
 `Store.fetch`), or converted by the caller (`fetch(sql, params, convert=)`, e.g. plain rows:
 `rows.from_relation`). `Store` is one (it is the object every caller has); naming only what they use
-keeps those layers below `store.py`, so imports run one way (docs/architecture.md).
+keeps those layers below `store`, so imports run one way (docs/architecture.md).
 """
 
 from __future__ import annotations

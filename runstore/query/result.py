@@ -6,11 +6,11 @@ bound `params`, read in one of these ways, once:
 * `columns`, `types` (DuckDB's types), `fetchall()`: the query runs as a prepared statement
   (`con.execute`), so DuckDB binds and optimizes it once. A relation (`con.sql`) binds it
   twice, once to make the relation and once to run it, which for the canned views' expanded
-  text is 10–15 ms of a 20–60 ms check (docs/benchmarks.md).
+  text is a measurable part of a quick statement's time.
 * `to_arrow_table()`, `__arrow_c_stream__` (what polars reads, with no pyarrow) and any other
   relation method: the DuckDB relation of the query, made on first use, so these keep the
   double planning. An executed statement's Arrow export would plan once, but DuckDB copies
-  its rows (~5 ms even for a few) and warns about that on every call. Only a result already
+  its rows (even a few) and warns about that on every call. Only a result already
   run for its `types` (`rows.from_relation` on columns that are not plain) gives its Arrow
   that way, rather than running the query again.
 """

@@ -7,6 +7,7 @@ DECIMAL, booleans, text, dates and times, blobs, and lists of these), else as an
 (`column_names`, `num_rows`, `to_pylist()`, `slice(offset, length)`, `select(names)`), so
 code that reads a result works on either, and a result of plain types is read without
 importing pyarrow (~0.1 s of a short process): `runstore sql` and `runstore check` print so.
+`records(store, sql, params)` is one statement's result as a list of dicts, read that way.
 """
 
 from __future__ import annotations
@@ -73,3 +74,9 @@ def from_relation(rel: Any) -> "Rows | pa.Table":
     numeric = [t in INTEGERS or t in ("FLOAT", "DOUBLE") or bool(DECIMAL.fullmatch(t))
                for t in types]
     return Rows(list(rel.columns), numeric, rel.fetchall())
+
+
+def records(store: Any, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One statement's result (over a `query.reader.Reader`) as a list of dicts, as
+    `pa.Table.to_pylist` gives, read through `from_relation` (no pyarrow for plain types)."""
+    return store.fetch(sql, dict(params or {}), convert=from_relation).to_pylist()

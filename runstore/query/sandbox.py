@@ -1,17 +1,19 @@
 """DuckDB's own sandbox around every query connection: what a query may read, and nothing else.
 
-Contract: `confine(con, files, directories)` turns an in-memory DuckDB connection into one
-that can open exactly `files` (the store's live Parquet files, plus any the caller allows) and
-whatever lies under `directories` (only what a caller passes with `allow_read`), and nothing
-else: `enable_external_access = false` with `allowed_paths` / `allowed_directories`, then
-`lock_configuration = true`, so no statement and no function can change a setting afterwards
-(turn logging or profiling on, widen the allowed paths, spill to a temporary directory).
-Everything runstore needs is set before the lock: no progress bar, the Parquet footer cache,
-no temporary directory, no extension auto-loading or installing. `cursor(con)` opens a cursor
-for one query (a fresh client context: per-connection state such as `setseed` dies with it)
-with Python replacement scans off, so a query cannot read a DataFrame that happens to be in
-the caller's frame. `refusal(error)` turns DuckDB's permission errors into a `QueryError`
-that says what was refused, why, and how to allow a file on purpose; None for any other error.
+Contract: `confine(con, files, directories, memory_limit=)` turns an in-memory DuckDB
+connection into one that can open exactly `files` (the store's live Parquet files, plus any
+the caller allows) and whatever lies under `directories` (only what a caller passes with
+`allow_read`), and nothing else: `enable_external_access = false` with `allowed_paths` /
+`allowed_directories`, then `lock_configuration = true`, so no statement and no function can
+change a setting afterwards (turn logging or profiling on, widen the allowed paths, spill to a
+temporary directory, raise the memory limit). Everything runstore needs is set before the
+lock: no progress bar, the Parquet footer cache, no temporary directory, no extension
+auto-loading or installing, and DuckDB's `memory_limit` when given (DuckDB's text, e.g.
+`3000000000B`: `memory.duckdb_setting`). `cursor(con)` opens a cursor for one query (a fresh
+client context: per-connection state such as `setseed` dies with it) with Python replacement
+scans off, so a query cannot read a DataFrame that happens to be in the caller's frame.
+`refusal(error)` turns DuckDB's permission errors into a `QueryError` that says what was
+refused, why, and how to allow a file on purpose; None for any other error.
 
 Stores on S3 are read through a registered fsspec filesystem (`storage.location.S3`); DuckDB
 applies `allowed_paths` to `s3://` URIs the same way, so the confinement is the same: the
@@ -46,7 +48,8 @@ _BEFORE: tuple[tuple[str, str, Any], ...] = (
     # store file is never modified once written.
     ("global", "parquet_metadata_cache", True),
     # No spilling: the default `.tmp` in the working directory would be a directory the
-    # sandbox lets every query write to.
+    # sandbox lets every query write to, and DuckDB would fill up to 90% of its disk. A query
+    # whose hash tables or sorts outgrow `memory_limit` fails instead (query/memory.py).
     ("global", "temp_directory", ""),
     ("global", "autoinstall_known_extensions", False),
     ("global", "autoload_known_extensions", False),
@@ -55,10 +58,14 @@ _BEFORE: tuple[tuple[str, str, Any], ...] = (
 )
 
 
-def confine(con: Any, files: Sequence[str], directories: Sequence[str] = ()) -> None:
-    """Lock `con` down to reading `files` and what is under `directories`."""
+def confine(con: Any, files: Sequence[str], directories: Sequence[str] = (), *,
+            memory_limit: str | None = None) -> None:
+    """Lock `con` down to reading `files` and what is under `directories`, with DuckDB's
+    `memory_limit` set to `memory_limit` when given."""
     for scope, name, value in _BEFORE:
         con.execute(f"set {scope} {name} = $v", {"v": value})
+    if memory_limit is not None:
+        con.execute("set global memory_limit = $v", {"v": memory_limit})
     con.execute("set global allowed_paths = $v", {"v": list(files)})
     con.execute("set global allowed_directories = $v", {"v": list(directories)})
     con.execute("set python_enable_replacements = false")

@@ -1,7 +1,8 @@
 """The query side of one store: a database per snapshot, a cursor per query, errors made clear.
 
-Contract: `Session(root, manifest)` answers read-only queries over the store at `root`
-(`manifest()` gives its checked newest snapshot). `fetch(sql, params, allow_read=, convert=,
+Contract: `Session(root, manifest, memory_limit)` answers read-only queries over the store at
+`root` (`manifest()` gives its checked newest snapshot), each database's DuckDB limited by
+`memory_limit` (bytes; `memory.duckdb_setting`). `fetch(sql, params, allow_read=, convert=,
 timeout=)` runs one: the guard (`guard.guard`) checks it first; a `$name` it uses needs a
 value, and a param it does not use must name a setting (a typo in `kl_threshold` must not
 pass silently); only what the query reads is created on the database (`Database.ensure`);
@@ -10,29 +11,37 @@ values are bound, never pasted; `convert(result)` runs while the query's cursor 
 With `timeout` (seconds above 0; `deadline.checked`), the clock starts before the guard and
 the query's own cursor is interrupted when it runs out (`deadline.Deadline`), which stops
 whatever DuckDB is executing for it; the error says the query hit its time limit and how to
-allow longer. The cursor is closed only once the timer can no longer fire, so an interrupt
+allow longer. Ctrl-C reaches the query the same way (`deadline.cancel_running`): a query it
+stopped, or that ran while it came, raises `KeyboardInterrupt`. The cursor is closed only once the timer can no longer fire, so an interrupt
 never reaches another query. Queries share one `Database` per snapshot, kept while no newer
 one is published and swapped under a lock (the web UI queries from several threads); the
 older one is dropped, not closed, so a query still running on one of its cursors finishes. A
 query that overrides a setting, or may read files outside the store (`allow_read`), gets a
 database of its own, closed after it. DuckDB's errors come out as the error to show
-(`failure`): the sandbox refusing something, a query nested too deeply, a store file that
-vanished or broke since the snapshot was opened, else DuckDB's own message. `close()` closes
-the shared database.
+(`failure`): the sandbox refusing something, a query nested too deeply, an allocation that
+failed (DuckDB's out-of-memory error, or a `MemoryError` while converting: `memory.exceeded`,
+naming the limit and how to raise it), a store file that vanished or broke since the snapshot
+was opened, else DuckDB's own message. `workers()` are the worker processes that run a query
+in a process of its own (`workers.Workers`, made on first use): the caller's process is never
+capped, theirs is. `close()` closes the shared database and stops the workers.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
+from ..crashpoints import pause_point
 from ..errors import QueryError, RunstoreError
 from ..storage.manifest import Manifest, Root, manifest_paths, read_manifest
 from ..storage.settings import DEFAULT_SETTINGS
 from ..storage.snapshot import damaged_file, read_error
-from . import deadline, guard, sandbox
+from . import deadline, guard, memory, sandbox
 from .connect import Database
 from .result import Result
+
+if TYPE_CHECKING:
+    from .workers import Workers
 
 T = TypeVar("T")
 
@@ -40,12 +49,14 @@ T = TypeVar("T")
 class Session:
     """Read-only queries over one store, one cursor each (see the module docstring)."""
 
-    def __init__(self, root: Root, manifest: Callable[[], Manifest]):
+    def __init__(self, root: Root, manifest: Callable[[], Manifest], memory_limit: int):
         self.root = root
         self.manifest = manifest
+        self.memory_limit = memory_limit
         self._db: Database | None = None
         self._db_seq: int | None = None
         self._db_lock = threading.Lock()
+        self._workers: Workers | None = None
 
     def snapshot(self) -> int | None:
         """The number of the newest published snapshot (None before the first one): one
@@ -54,11 +65,23 @@ class Session:
         return paths[-1][0] if paths else None
 
     def close(self) -> None:
-        """Close the shared database (a later query opens a new one)."""
+        """Close the shared database and stop the workers (a later query starts anew)."""
         with self._db_lock:
             if self._db is not None:
                 self._db.close()
             self._db, self._db_seq = None, None
+            workers, self._workers = self._workers, None
+        if workers is not None:
+            workers.close()
+
+    def workers(self) -> "Workers":
+        """The worker processes of this store (started on first use; see query/workers.py)."""
+        from .workers import Workers
+
+        with self._db_lock:
+            if self._workers is None:
+                self._workers = Workers(self.root, self.memory_limit)
+            return self._workers
 
     def database(self, params: dict[str, Any],
                  allow_read: list[str] | None) -> tuple[Database, bool]:
@@ -66,13 +89,15 @@ class Session:
         the newest snapshot, or a fresh one when the query overrides a setting (settings are
         per database) or may read files outside the store (the allowed paths are too)."""
         if allow_read or any(k in DEFAULT_SETTINGS for k in params):
-            return Database(self.root, self.manifest(), params, allow_read=allow_read), True
+            return Database(self.root, self.manifest(), params, allow_read=allow_read,
+                            memory_limit=self.memory_limit), True
         seq = self.snapshot()
         with self._db_lock:
             if self._db is None or seq != self._db_seq:
                 # The older database is dropped, not closed: a query still running on one of
                 # its cursors (another thread) finishes on it.
-                self._db, self._db_seq = Database(self.root, self.manifest()), seq
+                self._db = Database(self.root, self.manifest(), memory_limit=self.memory_limit)
+                self._db_seq = seq
             return self._db, False
 
     def fetch(self, sql: str, params: dict[str, Any] | None, *,
@@ -90,13 +115,20 @@ class Session:
         limit = deadline.Deadline(con, timeout)
         try:
             with limit:
-                return self._run(db, con, sql, params, convert)
-        except (duckdb.Error, QueryError) as e:
-            # QueryError too: a conversion may rewrap the interrupt (Store's polars one does).
+                out = self._run(db, con, sql, params, convert)
+        except Exception as e:
+            if limit.cancelled:  # Ctrl-C: whatever the interrupt made of the query
+                raise KeyboardInterrupt("interrupted") from e
+            if not isinstance(e, (duckdb.Error, QueryError, MemoryError, OSError)):
+                raise
+            # QueryError too: a conversion may rewrap the interrupt (Store's polars one does);
+            # OSError: DuckDB's error through Arrow's C stream keeps only its text.
             stop = deadline.stopped(timeout, e) if limit.fired else None
             if stop is not None:
                 raise stop from e
-            if isinstance(e, QueryError):
+            if memory.exhausted(e):
+                raise memory.exceeded(self.memory_limit) from e
+            if isinstance(e, (QueryError, OSError)):
                 raise
             raise self.failure(e) from e
         finally:
@@ -104,6 +136,9 @@ class Session:
             con.close()
             if owned:
                 db.close()
+        if limit.cancelled:  # Ctrl-C came as the query finished: stop all the same
+            raise KeyboardInterrupt("interrupted")
+        return out
 
     def _run(self, db: Database, con: Any, sql: str, params: dict[str, Any],
              convert: Callable[[Any], T]) -> T:
@@ -119,6 +154,7 @@ class Session:
                 f"setting ({', '.join(DEFAULT_SETTINGS)})")
         db.ensure(names.tables)
         bound = {k: v for k, v in params.items() if k in names.params}
+        pause_point("query")  # tests stop a command here (Ctrl-C within a query)
         return convert(Result(con, sql, bound or None))
 
     def failure(self, e: Exception) -> Exception:

@@ -4,7 +4,8 @@ Contract: `views()` lists every canned view (a `View`: name, purpose, documented
 body, file, what it reads), in dependency order, each parsed once per process (the files ship
 with the package and do not change while it runs). `parse_view(path)` reads one file: its
 leading `--` lines are the purpose, `-- @column name: comment` lines document the columns,
-the rest is the SELECT. What a view reads comes from DuckDB's own parser
+the rest is the SELECT; `view_columns(name)` is one view's documented columns, from its
+header alone. What a view reads comes from DuckDB's own parser
 (`guard.references`), on a private connection that is confined and holds nothing; a cycle
 of views is an error. Statements the library builds from `sql/statements/*.sql` are not
 views and are not listed here.
@@ -42,6 +43,13 @@ def parse_view(path: Path, parser: Any = None) -> View:
 
     `parser` is a DuckDB connection to read its dependencies with (a private one if None).
     """
+    description, columns, body = _documented(path)
+    depends = guard.references(parser if parser is not None else _parser(), body)
+    return View(path.stem, description, columns, body, path, tuple(sorted(depends)))
+
+
+def _documented(path: Path) -> tuple[str, tuple[tuple[str, str], ...], str]:
+    """A view file's purpose, documented columns and SELECT, read without parsing the SQL."""
     lines = path.read_text().splitlines()
     purpose: list[str] = []
     columns: list[tuple[str, str]] = []
@@ -59,9 +67,13 @@ def parse_view(path: Path, parser: Any = None) -> View:
         elif not columns:
             purpose.append(stripped[2:].strip())
     body = "\n".join(lines[body_start:]).strip().rstrip(";")
-    depends = guard.references(parser if parser is not None else _parser(), body)
-    return View(path.stem, " ".join(p for p in purpose if p).strip(), tuple(columns), body, path,
-                tuple(sorted(depends)))
+    return " ".join(p for p in purpose if p).strip(), tuple(columns), body
+
+
+def view_columns(name: str) -> tuple[tuple[str, str], ...]:
+    """The documented `(column, comment)` pairs of the canned view `name`, in order, read from
+    its file's header alone (no DuckDB parse: `runstore runs` needs only these)."""
+    return _documented(view_files(str(sql_dir()))[name])[1]
 
 
 _parsers: list[Any] = []

@@ -17,7 +17,7 @@ import errno
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ..errors import RunstoreError, StoreCorrupt, one_line
+from ..errors import IOFailure, RunstoreError, StoreCorrupt, one_line
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -50,12 +50,12 @@ def write_error(root: Any, what: str, e: BaseException) -> RunstoreError:
     code = getattr(e, "errno", None)
     where = f"{root / what}"
     if code in (errno.ENOSPC, errno.EDQUOT) or any(t in detail for t in _DISK_FULL):
-        return RunstoreError(
+        return IOFailure(
             f"the disk holding the store is full (writing {where}: {detail}). Free some space, "
             "then run the command again: the unfinished snapshot is rolled back and nothing "
             "already committed is lost.")
     if code in (errno.EROFS, errno.EACCES, errno.EPERM) or any(t in detail for t in _READ_ONLY):
-        return RunstoreError(
+        return IOFailure(
             f"cannot write the store at {root} (writing {where}: {detail}). Fix the directory's "
             "permissions or mount, or choose another --store; nothing committed was lost.")
     if code == errno.ENOENT or any(t in detail for t in _MISSING):
@@ -63,7 +63,7 @@ def write_error(root: Any, what: str, e: BaseException) -> RunstoreError:
             f"a file of the store is missing (while writing {where}: {detail}). Run "
             "`runstore repair` to drop it from the store, then `runstore ingest` to re-read "
             "the sources whose rows it held.")
-    return RunstoreError(
+    return IOFailure(
         f"writing {where} failed: {detail}. Nothing committed was lost; run the command "
         "again, and `runstore repair` if it keeps failing.")
 

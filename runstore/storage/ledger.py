@@ -4,7 +4,9 @@ Contract: one `Entry` per (run, file) with the size and mtime seen at the last r
 offset consumed (append-only files stop at the last complete newline), the number of complete
 lines consumed, and a small JSON `state` that the ingest and the file's normalizer carry
 between reads (see `ingest.changes`); one extra entry per run (`rel_path` "" and kind
-`RUN_KIND`) remembers the run's name, path, layout and status. `run_id_for(path)` and
+`RUN_KIND`) remembers the run's name, path, layout and status, and one per eval store (kind
+`EVAL_STORE_KIND`, keyed by the store's id as a run's entries are by its run_id) its name
+and path. `run_id_for(path)` and
 `source_id_for(run_id, rel_path)` are the stable ids that key entries and rows: the same
 directory or file gets the same id whatever path reached it.
 
@@ -33,6 +35,7 @@ else:  # imported on first use: a query's connection needs none of it
     from ..lazy import pyarrow as pa
 
 RUN_KIND = "run"
+EVAL_STORE_KIND = "eval_store"  # the entry of an eval store (a unit of files that is not a run)
 
 
 def run_id_for(resolved_path: str) -> str:

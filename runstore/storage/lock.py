@@ -27,7 +27,7 @@ import time
 import uuid
 from typing import Any
 
-from ..errors import RunstoreError, StoreCorrupt, StoreLocked
+from ..errors import IOFailure, StoreCorrupt, StoreLocked
 from .location import AlreadyExists, Local, Location, S3
 
 LOCK = "_runstore/lock"
@@ -54,7 +54,7 @@ class Lock:
                 raise IsADirectoryError(errno.EISDIR, "not a regular file")
         except OSError as e:
             if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-                raise RunstoreError(
+                raise IOFailure(
                     f"cannot take the store's write lock {self.path}: {e.strerror}. Fix the "
                     "file's permissions or mount, or choose another --store.") from e
             what = ("it is a directory, not a file" if isinstance(e, IsADirectoryError)

@@ -9,7 +9,9 @@ given as (name, type name) pairs with the type names of `schema.TYPES` (`string`
 pyarrow types for new tables and into deltalake's types for added columns, and
 `fill_table(name, columns, rows)`, a new table written with the rows `rows(ctx)` computes from
 the snapshot the migration starts from (`table_files(name)` lists a table's live files,
-`read_file(path, columns)` reads one, as those columns; a summary of another table, say) — the migration names such a
+`read_file(path, columns)` reads one, as those columns; a summary of another table, say,
+computed by `query(sql, tables)`, SQL over Arrow tables such as the migration's frozen copy
+of the statement that made the summary at its version) — the migration names such a
 table in its module's `FILLS` list, so that after a kill readers ignore the unlisted table and
 the next writer deletes it (`versions.filled_by_pending`) — and
 `rewrite_table(name, rows)`, an existing table's rows replaced by the Arrow table `rows(ctx)`
@@ -60,9 +62,13 @@ class MigrationContext:
         pause_point("migrate")
 
     def table_files(self, name: str) -> list[str]:
-        """The live Parquet files of table `name` in the snapshot being migrated."""
+        """The live Parquet files of table `name` in the snapshot being migrated, as the
+        migrations applied before this one in the same run left them (a table an earlier
+        one rewrote is read as rewritten: 0008 rewrites the `runs` rows 0006 rewrote)."""
         from .snapshot import table_files
 
+        if name in self.tables:
+            return [str(self.writer.root / f) for f in self.tables[name]["files"]]
         manifest = self.writer.manifest
         return table_files(self.writer.root, manifest, name) if manifest else []
 
@@ -79,6 +85,14 @@ class MigrationContext:
         if columns is None:
             return part
         return conform(part, pa.schema([(c, arrow_type(t)) for c, t in columns]))
+
+    def query(self, sql: str, tables: dict[str, Any]) -> Any:
+        """The Arrow result of `sql` over the Arrow tables `tables` (each visible under its
+        key), in a DuckDB that reads nothing else (`arrow_sql`): how a migration runs the
+        copy of a statement it keeps, frozen as it was at its version."""
+        from .arrow_sql import run
+
+        return run(sql, tables)
 
     def fill_table(self, name: str, columns: list[tuple[str, str]], rows: Any) -> None:
         """Create table `name` holding `rows(self)` (an Arrow table of these columns). Run

@@ -29,7 +29,8 @@ F64 = "float64"
 BOOL = "bool"
 TS = "timestamp[us, tz=UTC]"
 LIST_STR = "list<string>"
-
+LIST_I64 = "list<int64>"
+LIST_F64 = "list<float64>"
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ TYPES: dict[str, Type] = {
     BOOL: Type("BOOLEAN", "BOOLEAN", "boolean"),
     TS: Type("TIMESTAMP WITH TIME ZONE", "TIMESTAMP", "timestamp"),
     LIST_STR: Type("VARCHAR[]", "ARRAY<STRING>", "array<string>"),
+    LIST_I64: Type("BIGINT[]", "ARRAY<BIGINT>", "array<long>"),
+    LIST_F64: Type("DOUBLE[]", "ARRAY<DOUBLE>", "array<double>"),
 }
 
 
@@ -97,10 +100,23 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
                                    "(`final` true or the name `final`)"),
         ("done_frac", F64, "largest non-NaN `progress/done_frac` logged in `metrics.jsonl` (any "
                            "write, superseded ones too; null when it logs none)"),
+        ("command", STR, "the command line that started the run (logs.log's first "
+                         "`Command line invocation:`)"),
+        ("last_error", STR, "the exception line ending the last traceback of logs.log since "
+                            "its last command line (null when none)"),
+        ("cost_usd", F64, "the run's total cost: the last `cost/cumulative_usd` written to "
+                          "the live metrics.jsonl (a step-less `log_summary` row included)"),
+        ("tokens_sampled", I64, "the last `tokens/cumulative/sampled` written"),
+        ("tokens_trained", I64, "the last `tokens/cumulative/trained` written"),
+        ("tmp_files", LIST_STR, "leftover `.NAME.PID.tmp` files of an interrupted atomic "
+                                "write (ignored; null when none)"),
     ],
     "config": [
         ("run_id", STR, "run"),
-        ("key", STR, "dotted path of the leaf, e.g. `dataset_builder.group_size`"),
+        ("key", STR, "dotted path of the leaf, e.g. `dataset_builder.group_size`; a part that "
+                     "could be misread (empty, holding `.`, `,` or a control character, "
+                     "starting with `\"`, or with spaces at its ends) is a JSON string: "
+                     "`{\"a.b\": 1}` is `\"a.b\"`, `{\"a\": {\"b\": 1}}` is `a.b`"),
         ("value", STR, "the leaf as JSON text (lists stay one leaf)"),
         ("value_num", F64, "the leaf as a number when it is one (booleans too: 1/0)"),
         ("value_str", STR, "the leaf as text when it is a string"),
@@ -174,6 +190,12 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("n_steps", I64, "number of env steps"),
         ("metrics", STR, "`trajectory_metrics` as JSON text"),
         ("source_id", I64, "internal: source file id"),
+        ("status", STR, "`status` of the trajectory (newer summaries; null when absent)"),
+        ("error_type", STR, "`error_type` (newer summaries)"),
+        ("error_message", STR, "`error_message` (newer summaries)"),
+        ("stop_reason", STR, "`stop_reason` of the trajectory (newer summaries)"),
+        ("model_name", STR, "`model_name` (newer summaries)"),
+        ("conversation", STR, "`conversation` (newer summaries) as JSON text"),
     ],
     "rollout_steps": [
         ("run_id", STR, "run"),
@@ -248,6 +270,114 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("segment", I32, "process session: 0, then +1 each time a resumed process restarts the clock"),
         ("source_id", I64, "internal: source file id"),
     ],
+    "samples": [
+        ("run_id", STR, "run whose directory holds the capture file"),
+        ("run_attempt", I64, "scope `run_attempt`: 0, then 1, ... after each resume"),
+        ("split", STR, "scope `split` as user code set it (e.g. `train`, `test`)"),
+        ("iteration", I64, "scope `iteration` (set by user code; may differ from the rollouts')"),
+        ("group_idx", I64, "scope `group_idx`"),
+        ("traj_idx", I64, "scope `traj_idx`"),
+        ("sample_idx", I64, "position of the sequence in its record's `samples`"),
+        ("purpose", STR, "scope `purpose` (e.g. `rollout`, `eval`)"),
+        ("policy_version", STR, "the sampling client's `model_path` (or `policy_version`); "
+                                "often null"),
+        ("created_at", TS, "when the SDK call was made (records are written as calls complete)"),
+        ("prompt_tokens", LIST_I64, "token ids of the prompt"),
+        ("sampled_tokens", LIST_I64, "token ids sampled"),
+        ("logprobs", LIST_F64, "logprob of each sampled token (NaN and ±Infinity kept)"),
+        ("prompt_len", I64, "number of prompt tokens"),
+        ("sampled_len", I64, "number of sampled tokens"),
+        ("n_logprobs", I64, "number of logprobs"),
+        ("logprob_sum", F64, "sum of the logprobs (NaN when one is NaN)"),
+        ("stop_reason", STR, "`stop_reason` of the sequence"),
+        ("sampling_session_id", STR, "the sampling client's session id"),
+        ("seq_id", I64, "id of the SDK call (one record)"),
+        ("capture_run_id", STR, "scope `run_id` as user code set it (a name, not runstore's "
+                                "run_id)"),
+        ("metadata", STR, "the record's other keys (request metadata, `status`, "
+                          "`latency_sec`, ...), the sequence's `stop_reason` and any other "
+                          "scope key under `scope`, as JSON text"),
+        ("seq", I64, "line number of the record in its capture file (completion order)"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "capture_events": [
+        ("run_id", STR, "run whose directory holds the capture file"),
+        ("kind", STR, "record `kind` (`train_op`, or `sample` for a call without sequences)"),
+        ("op", STR, "`op` of a `train_op` record (`forward_backward`, `optim_step`, ...)"),
+        ("status", STR, "`status`: `ok`, `error`, `cancelled`, `submitted`"),
+        ("error", STR, "`error` (the exception's repr) when the call failed"),
+        ("created_at", TS, "when the SDK call was made"),
+        ("latency_s", F64, "`latency_sec`"),
+        ("run_attempt", I64, "scope `run_attempt`"),
+        ("split", STR, "scope `split`"),
+        ("iteration", I64, "scope `iteration`"),
+        ("group_idx", I64, "scope `group_idx`"),
+        ("traj_idx", I64, "scope `traj_idx`"),
+        ("purpose", STR, "scope `purpose`"),
+        ("capture_run_id", STR, "scope `run_id` as user code set it"),
+        ("event_id", STR, "the record's `event_id`, else `<source_id>:<line>`"),
+        ("payload", STR, "the whole record as JSON text"),
+        ("seq", I64, "line number of the record in its capture file"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "eval_runs": [
+        ("eval_store_id", STR, "the eval store: a hash of its resolved directory"),
+        ("eval_store", STR, "the eval store's directory (holding `runs.jsonl` and `runs/`)"),
+        ("eval_run_id", STR, "`run_id` of metadata.json (the eval run's directory name)"),
+        ("model_name", STR, "`model_name`"),
+        ("checkpoint_name", STR, "`checkpoint_name` (null: the base model)"),
+        ("checkpoint_path", STR, "`checkpoint_path` (`tinker://.../sampler_weights/<name>`)"),
+        ("run_id", STR, "the training run whose `checkpoints.jsonl` lists `checkpoint_path` "
+                        "(as sampler_path or state_path), resolved when queried; null when "
+                        "no ingested run or several do"),
+        ("timestamp", STR, "`timestamp` as written (ISO 8601, local time, no zone)"),
+        ("benchmarks", LIST_STR, "`benchmarks`"),
+        ("scores", STR, "`scores` (benchmark → score, filled when the run was finalized) "
+                        "as JSON text"),
+        ("config", STR, "`config` as JSON text"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "eval_results": [
+        ("eval_store_id", STR, "the eval store (see `eval_runs`)"),
+        ("eval_run_id", STR, "eval run (its directory name)"),
+        ("benchmark", STR, "benchmark (its directory name)"),
+        ("score", F64, "`score`"),
+        ("num_examples", I64, "`num_examples`"),
+        ("num_correct", I64, "`num_correct`"),
+        ("num_errors", I64, "`num_errors`"),
+        ("num_truncated", I64, "`num_truncated`"),
+        ("time_s", F64, "`time_seconds`"),
+        ("metrics", STR, "`metrics` as JSON text"),
+        ("pass_at_k", STR, "`pass_at_k` (k → estimate) as JSON text"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "eval_trajectories": [
+        ("eval_store_id", STR, "the eval store (see `eval_runs`)"),
+        ("eval_run_id", STR, "eval run (its directory name)"),
+        ("benchmark", STR, "benchmark (its directory name)"),
+        ("idx", I64, "`idx`: the example's position in the benchmark"),
+        ("example_id", STR, "`example_id`"),
+        ("reward", F64, "`reward`"),
+        ("error", STR, "`error` (null when the example ran)"),
+        ("time_s", F64, "`time_seconds`"),
+        ("n_turns", I64, "number of `turns`"),
+        ("turns", STR, "`turns` (role, content, token_count, metadata) as JSON text"),
+        ("metrics", STR, "`metrics` as JSON text"),
+        ("logs", STR, "`logs` as JSON text"),
+        ("seq", I64, "line number in trajectories.jsonl"),
+        ("source_id", I64, "internal: source file id"),
+    ],
+    "run_logs": [
+        ("run_id", STR, "run"),
+        ("line_no", I64, "line number in logs.log"),
+        ("level", STR, "level of the log record the line belongs to (`INFO`, `WARNING`, "
+                       "`ERROR`, ...); null before the first record"),
+        ("logger", STR, "logger name of that record (`root`, `tinker_cookbook.rl.train`)"),
+        ("record_line", I64, "line number of that record's first line (a multi-line record "
+                             "— a table, a traceback — shares it)"),
+        ("text", STR, "the line as written"),
+        ("source_id", I64, "internal: source file id"),
+    ],
 }
 
 LEDGER: list[tuple[str, str, str]] = [
@@ -273,7 +403,9 @@ def arrow_type(name: str) -> "pa.DataType":
     _type(name)
     return {STR: pa.string, I64: pa.int64, I32: pa.int32, F64: pa.float64, BOOL: pa.bool_,
             TS: lambda: pa.timestamp("us", tz="UTC"),
-            LIST_STR: lambda: pa.list_(pa.string())}[name]()
+            LIST_STR: lambda: pa.list_(pa.string()),
+            LIST_I64: lambda: pa.list_(pa.int64()),
+            LIST_F64: lambda: pa.list_(pa.float64())}[name]()
 
 
 def schema(table: str) -> "pa.Schema":
@@ -308,10 +440,12 @@ def empty(table: str) -> "pa.Table":
 SUMMARY_TABLES = frozenset({"metric_keys", "metric_steps", "metric_kl"})
 
 TABLE_DOCS: dict[str, str] = {
-    "runs": "One row per run directory. Sources: `config.json`, `code.diff`, the ledger of the "
-            "run's files (status, last step, modification times, final checkpoint, largest "
-            "`progress/done_frac`).",
-    "config": "One row per leaf of `config.json`, nested keys flattened with dots.",
+    "runs": "One row per run directory. Sources: `config.json`, `code.diff`, `logs.log` "
+            "(command line, last error), the ledger of the run's files (status, last step, "
+            "modification times, final checkpoint, largest `progress/done_frac`, total cost "
+            "and tokens, leftover temporary files).",
+    "config": "One row per leaf of `config.json`, nested keys flattened with dots (a key part "
+              "holding a dot is quoted, so every key names one leaf; see `key`).",
     "metrics_raw": "One row per (line, key) of `metrics.jsonl` and its `metrics.jsonl.pre_resume_*` "
                    "copies, as written. The `metrics` view keeps the live value per (run, step, key).",
     "metric_keys": "The per-key summary of `metrics_raw` kept at ingest (what `runstore keys` "
@@ -331,6 +465,23 @@ TABLE_DOCS: dict[str, str] = {
     "spans": "One row per span of the latest record of each step of `timing_spans.jsonl`.",
     "trace_slices": "One row per B/E pair (or X event) of `trace_events.jsonl`; a B whose E never "
                     "came is kept with a null `dur_us`.",
+    "samples": "One row per sampled sequence of the token-level capture (`capture/<kind>.jsonl`, "
+               "written by `tinker_cookbook.capture`): each `sample` record with sequences gives "
+               "one row per element of its `samples`, token lists stored as list columns. Join "
+               "to `trajectories` on (run_id, split, iteration, group_idx, traj_idx).",
+    "capture_events": "One row per capture record that is not a sampled sequence: `train_op` "
+                      "records (forward_backward, optim_step, save_weights_for_sampler) and "
+                      "`sample` records without sequences (a cancelled or failed call).",
+    "eval_runs": "One row per eval run of an eval store (`runs/<id>/metadata.json`, written by "
+                 "`tinker_cookbook.stores.EvalStore`), wherever the store lies under an ingested "
+                 "path. An eval store is not a training run: it has no `runs` row.",
+    "eval_results": "One row per benchmark result of an eval run "
+                    "(`runs/<id>/<benchmark>/result.json`).",
+    "eval_trajectories": "One row per stored trajectory of an eval run "
+                         "(`runs/<id>/<benchmark>/trajectories.jsonl`).",
+    "run_logs": "One row per line of a run's `logs.log` (Python logging text: "
+                "`<logger>:<lineno> [<LEVEL>] <message>`, multi-line messages continuing on "
+                "the lines after).",
 }
 
 
@@ -340,8 +491,8 @@ def markdown() -> str:
            "Every table carries `run_id`. The names below are the public contract; columns may be "
            "added, never renamed. `source_id` is internal (which source file produced the row, so "
            "a re-read file replaces exactly its own rows). Generated from "
-           "`runstore/storage/schema.py` by `schema.markdown()` (see tests/test_packaging.py); a "
-           "test keeps this file in step.", ""]
+           "`runstore/storage/schema.py` by `schema.markdown()` (see "
+           "tests/docs/test_packaging.py); a test keeps this file in step.", ""]
     for name, cols in TABLES.items():
         out += [f"## `{name}`", "", TABLE_DOCS[name], "", "| column | type | meaning / source |",
                 "|---|---|---|"]

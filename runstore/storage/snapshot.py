@@ -3,7 +3,10 @@
 Contract: `current(root)` is the newest snapshot of the store at `root`, checked so that
 every reader can rely on it: there is a store (else `StoreNotFound`), this runstore reads its
 schema version (else "upgrade runstore"), every table with a Delta log is listed, every
-setting has the right type (else a `StoreCorrupt` saying to run `runstore repair`).
+setting has the right type (else a `StoreCorrupt` saying to run `runstore repair`). A table
+on disk that no snapshot lists is what a writer killed before publishing left when
+`left_unpublished` says so (no reader sees it, the next writer deletes it); any other is a
+lost snapshot entry.
 `table_files(root, manifest, table)` are the absolute paths (`s3://` URIs on S3) of a table's
 live Parquet files in that snapshot: exactly the files its manifest lists, never a
 directory glob (files a compaction replaced stay on disk until vacuum). `read_table` reads a
@@ -17,6 +20,7 @@ written once and never modified, so readers never see one change under them.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from ..errors import RunstoreError, StoreCorrupt, one_line
@@ -26,6 +30,9 @@ from .location import location
 from .manifest import Manifest, Root, read_manifest, require_store
 from .settings import DEFAULT_SETTINGS, bad_settings
 from .versions import check_version, filled_by_pending
+
+# A committed version in a Delta log (a commit or a checkpoint), as the Delta protocol names it.
+COMMIT = re.compile(r"^\d{20}\.(json$|checkpoint\.)")
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -40,8 +47,8 @@ def current(root: Root) -> Manifest:
     check_version(m.schema_version)
     for name in schema_mod.TABLES:
         if name not in m.tables and (root / "tables" / name / "_delta_log").exists():
-            if name in filled_by_pending(m.schema_version):
-                continue  # a killed migrate's fill: invisible, written again by the next
+            if left_unpublished(root / "tables" / name, name, m.schema_version):
+                continue  # a killed writer's table: invisible, deleted by the next writer
             raise StoreCorrupt(
                 f"the store's snapshot {m.seq} does not list table {name}, but "
                 f"{root / 'tables' / name} holds it. Run `runstore repair` (it takes "
@@ -54,6 +61,38 @@ def current(root: Root) -> Manifest:
             f"Run `runstore repair` (it resets it to the default, "
             f"{DEFAULT_SETTINGS[name]}), or set it again with store.set_setting.")
     return m
+
+
+def left_unpublished(path: Root, name: str, version: int) -> bool:
+    """Whether table `name` at `path`, which no snapshot of the store (at schema `version`)
+    lists, is what a writer killed before publishing left: a Delta log with no committed
+    version yet (killed while creating it), a table that holds no data file (created, by a
+    migration say, then killed: no writer fills a table before a snapshot lists it, so
+    nothing is lost with it), or a new table a pending migration fills before publishing
+    (`versions.filled_by_pending`; the migration writes it again). Anything else unlisted
+    holds data a snapshot lost: `runstore repair` takes it back from its log."""
+    if name in filled_by_pending(version):
+        return True
+    if not any(COMMIT.match(n) for n in (path / "_delta_log").list()):
+        return True
+    return not open_delta(path).file_uris()
+
+
+def delta_table(path: Any) -> Any:
+    """The Delta table at a local path or under an S3 prefix."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(path), storage_options=path.storage_options())
+
+
+def open_delta(path: Any) -> Any:
+    """The Delta table at `path`, or a `StoreCorrupt` naming it when its log does not open."""
+    try:
+        return delta_table(path)
+    except Exception as e:  # deltalake raises its own error types
+        raise StoreCorrupt(
+            f"cannot open the Delta table {path}: {one_line(e)}. Run "
+            "`runstore repair` (it rebuilds the table's log from the last snapshot).") from e
 
 
 def table_files(root: Root, manifest: Manifest, table: str) -> list[str]:

@@ -48,8 +48,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ..crashpoints import pause_point
-from ..errors import StoreCorrupt, one_line
-from . import integrity
+from ..errors import StoreCorrupt
+from . import fingerprint, integrity
 from . import ledger as ledger_mod
 from . import schema as schema_mod
 from . import vacuum as vacuum_mod
@@ -58,8 +58,8 @@ from .layout import GROUP_ROWS_BY, group_rows, writer_properties
 from .lock import Lease, Lock, lock_for
 from .manifest import (LEDGERS, MANIFESTS, Manifest, Root, publish_manifest, read_manifest,
                        utcnow)
-from .snapshot import damaged_file
-from .versions import check_version, filled_by_pending
+from .snapshot import damaged_file, delta_table, left_unpublished, open_delta
+from .versions import check_version
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -164,6 +164,7 @@ class Writer:
         self._deletes: dict[str, list["exp.Condition"]] = {}
         self._appends: dict[str, list[pa.Table]] = {}
         self.staged_rows = 0
+        self.staged_bytes = 0  # Arrow bytes staged (a capture row holds whole token lists)
         self.rows_added: dict[str, int] = {}
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -206,32 +207,25 @@ class Writer:
             if "_delta_log" not in path.list():
                 continue
             entry = (self.manifest.tables.get(name) if self.manifest else None)
-            dt = self._open_table(path)
             if entry is None:
                 version = self.manifest.schema_version if self.manifest else 0
-                if dt.file_uris() and name in filled_by_pending(version):
-                    # A migration that fills a new table before publishing it was killed:
-                    # nothing of it is visible, and it writes the table again.
+                if left_unpublished(path, name, version):
+                    # A writer killed before publishing created (or, a migration, filled)
+                    # this table: nothing of it is visible, and it is written again.
                     with writing(self.root, f"tables/{name}"):
                         path.rmtree()
                     continue
-                if self.manifest is None and dt.file_uris():
+                if self.manifest is None:
                     # Tables with data but no snapshot at all: the manifests were lost, this
                     # is not a first ingest that died. Removing the tables would lose data.
                     raise StoreCorrupt(
                         f"the store at {self.root} has tables but no manifest in "
                         f"{self.root / MANIFESTS}. Run `runstore repair` to rebuild it.")
-                if dt.file_uris():
-                    # No other writer fills a table before a snapshot lists it (a migration
-                    # that does names it in FILLS, above): the snapshot lost this entry.
-                    raise StoreCorrupt(
-                        f"the store's snapshot does not list table {name}, but {path} holds "
-                        "its data. Run `runstore repair` (it takes the table from its Delta "
-                        "log).")
-                # Created by a writer that never published: nothing of it is visible.
-                with writing(self.root, f"tables/{name}"):
-                    path.rmtree()
-                continue
+                raise StoreCorrupt(
+                    f"the store's snapshot does not list table {name}, but {path} holds "
+                    "its data. Run `runstore repair` (it takes the table from its Delta "
+                    "log).")
+            dt = open_delta(path)
             if dt.version() == entry["version"]:
                 continue
             if dt.version() > entry["version"] and self._rel_files(dt) != sorted(entry["files"]):
@@ -241,7 +235,7 @@ class Writer:
                 with writing(self.root, f"tables/{name}"):
                     dt.restore(entry["version"])
                 pause_point("recover")
-                dt = self._open_table(path)
+                dt = open_delta(path)
             if self._rel_files(dt) != sorted(entry["files"]):
                 # Its log lost commits the snapshot relies on: appending on top would drop
                 # rows from the next snapshot without a word.
@@ -249,14 +243,6 @@ class Writer:
                     f"the Delta table {path} no longer matches the store's snapshot "
                     f"(version {dt.version()}, snapshot {entry['version']}). Run "
                     "`runstore repair` (it rebuilds the table's log from the snapshot).")
-
-    def _open_table(self, path: Any) -> Any:
-        try:
-            return delta_table(path)
-        except Exception as e:  # deltalake raises its own error types
-            raise StoreCorrupt(
-                f"cannot open the Delta table {path}: {one_line(e)}. Run "
-                "`runstore repair` (it rebuilds the table's log from the last snapshot).") from e
 
     # -- staging -----------------------------------------------------------------------
     def delete(self, table: str, predicate: "exp.Condition") -> None:
@@ -269,6 +255,7 @@ class Writer:
             return
         self._appends.setdefault(table, []).append(data)
         self.staged_rows += data.num_rows
+        self.staged_bytes += data.nbytes
 
     @property
     def dirty(self) -> bool:
@@ -282,12 +269,15 @@ class Writer:
         last one has returned)."""
         staged = Staged(self._deletes, self._appends)
         self._deletes, self._appends, self.staged_rows = {}, {}, 0
+        self.staged_bytes = 0
         return staged
 
     def commit(self, *, ledger: pa.Table | None, last_ingest: dict | None = None,
-               settings: dict | None = None, staged: Staged | None = None) -> Manifest:
+               settings: dict | None = None, staged: Staged | None = None,
+               stamp: bool = False) -> Manifest:
         """Apply staged deletes and appends (`staged`, or what is staged now), write the
-        ledger, publish a new manifest."""
+        ledger, publish a new manifest; with `stamp`, its `last_ingest` (given) records the
+        fingerprint of the files it was published over (fingerprint.py)."""
         from concurrent.futures import ThreadPoolExecutor
 
         assert self.manifest is not None, "store has no manifest; run migrations first"
@@ -306,10 +296,11 @@ class Writer:
                 tables[name] = fut.result()
         if staged.deletes is self._deletes:  # committed what was staged: start afresh
             self._deletes, self._appends, self.staged_rows = {}, {}, 0
+            self.staged_bytes = 0
         ledger_rel = self.manifest.ledger
         seq = self.manifest.seq + 1
         if ledger is not None:
-            ledger_rel = f"{LEDGERS}/{seq:08d}.parquet"
+            ledger_rel = ledger_path(seq)
             with writing(self.root, ledger_rel):
                 ledger_mod.write(self.root, ledger_rel, ledger)
             pause_point("ledger")
@@ -323,6 +314,8 @@ class Writer:
             last_ingest=last_ingest if last_ingest is not None else self.manifest.last_ingest,
             settings=settings if settings is not None else self.manifest.settings,
         )
+        if stamp:
+            _stamp(self.root, m)
         self.publish(m)
         return m
 
@@ -380,6 +373,9 @@ class Writer:
         if damaged is not None:
             raise damaged
         tables = {k: dict(v) for k, v in self.manifest.tables.items()}
+        # A valid fingerprint is carried forward (a compaction changes no row and no ledger
+        # entry); one already stale (a damaged ledger compaction does not read) stays so.
+        carried = fingerprint.holds(self.root, self.manifest)
         before = {}
         for name, entry in sorted(self.manifest.tables.items()):
             path = self.root / "tables" / name
@@ -396,6 +392,8 @@ class Writer:
                 tables[name] = integrity.entry(self.root, dt, entry)
         m = Manifest(**{**self.manifest.__dict__, "seq": self.manifest.seq + 1,
                         "tables": tables, "created_at": utcnow().isoformat()})
+        if carried:
+            _stamp(self.root, m)
         self.publish(m)
         return before
 
@@ -406,11 +404,14 @@ class Writer:
 
 
 
-def delta_table(path: Any) -> Any:
-    """The Delta table at a local path or under an S3 prefix."""
-    from deltalake import DeltaTable
+def _stamp(root: Root, m: Manifest) -> None:
+    """Record in `m.last_ingest` the fingerprint of the store files `m` is published over."""
+    m.last_ingest = {**(m.last_ingest or {}), fingerprint.KEY: fingerprint.of(root, m)}
 
-    return DeltaTable(str(path), storage_options=path.storage_options())
+
+def ledger_path(seq: int) -> str:
+    """The ledger file a commit publishing snapshot `seq` writes."""
+    return f"{LEDGERS}/{seq:08d}.parquet"
 
 
 @contextmanager

@@ -2,12 +2,12 @@
 
 Layout: `server` (bind, print the URL, serve, the `--watch` thread) → `app` (routes, static
 files, live events) → `security` (Host, token, same-origin writes) and `api` (one read-only
-`Store` call per endpoint) → `queries` (the statements) and `series` (chart lines:
-smoothing, min/max downsampling). The pages are ES modules in `static/`, with plotly.js
-served from the installed plotly package. Every query goes through `Store` (its sandbox, its
-snapshot), so the UI sees exactly what the CLI sees; what `Store` does not return whole (a
-check's rule counts, the runs of each group, smoothing, the trace export) comes from the same
-health, analysis and present functions the CLI's commands use.
+`Store` call per endpoint) → `queries` (the statements); chart lines (smoothing, min/max
+downsampling) are `present.series`. The pages are ES modules in `static/`, with plotly.js
+served from the installed plotly package. Every answer comes through `Store` (its sandbox,
+its snapshot, its whole results: a check with its rule counts, the runs of each group), so
+the UI sees exactly what the CLI sees; like the CLI, it imports `runstore.store`, `present`
+and the base modules, never the packages below (an import-linter contract).
 
 Nothing here is imported by `import runstore`; starlette and uvicorn load only when the
 server starts.

@@ -3,23 +3,23 @@
 Contract: `Params` holds a request's query-string values (repeated keys allowed) and JSON
 body, with typed getters whose bad input is a `QueryError` naming the parameter; `plain(v)`
 turns one value into what JSON can carry (NaN and ±Infinity as the strings "NaN",
-"Infinity", "-Infinity", timestamps as ISO-8601 text, DECIMALs as numbers); `tabular(table)`
+"Infinity", "-Infinity": `numbers.json_number`, the one rule for numbers in JSON; timestamps as ISO-8601 text, DECIMALs as numbers); `tabular(table)`
 is an Arrow table as `{"columns", "types", "rows", "row_count", "truncated"}`, the shape of
 `POST /api/sql`; `json_value(text)` reads a JSON-text column (config values, tool calls);
-`Download` is a file answer.
+`Download` is a file answer: its bytes, or a file (a spooled temporary file the answer
+owns: `chunks()` reads it from the start and closes it).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from datetime import date, datetime, time as dtime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator, Sequence
 
 from ..errors import QueryError
-from ..numbers import nonfinite_name
+from ..numbers import json_number
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -64,17 +64,33 @@ class Params:
 
 @dataclass(frozen=True)
 class Download:
-    """A file answer: bytes, media type and the file name offered to the browser."""
+    """A file answer: bytes (or a file), media type and the file name offered to the browser."""
 
-    body: bytes
+    body: "bytes | BinaryIO"
     media_type: str
     filename: str
+
+    def size(self) -> int:
+        if isinstance(self.body, bytes):
+            return len(self.body)
+        self.body.seek(0, 2)
+        return self.body.tell()
+
+    def chunks(self, size: int = 1 << 20) -> Iterator[bytes]:
+        """The file's bytes from its start, `size` at a time; the file is closed after."""
+        assert not isinstance(self.body, bytes)
+        try:
+            self.body.seek(0)
+            while chunk := self.body.read(size):
+                yield chunk
+        finally:
+            self.body.close()
 
 
 def plain(v: Any) -> Any:
     """One value as JSON can carry it (see the module docstring)."""
     if isinstance(v, float):
-        return v if math.isfinite(v) else nonfinite_name(v)
+        return json_number(v)
     if isinstance(v, (datetime, date, dtime)):
         return v.isoformat()
     if isinstance(v, Decimal):

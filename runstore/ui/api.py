@@ -6,12 +6,21 @@ for POSTs) and returns a JSON-ready value (dicts, lists, str, finite floats, Non
 `Download`. Nothing here writes: results come from `Store.arrow` (the CLI's read-only guard
 and connection, so whatever sandbox settings `Store` applies apply here too), `Store.runs`,
 `Store.keys`, `Store.compare`, `Store.diff`, `Store.code_diff`, `Store.trace`, `Store.views`,
-`Store.settings`, `runstore check`'s evaluation (ui/health.py) and the run groups of
-`analysis.groups` (which runs make each group `compare` draws). Bad input is a
+`Store.settings`, `Store.check_result` (ui/health.py) and `Store.groups` (which runs make
+each group `compare` draws); chart lines are drawn by `present.series`. Bad input is a
 `RunstoreError` whose message says what to send instead (the app turns it into HTTP 400
-`{"error": ...}`). The SQL page's queries (`sql`, `sql_download`) run under a time limit
+`{"error": ...}`). User SQL — the SQL page's queries (`sql`, `sql_download`) and the Runs
+page's `where` condition — runs in the store's worker processes (`Store.workers`,
+query/workers.py), each capped at the store's memory limit, so a query that needs more fails
+(400, naming the limit) and the server itself never grows; and under a time limit
 (`sql_timeout` seconds, `SQL_TIMEOUT_S` unless given; None: none): one still running then is
-stopped and is that 400 ("query stopped after 30 s ..."). The pages' own queries have none.
+stopped and is that 400 ("query stopped after 30 s ..."). `sql` gets only the first
+`SQL_ROW_LIMIT` rows (at most `SQL_PAGE_BYTES` of them) and the exact row count from the
+worker; a download's rows come in batches, written to a spooled temporary file as they come
+(CSV as `runstore sql -F csv` writes it, or Parquet), and the time limit holds until the
+file is whole: the answer is the file, or the 400 — never a file cut short. The pages' own
+queries (fixed statements with bound values) run in this process, without a limit.
+`start()` starts the workers, `close()` ends them.
 
 Answers of the read endpoints are cached per store snapshot (`cached`): the same request
 against the same snapshot is answered once; a new snapshot empties the cache, and `warm()`
@@ -33,10 +42,10 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import QueryError, RunstoreError
-from ..health.rules import KL_METRICS
-from ..query.deadline import checked
-from ..query.keys import family
-from . import health, queries, series
+from ..families import KL_KEYS as KL_SPELLINGS
+from ..present import series
+from ..store.inputs import seconds
+from . import health, queries
 from .answers import Download, Params, json_value, plain, tabular
 
 if TYPE_CHECKING:
@@ -44,14 +53,15 @@ if TYPE_CHECKING:
 
 CACHE_ENTRIES = 32  # answers kept per snapshot (a chart answer is up to ~1.3 MB)
 SQL_ROW_LIMIT = 5000  # rows /api/sql returns to the page; downloads carry every row
+SQL_PAGE_BYTES = 32 << 20  # and at most this much of them (as Arrow), however wide
+SPOOL_BYTES = 16 << 20  # a download is kept in memory up to this size, then on disk
 # Seconds a query of the SQL page (or its download) may run: a runaway cross join must not
 # hold a server core forever. The pages' own queries have no limit.
 SQL_TIMEOUT_S = 30.0
 SEARCH_LIMIT = 200
 CODE_LIMIT = 1_000_000  # characters of one code.diff (or of their unified diff) sent to a page
 # Every stored spelling of the KL metrics, `optim/` ones first (for the charts page).
-KL_KEYS = tuple(spelling for i in range(2) for spelling in
-                (family(m)[i] for m in KL_METRICS))
+KL_KEYS = tuple(key for key, _, _ in sorted(KL_SPELLINGS, key=lambda row: row[2]))
 
 
 def _safe_filename(text: str) -> str:
@@ -64,7 +74,7 @@ class Api:
     def __init__(self, store: "Store", status_extra: Callable[[], dict[str, Any]] | None = None,
                  *, sql_timeout: float | None = SQL_TIMEOUT_S):
         self.store = store
-        self.sql_timeout = checked(sql_timeout, "sql_timeout")
+        self.sql_timeout = seconds(sql_timeout, "sql_timeout")
         self.status_extra = status_extra or (lambda: {})
         self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._cache_seq: int | None = None
@@ -93,6 +103,14 @@ class Api:
 
         return answer
 
+    def start(self) -> None:
+        """Start the worker processes of user SQL (one at once; see query/workers.py)."""
+        self.store.workers()
+
+    def close(self) -> None:
+        """End the worker processes."""
+        self.store.workers().close()
+
     def warm(self) -> None:
         """Compute the Runs page's default answer for the newest snapshot (errors are left
         for the page's own request to report)."""
@@ -105,38 +123,48 @@ class Api:
     def status(self, p: Params) -> dict[str, Any]:
         from .. import __version__
 
-        settings = self.store.settings()
         n = self.store.arrow("select count(*) as n from runs").column("n")[0].as_py()
         return {"store": str(self.store.path), "snapshot": self.store.snapshot(),
                 "runs": n, "version": __version__,
-                "kl_threshold": plain(settings.get("kl_threshold")),
-                "kl_keys": list(KL_KEYS), **self.status_extra()}
+                "kl_threshold": plain(self.kl_threshold()),
+                "kl_keys": list(KL_KEYS), "default_metrics": list(health.DEFAULT_PANELS),
+                **self.status_extra()}
+
+    def kl_threshold(self) -> float:
+        """The threshold the KL views and chart use: the `kl_threshold` setting as a query
+        sees it (storage.settings.merged: the store's value, else the default)."""
+        return float(self.store.settings()["kl_threshold"])
 
     def runs(self, p: Params) -> dict[str, Any]:
         """run_summary (filtered by `where`, `runs --where` semantics), the rules firing for
         each run (`rules`), then the chosen config keys."""
         where = (p.get("where") or "").strip() or None
-        frame = self.store.runs(where=where)
-        out = tabular(frame.to_arrow())
-        self._add_rules(out, frame["run_name"].to_list())
+        if where is None:
+            table = self.store.runs().to_arrow()
+        else:
+            # A condition from the request is user SQL: in a worker, under the time limit.
+            table = self.store.arrow(*self.store.runs_query(where=where), timeout=self.sql_timeout,
+                                     isolated=True)
+        out = tabular(table)
+        ids = table.column("run_id").to_pylist()
+        self._add_rules(out, ids)
         keys = [k for k in p.all("config") if k]
         if keys:
             table = self.store.arrow(*queries.config_columns(keys))
             values: dict[tuple[str, str], Any] = {}
             for row in table.to_pylist():
-                values[(row["run_name"], row["key"])] = json_value(row["value"])
-            names = frame["run_name"].to_list()
+                values[(row["run_id"], row["key"])] = json_value(row["value"])
             for key in keys:
                 out["columns"].append(f"config.{key}")
                 out["types"].append("config")
-            for row, name in zip(out["rows"], names):
-                row.extend(plain(values.get((name, k))) for k in keys)
+            for row, run_id in zip(out["rows"], ids):
+                row.extend(plain(values.get((run_id, k))) for k in keys)
         out["config_keys"] = keys
         out["snapshot"] = self.store.snapshot()
         return out
 
-    def _add_rules(self, out: dict[str, Any], names: list[str]) -> None:
-        """The `rules` column: the rules of `check` firing for each run. A check that cannot
+    def _add_rules(self, out: dict[str, Any], ids: list[str]) -> None:
+        """The `rules` column: the rules of `check` firing for each run (by run_id). A check that cannot
         run (a bad runstore.toml) leaves it null and says why in `rules_error`, so the run
         list still shows."""
         try:
@@ -145,8 +173,8 @@ class Api:
             fired, out["rules_error"] = {}, str(e)
         out["columns"].append("rules")
         out["types"].append("list<string>")
-        for row, name in zip(out["rows"], names):
-            row.append(fired.get(name, []) if "rules_error" not in out else None)
+        for row, run_id in zip(out["rows"], ids):
+            row.append(fired.get(run_id, []) if "rules_error" not in out else None)
 
     # -- health -------------------------------------------------------------------------
     def health(self, p: Params) -> dict[str, Any]:
@@ -178,29 +206,30 @@ class Api:
     def sql(self, p: Params) -> dict[str, Any]:
         sql = self._sql_text(p)
         started = time.perf_counter()
-        table = self.store.arrow(sql, timeout=self.sql_timeout)
-        out = tabular(table, SQL_ROW_LIMIT)
+        table, rows = self.store.workers().head(sql, timeout=self.sql_timeout,
+                                                rows=SQL_ROW_LIMIT, nbytes=SQL_PAGE_BYTES)
+        out = tabular(table)
+        out["row_count"], out["truncated"] = rows, table.num_rows < rows
         out["elapsed_s"] = round(time.perf_counter() - started, 4)
         return out
 
     def sql_download(self, p: Params) -> Download:
-        from ..present import render as output
+        import tempfile
 
         sql = self._sql_text(p)
         fmt = (p.body.get("format") if isinstance(p.body, dict) else None) or "csv"
-        table = self.store.arrow(sql, timeout=self.sql_timeout)
+        if fmt not in ("csv", "parquet"):
+            raise QueryError(f"format is csv or parquet, got {fmt!r}")
+        spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
+        try:
+            with self.store.workers().query(sql, timeout=self.sql_timeout) as answer:
+                (_csv if fmt == "csv" else _parquet)(answer.batches(), spool)
+        except BaseException:
+            spool.close()
+            raise
         if fmt == "csv":
-            return Download(output.render(table, "csv").encode(), "text/csv; charset=utf-8",
-                            "query.csv")
-        if fmt == "parquet":
-            import io
-
-            import pyarrow.parquet as pq
-
-            buf = io.BytesIO()
-            pq.write_table(table, buf)
-            return Download(buf.getvalue(), "application/vnd.apache.parquet", "query.parquet")
-        raise QueryError(f"format is csv or parquet, got {fmt!r}")
+            return Download(spool, "text/csv; charset=utf-8", "query.csv")
+        return Download(spool, "application/vnd.apache.parquet", "query.parquet")
 
     def views(self, p: Params) -> dict[str, Any]:
         views = [{"name": v.name, "description": v.description,
@@ -218,23 +247,27 @@ class Api:
 
     # -- charts -------------------------------------------------------------------------
     def series(self, p: Params) -> dict[str, Any]:
-        """Chart lines of one metric: one per run (`lines`), or with `group_by` or `x=time`
-        one per group of `Store.compare` (`groups`), downsampled on the server."""
+        """Chart lines of one metric: one per run (`lines`), or with `group_by` or an `x` but
+        `step` (time, tokens, cost: runs on a common grid) one per group of `Store.compare`
+        (`groups`), downsampled on the server."""
         metric = p.text("metric")
         runs = [r for r in p.all("run") if r] or None
         smooth = series.check_smooth(p.number("smooth"))
         x = p.get("x") or "step"
-        if x not in ("step", "time"):
-            raise QueryError(f"x is step or time (wall time since the run's first step), got {x!r}")
+        if x not in self.store.compare_axes():
+            raise QueryError(f"x is step, time (wall time since the run's first step), tokens "
+                             f"or cost (what the run had spent by the step), got {x!r}")
         group_by = [g for g in p.all("group_by") if g]
-        if group_by or x == "time":
+        if group_by or x != "step":
             return self._groups(p, metric, runs, smooth, x, group_by)
         step_min, step_max = p.integer("step_min"), p.integer("step_max")
-        frame = self.store.sql(*queries.series(metric, runs, step_min, step_max))
-        n_runs = frame["run_name"].n_unique() if frame.height else 0
+        frame = self.store.sql(*queries.series(metric, self.store.scope(runs), step_min,
+                                               step_max))
+        n_runs = frame["run_id"].n_unique() if frame.height else 0
         asked = p.integer("max_points")
         max_points = series.points_per_line(n_runs, smoothed=smooth is not None, asked=asked)
-        lines = series.lines(frame, smooth=smooth, max_points=max_points)
+        lines = series.lines(frame, smooth=smooth, max_points=max_points,
+                             over=self.kl_threshold() if metric in KL_KEYS else None)
         return {"metric": metric, "smooth": smooth, "max_points": max_points,
                 "step_min": step_min, "step_max": step_max, "x": "step", "group_by": None,
                 "lines": [line.to_json() for line in lines]}
@@ -242,8 +275,6 @@ class Api:
     def _groups(self, p: Params, metric: str, runs: list[str] | None, smooth: float | None,
                 x: str, group_by: list[str]) -> dict[str, Any]:
         import polars as pl
-
-        from ..analysis.groups import groups
 
         band = p.get("band") or "std"
         if band not in ("std", "minmax"):
@@ -253,23 +284,20 @@ class Api:
             by = "auto"
         frame = self.store.compare(metric, runs=runs, group_by=by, smooth=smooth,
                                    x=x)  # type: ignore[arg-type]
-        xcol = "step" if x == "step" else "time_s"
+        xcol = self.store.compare_axes()[x]
         lo, hi = p.number("step_min"), p.number("step_max")
         if lo is not None:
             frame = frame.filter(pl.col(xcol) >= lo)
         if hi is not None:
             frame = frame.filter(pl.col(xcol) <= hi)
-        members = groups(self.store, runs=runs, group_by=by)
+        members = self.store.groups(runs=runs, group_by=by)
         runs_of: dict[str, list[str]] = {}
-        for name, label in zip(members["run_name"].to_list(), members["group"].to_list()):
+        for name, label in zip(members["run_label"].to_list(), members["group"].to_list()):
             runs_of.setdefault(label, []).append(name)
         n_groups = frame["group"].n_unique() if frame.height else 0
         max_points = series.points_per_line(3 * n_groups, smoothed=smooth is not None,
                                             asked=p.integer("max_points"))
-        settings = self.store.settings()
-        threshold = settings.get("kl_threshold")
-        over = float(threshold) if metric in KL_KEYS and isinstance(threshold, (int, float)) \
-            else None
+        over = self.kl_threshold() if metric in KL_KEYS else None
         lines = series.group_lines(frame, x=xcol, band=band, smoothed=smooth is not None,
                                    max_points=max_points, over=over)
         for line in lines:
@@ -279,9 +307,7 @@ class Api:
                "groups": plain(lines), "lines": []}
         mark = p.integer("mark_step")
         if mark is not None and x == "time":
-            from ..analysis.compare import step_times
-
-            out["step_marks"] = plain(step_times(self.store, mark, runs=runs).to_dicts())
+            out["step_marks"] = plain(self.store.step_times(mark, runs=runs).to_dicts())
         return out
 
     # -- compare ------------------------------------------------------------------------
@@ -295,13 +321,15 @@ class Api:
         every = p.get("all") in ("1", "true")
         table = self.store.diff(runs, all=every)
         names = [c for c in table.columns if c not in ("key", "differs")]
+        found = self.store.resolve(runs)
         unified = self.store.code_diff(runs) if len(names) > 1 else ""
-        texts = {r["run_name"]: r["code_diff"] for r in
-                 self.store.arrow(*queries.code_diffs(names)).to_pylist()}
+        texts = {r["run_id"]: r["code_diff"] for r in
+                 self.store.arrow(*queries.code_diffs([r.run_id for r in found])).to_pylist()}
         code = []
-        for name in names:
-            text = texts.get(name)
-            code.append({"run_name": name, "text": None if text is None else text[:CODE_LIMIT],
+        for run in found:
+            text = texts.get(run.run_id)
+            code.append({"run_id": run.run_id, "run_name": run.label,
+                         "text": None if text is None else text[:CODE_LIMIT],
                          "bytes": None if text is None else len(text.encode("utf-8")),
                          "lines": None if text is None else len(text.splitlines()),
                          "truncated": text is not None and len(text) > CODE_LIMIT})
@@ -319,29 +347,35 @@ class Api:
     def timing_runs(self, p: Params) -> dict[str, Any]:
         return tabular(self.store.arrow(queries.TIMING_RUNS))
 
+    def _run(self, p: Params, name: str = "run") -> str:
+        """The run_id of the one run the parameter names (`Store.resolve`)."""
+        return self.store.resolve([p.text(name)])[0].run_id
+
     def timing_steps(self, p: Params) -> dict[str, Any]:
-        run = p.text("run")
-        return tabular(self.store.arrow(queries.TIMING_STEPS, {"run": run}))
+        return tabular(self.store.arrow(queries.TIMING_STEPS, {"run": self._run(p)}))
 
     def timing_spans(self, p: Params) -> dict[str, Any]:
-        run = p.text("run")
         step = p.integer("step")
         if step is None:
             raise QueryError("missing parameter 'step'")
+        run = self._run(p)
         return tabular(self.store.arrow(queries.TIMING_SPANS, {"run": run, "step": step}))
 
     def timing_slowest(self, p: Params) -> dict[str, Any]:
-        return tabular(self.store.arrow(queries.SLOWEST_SPANS, {"run": p.text("run")}))
+        return tabular(self.store.arrow(queries.SLOWEST_SPANS, {"run": self._run(p)}))
 
     def timing_compare(self, p: Params) -> dict[str, Any]:
         """Which of two runs got slower: their step times, and per span name the seconds per
         step each spends, the names that cost `vs` the most extra time first."""
-        a, b = p.text("run"), p.text("vs")
-        params = {"a": a, "b": b}
-        steps = {r["run_name"]: r for r in
+        run_a, run_b = self.store.resolve([p.text("run"), p.text("vs")])
+        a, b = run_a.label, run_b.label
+        params = {"a": run_a.run_id, "b": run_b.run_id}
+        by_id = {r.pop("run_id"): r for r in
                  self.store.arrow(queries.TIMING_COMPARE_STEPS, params).to_pylist()}
+        steps = {run.label: None if run.run_id not in by_id else
+                 {"run_name": run.label, **by_id[run.run_id]} for run in (run_a, run_b)}
         for name in (a, b):
-            if name not in steps:
+            if steps[name] is None:
                 raise QueryError(f"run {name!r} has no timing spans; pick one that "
                                  "/api/timing/runs lists")
         # The mean, not the median: a run's time is the sum of its steps' times, and a slow
@@ -367,13 +401,13 @@ class Api:
         return tabular(self.store.arrow(queries.ROLLOUT_RUNS))
 
     def rollouts_index(self, p: Params) -> dict[str, Any]:
-        return tabular(self.store.arrow(queries.ROLLOUT_INDEX, {"run": p.text("run")}))
+        return tabular(self.store.arrow(queries.ROLLOUT_INDEX, {"run": self._run(p)}))
 
     def _where(self, p: Params) -> dict[str, Any]:
         iteration = p.integer("iteration")
         if iteration is None:
             raise QueryError("missing parameter 'iteration'")
-        return {"run": p.text("run"), "split": p.text("split"), "iteration": iteration}
+        return {"run": self._run(p), "split": p.text("split"), "iteration": iteration}
 
     def trajectories(self, p: Params) -> dict[str, Any]:
         return tabular(self.store.arrow(queries.TRAJECTORIES, self._where(p)))
@@ -384,7 +418,7 @@ class Api:
     def conversation(self, p: Params) -> dict[str, Any]:
         """Messages of one conversation (`id`), or of a trajectory's conversations
         (`split`, `iteration`, `group`, `traj`)."""
-        run = p.text("run")
+        run = self._run(p)
         ids: list[str]
         exact = True
         if p.get("id"):
@@ -413,7 +447,7 @@ class Api:
                               "name": r["name"], "content": r["content"],
                               "tool_calls": json_value(r["tool_calls"]),
                               "tool_call_id": r["tool_call_id"]} for r in rows]})
-        return {"run": run, "exact": exact, "conversations": plain(conversations)}
+        return {"run": p.text("run"), "exact": exact, "conversations": plain(conversations)}
 
     def search(self, p: Params) -> dict[str, Any]:
         q = p.text("q")
@@ -425,6 +459,35 @@ class Api:
         for r in rows:
             r["snippet"] = snippet(r.pop("content") or "", q)
         return {"q": q, "total": total, "rows": plain(rows), "truncated": total > len(rows)}
+
+
+def _csv(batches: Any, out: Any) -> None:
+    """The batches as `runstore sql -F csv` writes their table: the header once, then each
+    batch's rows as it comes."""
+    import pyarrow as pa
+
+    from ..present import render
+
+    header: str | None = None
+    for batch in batches:
+        text = render.render(pa.Table.from_batches([batch]), "csv")
+        if header is None:
+            header = render.render(pa.Table.from_batches([batch.slice(0, 0)]), "csv")
+            out.write(header.encode())
+        out.write(text[len(header):].encode())
+
+
+def _parquet(batches: Any, out: Any) -> None:
+    """The batches as one Parquet file, written as they come."""
+    import pyarrow.parquet as pq
+
+    writer = None
+    for batch in batches:
+        if writer is None:
+            writer = pq.ParquetWriter(out, batch.schema)
+        writer.write_batch(batch)
+    if writer is not None:
+        writer.close()
 
 
 def snippet(text: str, q: str, width: int = 160) -> dict[str, Any]:

@@ -1,8 +1,10 @@
 """The web app: Starlette routes over `Api`, the pages' static files, live snapshot events.
 
 Contract: `create_app(store, policy, ...)` returns an ASGI app whose every request first
-passes `security.Guard` (Host, token, same-origin writes, headers); `sql_timeout` is the
-SQL page's time limit (`Api`). Routes:
+passes `transport.Limits` (a path that decodes, a body of at most 1 MiB that arrives in time)
+and `security.Guard` (Host, token, same-origin writes, headers); `sql_timeout` is the SQL
+page's time limit (`Api`). A POST's JSON body is decoded with runstore's own nesting bound
+(`ingest.parse.loads`: deeper than 512 levels is a 400, not a `RecursionError`). Routes:
 
 * `/`, `/runs`, `/charts`, `/compare`, `/health`, `/sql`, `/checkpoints`, `/timing`, `/rollouts`: the one page
   (`static/index.html`); the page's script reads the path and query string, so each page
@@ -10,7 +12,9 @@ SQL page's time limit (`Api`). Routes:
 * `/static/<name>`: only the files that `static/` holds when the app starts (a fixed table
   from name to bytes, symlinks skipped), and `/static/vendor/plotly.min.js` from the
   installed plotly package. A request names a key of that table or gets 404: no path is
-  ever joined onto a directory, so there is nothing to traverse.
+  ever joined onto a directory, so there is nothing to traverse (not starlette's
+  `StaticFiles`, which joins at request time and gzips on every request:
+  docs/architecture.md, "Libraries").
 * `/api/...`: JSON endpoints (see docs/ui.md), answered from `Api.cached` (per snapshot)
   except `status` and `settings`; a new snapshot also warms the Runs page's answer. A
   `RunstoreError` is HTTP 400
@@ -20,7 +24,9 @@ SQL page's time limit (`Api`). Routes:
   store snapshot is published (polled every `poll_s` seconds with `Store.snapshot`, one
   poller for all clients), and a comment line every 15 s to keep proxies from closing it.
 
-Store work runs in Starlette's thread pool, so a slow query never blocks the event loop.
+Store work runs in Starlette's thread pool, so a slow query never blocks the event loop; user
+SQL runs in the store's worker processes (`Store.workers`: one is started with the app, all
+end with it). A download (`Download` whose body is a file) is sent in chunks from that file.
 """
 
 from __future__ import annotations
@@ -35,9 +41,10 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import RunstoreError
+from ..errors import RunstoreError, UsageError
 from .api import SQL_TIMEOUT_S, Api, Download, Params
 from .security import Guard, Policy
+from .transport import Limits
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -162,10 +169,12 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
 
             body = None
             if request.method == "POST":
+                from ..store.inputs import json_body
+
                 try:
-                    body = json.loads(await request.body() or b"{}")
-                except ValueError:
-                    return json_response({"error": "the request body is not valid JSON"}, 400)
+                    body = json_body(await request.body() or b"{}")
+                except UsageError as e:
+                    return json_response({"error": str(e)}, 400)
             params = Params(request.query_params.multi_items(), body)
             try:
                 result = await run_in_threadpool(method, params)
@@ -177,9 +186,13 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
                 return json_response({"error": f"internal error ({type(e).__name__}); see "
                                       "the server's output"}, 500)
             if isinstance(result, Download):
-                return Response(result.body, media_type=result.media_type, headers={
-                    "content-disposition": f'attachment; filename="{result.filename}"',
-                    "cache-control": "no-store"})
+                headers = {"content-disposition": f'attachment; filename="{result.filename}"',
+                           "cache-control": "no-store"}
+                if isinstance(result.body, bytes):
+                    return Response(result.body, media_type=result.media_type, headers=headers)
+                headers["content-length"] = str(result.size())
+                return StreamingResponse(result.chunks(), media_type=result.media_type,
+                                         headers=headers)
             return json_response(result)
 
         return handle
@@ -255,13 +268,15 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
     @asynccontextmanager
     async def lifespan(app: Any) -> Any:
         await snapshots.start()
+        api.start()
         try:
             yield
         finally:
             await snapshots.stop()
+            api.close()
 
     app = Starlette(debug=False, routes=routes, lifespan=lifespan,
                     middleware=[Middleware(GZipMiddleware, minimum_size=2048)],
                     exception_handlers={404: not_found, 405: bad_method})
     app.state.snapshots = snapshots
-    return Guard(app, policy)
+    return Limits(Guard(app, policy))

@@ -1,8 +1,10 @@
 """The read-only statements behind the UI's pages, over the public tables and canned views.
 
 Contract: every function returns `(sql, params)` for `Store.arrow(sql, params)`, which runs
-the read-only guard and binds the params: values (run names, steps, search text, metric
-keys) travel only as `$name` parameters, never in the SQL text. Fixed statements are plain
+the read-only guard and binds the params: values (run_ids, steps, search text, metric
+keys) travel only as `$name` parameters, never in the SQL text. A run is always named by its
+`run_id` here (`$run`, `$a`, `$b`, the lists): the API resolves what the page sent
+(`analysis.runs`, the one RUN resolution) before it asks. Runs are shown by `run_label`. Fixed statements are plain
 constants; the ones whose shape depends on the request (a list of run names, of config
 keys) are built as sqlglot trees. Nothing here reads a file or touches DuckDB itself.
 """
@@ -25,15 +27,13 @@ def _in_list(column: str, values: Sequence[str], prefix: str,
 
 
 def config_columns(keys: Sequence[str]) -> Statement:
-    """One row per (run, config key) for the chosen keys: `run_name, key, value` (JSON text)."""
+    """One row per (run, config key) for the chosen keys: `run_id, key, value` (JSON text)."""
     from sqlglot import exp
 
     cond, params = _in_list("key", keys, "k", table="c")
-    query = (exp.select(exp.column("run_name", table="r"), exp.column("key", table="c"),
+    query = (exp.select(exp.column("run_id", table="c"), exp.column("key", table="c"),
                         exp.column("value", table="c"))
              .from_(exp.table_("config", alias="c"))
-             .join(exp.table_("runs", alias="r"),
-                   on=exp.column("run_id", table="r").eq(exp.column("run_id", table="c")))
              .where(cond))
     return query.sql(dialect="duckdb"), params
 
@@ -48,21 +48,21 @@ order by key
 
 def series(metric: str, runs: Sequence[str] | None, step_min: int | None = None,
            step_max: int | None = None) -> Statement:
-    """Live numeric values of one metric key: `run_name, step, value` for the named runs
-    (every run when `runs` is None), optionally within a step range."""
+    """Live numeric values of one metric key: `run_id, run_label, step, value` for the runs
+    (run_ids) `runs` (every run when None), optionally within a step range."""
     from sqlglot import exp
 
     def col(name: str, table: str) -> exp.Column:
         return exp.column(name, table=table)
 
     params: dict[str, Any] = {"metric": metric}
-    query = (exp.select(col("run_name", "r"), col("step", "m"), col("value", "m"))
+    query = (exp.select(col("run_id", "m"), col("run_label", "m"), col("step", "m"),
+                        col("value", "m"))
              .from_(exp.table_("metrics", alias="m"))
-             .join(exp.table_("runs", alias="r"), on=col("run_id", "r").eq(col("run_id", "m")))
              .where(col("key", "m").eq(exp.Placeholder(this="metric")))
              .where(col("value", "m").is_(exp.null()).not_()))
     if runs is not None:
-        cond, names = _in_list("run_name", runs, "r", table="r")
+        cond, names = _in_list("run_id", runs, "r", table="m")
         query = query.where(cond)
         params.update(names)
     if step_min is not None:
@@ -74,7 +74,7 @@ def series(metric: str, runs: Sequence[str] | None, step_min: int | None = None,
     return query.sql(dialect="duckdb"), params
 
 
-LATEST_CHECKPOINTS = "select * from latest_checkpoints order by run_name"
+LATEST_CHECKPOINTS = "select * from latest_checkpoints order by run_label, run_id"
 
 # The best checkpoint of a run: the one saved when the 10-step moving average of the training
 # reward was highest. A checkpoint named for batch B holds the weights trained on the batches
@@ -94,27 +94,27 @@ ranked as (
     from judged
     where newest = 1
 )
-select r.run_name, b.name as best_name, b.batch as best_batch, b.reward_step,
+select r.run_id, r.run_label, b.name as best_name, b.batch as best_batch, b.reward_step,
        b.reward_ma10 as best_reward_ma10, b.state_path as best_state_path,
        b.sampler_path as best_sampler_path
 from ranked as b
-join runs as r on r.run_id = b.run_id
+join run_labels as r on r.run_id = b.run_id
 where b.best = 1
-order by r.run_name
+order by r.run_label, r.run_id
 """
 
 TIMING_RUNS = """
-select distinct r.run_name
-from spans as s
-join runs as r on r.run_id = s.run_id
-order by r.run_name
+select r.run_id, r.run_label
+from run_labels as r
+where r.run_id in (select run_id from spans)
+order by r.run_label, r.run_id
 """
 
 ROLLOUT_RUNS = """
-select r.run_name
-from runs as r
+select r.run_id, r.run_label
+from run_labels as r
 where r.run_id in (select run_id from trajectories union select run_id from conversations)
-order by r.run_name
+order by r.run_label, r.run_id
 """
 
 TIMING_STEPS = """
@@ -123,7 +123,7 @@ select s.step,
        count(*) as n_spans
 from spans as s
 join runs as r on r.run_id = s.run_id
-where r.run_name = $run
+where r.run_id = $run
 group by s.step
 order by s.step
 """
@@ -133,14 +133,14 @@ select s.name, s.depth, s.parent, s.wall_start_s as start_s, s.wall_end_s as end
        s.duration_s, s.span_idx
 from spans as s
 join runs as r on r.run_id = s.run_id
-where r.run_name = $run and s.step = $step
+where r.run_id = $run and s.step = $step
 order by s.wall_start_s, s.wall_end_s desc, s.depth, s.span_idx
 """
 
 SLOWEST_SPANS = """
 select name, calls, total_s, mean_s, p50_s, p95_s, max_s, share, rank
 from slowest_spans
-where run_name = $run
+where run_id = $run
 order by rank
 """
 
@@ -150,14 +150,14 @@ with t as (
            avg(t.total_reward) filter (where not isnan(t.total_reward)) as mean_reward
     from trajectories as t
     join runs as r on r.run_id = t.run_id
-    where r.run_name = $run
+    where r.run_id = $run
     group by t.split, t.iteration
 ),
 c as (
     select c.split, c.iteration, count(*) as n_conversations
     from conversations as c
     join runs as r on r.run_id = c.run_id
-    where r.run_name = $run
+    where r.run_id = $run
     group by c.split, c.iteration
 )
 select coalesce(t.split, c.split) as split, coalesce(t.iteration, c.iteration) as iteration,
@@ -173,7 +173,7 @@ with conv as (
     select c.group_idx, c.traj_idx, count(*) as n_conversations
     from conversations as c
     join runs as r on r.run_id = c.run_id
-    where r.run_name = $run and c.split = $split and c.iteration = $iteration
+    where r.run_id = $run and c.split = $split and c.iteration = $iteration
     group by c.group_idx, c.traj_idx
 )
 select t.group_idx, t.traj_idx, t.total_reward, t.final_reward, t.n_steps, t.final_ob_len,
@@ -184,7 +184,7 @@ from trajectories as t
 join runs as r on r.run_id = t.run_id
 left join conv as exact on exact.group_idx = t.group_idx and exact.traj_idx = t.traj_idx
 left join conv as grp on grp.group_idx = t.group_idx and grp.traj_idx is null
-where r.run_name = $run and t.split = $split and t.iteration = $iteration
+where r.run_id = $run and t.split = $split and t.iteration = $iteration
 order by t.total_reward, t.group_idx, t.traj_idx
 """
 
@@ -192,7 +192,7 @@ CONVERSATIONS = """
 select c.conversation_id, c.section, c.title, c.group_idx, c.traj_idx, c.n_messages
 from conversations as c
 join runs as r on r.run_id = c.run_id
-where r.run_name = $run and c.split = $split and c.iteration = $iteration
+where r.run_id = $run and c.split = $split and c.iteration = $iteration
 order by c.group_idx nulls last, c.traj_idx nulls last, c.conversation_id
 """
 
@@ -202,7 +202,7 @@ select c.conversation_id, c.split, c.iteration, c.section, c.title, c.group_idx,
 from messages as m
 join conversations as c on c.run_id = m.run_id and c.conversation_id = m.conversation_id
 join runs as r on r.run_id = m.run_id
-where r.run_name = $run and m.conversation_id = $conversation
+where r.run_id = $run and m.conversation_id = $conversation
 order by m.message_idx
 """
 
@@ -212,18 +212,18 @@ TRAJECTORY_CONVERSATIONS = """
 select c.conversation_id, c.traj_idx is not null as exact
 from conversations as c
 join runs as r on r.run_id = c.run_id
-where r.run_name = $run and c.split = $split and c.iteration = $iteration
+where r.run_id = $run and c.split = $split and c.iteration = $iteration
   and c.group_idx = $group and (c.traj_idx = $traj or c.traj_idx is null)
 order by exact desc, c.conversation_id
 """
 
 SEARCH = """
-select run_name, split, iteration, group_idx, traj_idx, conversation_id, message_idx, role,
+select run_id, run_label, split, iteration, group_idx, traj_idx, conversation_id, message_idx, role,
        total_reward, content
 from transcripts
 where contains(lower(content), lower($q))
   and ($role = '' or role = $role)
-order by run_name, split, iteration, conversation_id, message_idx
+order by run_label, run_id, split, iteration, conversation_id, message_idx
 limit $limit
 """
 
@@ -247,33 +247,30 @@ order by table_name, ordinal_position
 # compare; `added_s` is how many seconds per step the name costs `b` more than `a`.
 TIMING_COMPARE_STEPS = """
 with steps as (
-    select r.run_name, s.step, max(s.wall_end_s) as wall_s
+    select s.run_id, s.step, max(s.wall_end_s) as wall_s
     from spans as s
-    join runs as r on r.run_id = s.run_id
-    where r.run_name in ($a, $b)
-    group by r.run_name, s.step
+    where s.run_id in ($a, $b)
+    group by s.run_id, s.step
 )
-select run_name, count(*) as n_steps,
+select run_id, count(*) as n_steps,
        median(wall_s) as median_step_s, avg(wall_s) as mean_step_s, max(wall_s) as max_step_s
 from steps
-group by run_name
+group by run_id
 """
 
 TIMING_COMPARE_SPANS = """
 with n as (
-    select r.run_name, count(distinct s.step) as n_steps
+    select s.run_id, count(distinct s.step) as n_steps
     from spans as s
-    join runs as r on r.run_id = s.run_id
-    where r.run_name in ($a, $b)
-    group by r.run_name
+    where s.run_id in ($a, $b)
+    group by s.run_id
 ),
 per_name as (
-    select r.run_name, s.name, count(*) as calls, avg(s.duration_s) as mean_s,
+    select s.run_id, s.name, count(*) as calls, avg(s.duration_s) as mean_s,
            sum(s.duration_s) as total_s
     from spans as s
-    join runs as r on r.run_id = s.run_id
-    where r.run_name in ($a, $b)
-    group by r.run_name, s.name
+    where s.run_id in ($a, $b)
+    group by s.run_id, s.name
 ),
 names as (select distinct name from per_name)
 select x.name,
@@ -283,19 +280,19 @@ select x.name,
        a.total_s / na.n_steps as per_step_s_a, b.total_s / nb.n_steps as per_step_s_b,
        coalesce(b.total_s / nb.n_steps, 0) - coalesce(a.total_s / na.n_steps, 0) as added_s
 from names as x
-left join per_name as a on a.name = x.name and a.run_name = $a
-left join per_name as b on b.name = x.name and b.run_name = $b
-left join n as na on na.run_name = $a
-left join n as nb on nb.run_name = $b
+left join per_name as a on a.name = x.name and a.run_id = $a
+left join per_name as b on b.name = x.name and b.run_id = $b
+left join n as na on na.run_id = $a
+left join n as nb on nb.run_id = $b
 order by added_s desc, x.name
 """
 
 
 def code_diffs(runs: Sequence[str]) -> Statement:
-    """`run_name, code_diff` of the named runs (their code.diff as ingested)."""
+    """`run_id, code_diff` of the runs (run_ids; their code.diff as ingested)."""
     from sqlglot import exp
 
-    cond, params = _in_list("run_name", runs, "r")
-    query = (exp.select("run_name", "code_diff").from_("runs").where(cond)
-             .order_by("run_name"))
+    cond, params = _in_list("run_id", runs, "r")
+    query = (exp.select("run_id", "code_diff").from_("runs").where(cond)
+             .order_by("run_id"))
     return query.sql(dialect="duckdb"), params

@@ -7,11 +7,13 @@ Contract: `Guard(app, policy)` is an ASGI middleware that lets a request through
   typed as an address cannot be rebound), the name the server was bound to, and, for a
   wildcard bind (`0.0.0.0`, `::`), this machine's host name and FQDN. A loopback bind accepts
   loopback addresses only. Anything else is HTTP 421 (so a page on another site that rebinds
-  its name to 127.0.0.1 reads nothing);
+  its name to 127.0.0.1 reads nothing). Not starlette's `TrustedHostMiddleware`: it holds no
+  rule for IP literals and answers 400 (docs/architecture.md, "Libraries");
 * when the server has a token: the request carries it, as `Authorization: Bearer T`, as an
   `X-Runstore-Token: T` header, or as the cookie that a visit to any page with `?token=T`
   sets (that visit is answered by a redirect to the same URL without the token, so the token
-  stays out of the history and of Referer headers). Tokens are compared in constant time. A
+  stays out of the history and of Referer headers; the redirect's `Location` is the request's
+  path re-encoded by `transport.path_reference`, so it can only name a path on this server). Tokens are compared in constant time. A
   missing or wrong token is HTTP 401 (JSON for `/api/...`, a short page otherwise);
 * a request that is not GET/HEAD is JSON (`Content-Type: application/json`, which a form on
   another site cannot send without a CORS preflight this server never answers) and, when it
@@ -27,28 +29,15 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import json
 import socket
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qsl, urlencode
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+from .transport import HEADERS, Receive, Scope, Send, path_reference, reply, respond
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
-
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-       "img-src 'self' data: blob:; connect-src 'self'; font-src 'self' data:; "
-       "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-HEADERS = [(b"content-security-policy", CSP.encode()),
-           (b"x-content-type-options", b"nosniff"),
-           (b"referrer-policy", b"no-referrer"),
-           (b"x-frame-options", b"DENY"),
-           (b"cross-origin-opener-policy", b"same-origin"),
-           (b"cross-origin-resource-policy", b"same-origin")]
 
 
 def is_loopback(host: str) -> bool:
@@ -156,26 +145,28 @@ class Guard:
         if scope["type"] != "http":  # no websockets here
             return
         headers = _headers(scope)
-        path = scope.get("path", "/")
+        path = scope.get("path", "/")  # checked by `transport.Limits`, outside this guard
         api = path.startswith("/api/")
         if not self.policy.host_allowed(headers.get("host")):
-            await _reply(send, 421, "this server does not answer for that Host name", api)
+            await reply(send, 421, "this server does not answer for that Host name", api)
             return
         query = scope.get("query_string", b"").decode("latin-1")
         pairs = parse_qsl(query, keep_blank_values=True)
         url_token = next((v for k, v in pairs if k == "token"), None)
         if self.policy.token is not None and url_token is not None and \
                 scope["method"] in ("GET", "HEAD") and self.policy.token_ok(url_token):
+            # The same path and query without the token, re-encoded as ASCII and never
+            # starting with `//` (another host, to a browser): a path on this server.
             rest = urlencode([(k, v) for k, v in pairs if k != "token"])
-            location = path + ("?" + rest if rest else "")
+            location = path_reference(path) + ("?" + rest if rest else "")
             cookie = (f"{self.policy.cookie}={self.policy.token}; Path=/; HttpOnly; "
                       "SameSite=Strict")
-            await _send(send, 303, b"", "text/plain; charset=utf-8",
-                        [(b"location", location.encode("latin-1")),
-                         (b"set-cookie", cookie.encode("latin-1"))])
+            await respond(send, 303, b"", "text/plain; charset=utf-8",
+                          [(b"location", location.encode("ascii")),
+                           (b"set-cookie", cookie.encode("latin-1"))])
             return
         if not self.policy.token_ok(_given_token(headers, self.policy.cookie)):
-            await _reply(send, 401, "a token is needed: open the URL that `runstore ui` "
+            await reply(send, 401, "a token is needed: open the URL that `runstore ui` "
                          "printed (it ends with ?token=...), or send the header "
                          "'Authorization: Bearer TOKEN'", api)
             return
@@ -183,10 +174,10 @@ class Guard:
             ctype = headers.get("content-type", "").split(";")[0].strip().lower()
             origin = headers.get("origin")
             if ctype != "application/json":
-                await _reply(send, 415, "send the request body as application/json", api)
+                await reply(send, 415, "send the request body as application/json", api)
                 return
             if origin is not None and not self._same_origin(origin, headers.get("host", "")):
-                await _reply(send, 403, "cross-origin requests are refused", api)
+                await reply(send, 403, "cross-origin requests are refused", api)
                 return
 
         async def send_with_headers(message: dict[str, Any]) -> None:
@@ -201,18 +192,3 @@ class Guard:
     def _same_origin(origin: str, host: str) -> bool:
         scheme, _, rest = origin.partition("://")
         return scheme == "http" and rest.lower() == host.lower()
-
-
-async def _reply(send: Send, status: int, text: str, api: bool) -> None:
-    if api:
-        await _send(send, status, json.dumps({"error": text}).encode(), "application/json")
-    else:
-        await _send(send, status, (text + "\n").encode(), "text/plain; charset=utf-8")
-
-
-async def _send(send: Send, status: int, body: bytes, ctype: str,
-                extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    headers = [(b"content-type", ctype.encode()), (b"content-length", str(len(body)).encode()),
-               (b"cache-control", b"no-store")] + HEADERS + (extra or [])
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})

@@ -4,12 +4,14 @@ Contract: `serve(store, paths=..., watch=S, host=, port=, token=, sql_timeout=)`
 `host:port` (port 0: any free port), prints one line `runstore ui: serving STORE at URL` on
 stdout (with `?token=...` when a token is in force) and serves until SIGINT/SIGTERM, then
 returns. The SQL page's queries stop after `sql_timeout` seconds (`api.SQL_TIMEOUT_S`
-unless given).
+unless given), and run in worker processes capped at the store's memory limit (`Store(...,
+memory_limit=)`). Connections are served by `transport.Protocol` (a header timeout); uvicorn
+logs only errors, so nothing a client sends writes to the server's stderr.
 
 * A loopback host (127.0.0.1, ::1, localhost) needs no token; a `token` given is still
   enforced. Any other host always has one: the given `token`, else a random one
   (`secrets.token_urlsafe`) that is printed once in that URL, as Jupyter does.
-* With `watch`, a background thread runs `runstore.watch.Watcher` passes over `paths`
+* With `watch`, a background thread runs `runstore.health.watch.Watcher` passes over `paths`
   every `watch` seconds (the same ingest and health check as `runstore ingest --watch`,
   whose alerts and reports are printed the same way); the pages learn of each new snapshot
   through `/api/events`. Without `watch` nothing writes the store: `paths` given without
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from ..errors import UsageError
 from .api import SQL_TIMEOUT_S
 from .security import Policy, is_loopback
+from .transport import Protocol
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -78,32 +81,28 @@ class WatchThread:
 
     def __init__(self, store: "Store", paths: Sequence[str], interval: float,
                  out: Echo = _echo_out, err: Echo = _echo_err):
-        from ..health.watch import Watcher
-
         self.interval = interval
         self.paths = list(paths)
         self.stop = threading.Event()
         self.last_pass: float | None = None
         self.last_error: str | None = None
         self.passes = 0
-        self.watcher = Watcher(store, paths, check=True,
-                               on_alert=lambda alert: out(alert.text()),
-                               on_report=lambda report: err(report.summary()),
-                               on_warning=lambda text: err(f"warning: {text}"))
+        self.watcher = store.watcher(paths, check=True,
+                                     on_alert=lambda alert: out(alert.text()),
+                                     on_report=lambda report: err(report.summary()),
+                                     on_warning=lambda text: err(f"warning: {text}"))
         self.thread = threading.Thread(target=self._loop, name="runstore-ui-watch", daemon=True)
 
     def start(self) -> None:
         self.thread.start()
 
     def _loop(self) -> None:
-        from ..health.watch import TRANSIENT
-
         while not self.stop.is_set():
             started = time.monotonic()
             try:
                 self.watcher.run_pass()
                 self.last_error = None
-            except TRANSIENT as e:
+            except self.watcher.TRANSIENT as e:
                 self.last_error = str(e) or type(e).__name__
                 _echo_err(f"warning: this pass failed, retrying in {self.interval:g} s: "
                           f"{self.last_error}")
@@ -157,8 +156,11 @@ def serve(store: "Store", *, paths: Sequence[str] = (), watch: float | None = No
     policy = Policy(host=host, port=bound_port, token=token)
     app = create_app(store, policy, poll_s=poll_s, sql_timeout=sql_timeout,
                      status_extra=watcher.status if watcher else None)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False,
-                            lifespan="on", timeout_graceful_shutdown=3)
+    # Protocol: uvicorn's h11 protocol with a header timeout (ui/transport.py). Log level
+    # "error": uvicorn warns on stderr of every malformed request it refuses (with a 400), so
+    # any client could fill the server's terminal; an error (a fault of the server) still shows.
+    config = uvicorn.Config(app, log_level="error", access_log=False, server_header=False,
+                            lifespan="on", timeout_graceful_shutdown=3, http=Protocol)
     server = uvicorn.Server(config)
     out(f"runstore ui: serving {store.path} at {url_for(host, bound_port, token)}")
     if watcher is not None:

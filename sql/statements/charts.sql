@@ -1,52 +1,62 @@
 -- Statements behind the plotly charts (runstore.present.charts). Each answers one chart from
--- the canned views; `$runs` is a GLOB over run_name, or null for every run.
+-- the canned views; `$runs` is the list of run_ids in scope (runstore.analysis.runs resolves
+-- `--runs`), or null for every run. Rows carry `run_id`, the identity charts group by, and
+-- `run_label` (see `run_labels`), what legends show.
 
 -- name: run_config
 -- The value of config key `$key` for each run in scope (null for a run that lacks it), to
 -- colour runs by.
-select r.run_name, c.value, c.value_num, c.value_str
-from runs as r
+select r.run_id, r.run_label, c.value, c.value_num, c.value_str
+from run_labels as r
 left join config as c on c.run_id = r.run_id and c.key = $key
-where ($runs is null or r.run_name glob $runs)
+where ($runs is null or list_contains($runs, r.run_id))
 
 -- name: metric_series
 -- Live numeric values of the keys in the list `$keys`: one row per run, key and step, the
 -- keys in the order given.
-select r.run_name, m.key, m.step, m.value
+select m.run_id, m.run_label, m.key, m.step, m.value
 from metrics as m
-join runs as r on r.run_id = m.run_id
 where list_contains($keys, m.key) and m.value is not null
-  and ($runs is null or r.run_name glob $runs)
-order by r.run_name, list_position($keys, m.key), m.step
+  and ($runs is null or list_contains($runs, m.run_id))
+order by m.run_label, m.run_id, list_position($keys, m.key), m.step
 
 -- name: kl_series
 -- KL per step of the runs `$runs` matches, from `metric_kl` (the KL values that count, as the
 -- merge rules kept them at ingest: what `kl_steps` shows): one row per run that logs KL, its
--- steps and v1, v2 values as three lists of one order, and the `kl_threshold` setting. One
--- statement, so names and steps come from one snapshot. Neither the runs nor the lists are
--- sorted here (a sorted list aggregate, or an ORDER BY carrying the lists, costs more than
--- the caller's sort): runstore.present.charts.metrics.kl_series flags a run with a value
--- above the threshold (`kl_steps.is_over` at some step, what `kl_health` flags), puts
--- unflagged runs first, then by name, and sorts a run whose steps are out of order (rows come
--- out of the table in the order the ingest wrote them, by step within each of its reads).
+-- steps and v1, v2 values as three lists of one order, the `kl_threshold` setting, and
+-- whether the run is flagged: `over_threshold` (the one home of "over") of its largest
+-- non-NaN value, which is over exactly when one of its steps is (`kl_steps.is_over` at some
+-- step: what `kl_health` flags). One statement, so labels and steps come from one snapshot.
+-- Neither the runs nor the lists are sorted here (a sorted list aggregate, or an ORDER BY
+-- carrying the lists, costs more than the caller's sort):
+-- runstore.present.charts.metrics.kl_series puts unflagged runs first, then by label, and
+-- sorts a run whose steps are out of order (rows come out of the table in the order the
+-- ingest wrote them, by step within each of its reads).
 with per_run as (
-    select run_id, list(step) as steps, list(v1) as v1, list(v2) as v2
+    -- `peak`: the largest value of either family that can be over (DuckDB's max would take a
+    -- NaN for the largest), in one aggregate beside the lists.
+    select run_id, list(step) as steps, list(v1) as v1, list(v2) as v2,
+           max(greatest(case when not isnan(v1) then v1 end,
+                        case when not isnan(v2) then v2 end)) as peak
     from metric_kl
     group by run_id
+),
+threshold as (
+    select value_num as t from settings where name = 'kl_threshold'
 )
-select r.run_name, p.steps, p.v1, p.v2,
-       (select value_num from settings where name = 'kl_threshold') as threshold
+select p.run_id, r.run_label, p.steps, p.v1, p.v2, t.t as threshold,
+       over_threshold(p.peak, '>', t.t) as flagged
 from per_run as p
-join runs as r on r.run_id = p.run_id
-where ($runs is null or r.run_name glob $runs)
+join run_labels as r on r.run_id = p.run_id
+cross join threshold as t
+where ($runs is null or list_contains($runs, p.run_id))
 
 -- name: reward_series
 -- reward_trends per run and step.
-select r.run_name, t.step, t.reward, t.reward_ma10
+select t.run_id, t.run_label, t.step, t.reward, t.reward_ma10
 from reward_trends as t
-join runs as r on r.run_id = t.run_id
-where ($runs is null or r.run_name glob $runs)
-order by r.run_name, t.step
+where ($runs is null or list_contains($runs, t.run_id))
+order by t.run_label, t.run_id, t.step
 
 -- name: span_steps
 -- The steps of run `$run` (a run_id) that have timing spans.

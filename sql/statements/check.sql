@@ -1,6 +1,6 @@
 -- runstore check: every health rule over live metrics, in one statement (runstore.health).
 --
--- Rules travel as bound lists, unnested into the `rules`, `rule_keys` and `kl_keys`
+-- Rules travel as bound lists, unnested into the `rules`, `rule_keys` and `rule_kl_keys`
 -- relations, so no name or number from a user is ever part of this text:
 --   $rule_idx, $rule_name, $rule_op, $rule_value   one entry per rule
 --   $rule_v1, $rule_v2                             whether the rule reads KL v1, v2
@@ -40,7 +40,7 @@ metric_values as (
     where m.value is not null and list_contains($keys, m.key)
     group by m.run_id, m.step, k.rule_idx, k.series
 ),
-kl_keys as (
+rule_kl_keys as (
     -- The stored keys of each rule's KL families.
     select unnest($klk_rule) as rule_idx, unnest($klk_name) as key
 ),
@@ -73,15 +73,11 @@ picked as (
     select run_id, step, rule_idx, value from kl_values
 ),
 steps as (
-    -- One row per (run, rule, step that logs the rule's metrics). NaN > x is true in DuckDB
-    -- (NaN sorts above every number), so NaN is set aside before any comparison: it never
-    -- fires, for any op. +Infinity compares as the largest number and fires `>`.
+    -- One row per (run, rule, step that logs the rule's metrics). "Over" is the macro
+    -- `over_threshold` (sql/statements/macros.sql), its one home: NaN never fires, for any op
+    -- (DuckDB sorts NaN above every number); +Infinity compares as the largest number.
     select p.run_id, p.rule_idx, p.step,
-           bool_or(not isnan(p.value) and case r.op
-                       when '>' then p.value > r.threshold
-                       when '>=' then p.value >= r.threshold
-                       when '<' then p.value < r.threshold
-                       when '<=' then p.value <= r.threshold end) as is_over,
+           bool_or(over_threshold(p.value, r.op, r.threshold)) as is_over,
            -- The rule's value at this step: its most extreme non-NaN series in the direction
            -- of the comparison (null when every series is NaN).
            case when r.op in ('>', '>=') then max(p.value) filter (where not isnan(p.value))
@@ -113,8 +109,10 @@ outcome as (
     group by s.run_id, s.rule_idx, r.op
 ),
 status as (
-    -- Each run's name and status, read once for the fired rows and the scope count.
-    select run_id, run_name, status from run_status
+    -- Each run's shown name and status, read once for the fired rows and the scope count.
+    -- A fired row's `run_name` is the run's `run_label` (the name, with a run_id prefix when
+    -- two runs share it); `run_id` is its identity.
+    select run_id, run_label as run_name, status from run_status
 ),
 scope as (
     -- The runs the check covers (the --runs filter is added here too).
@@ -130,7 +128,7 @@ kl_logged as (
     -- leaves out: "checked" means "logged a KL number".
     select distinct k.rule_idx, m.run_id
     from keys as m
-    join kl_keys as k on k.key = m.key
+    join rule_kl_keys as k on k.key = m.key
     where m.n_step_numbers > 0 and not m.pre_resume
 ),
 seen as (
@@ -166,7 +164,7 @@ order by part, run_name, rule_idx
 -- logged KL numbers, so they are read from `metrics_raw` (the step filter is added to it).
 select distinct k.rule_idx, m.run_id
 from metrics_raw as m
-join kl_keys as k on k.key = m.key
+join rule_kl_keys as k on k.key = m.key
 where list_contains($kl_keys, m.key) and m.step is not null and m.value is not null
   and not coalesce(m.pre_resume, false)
 

@@ -113,6 +113,8 @@ class Context:
     iteration: int | None = None
     warnings: list[str] = field(default_factory=list)
     on_warning: Callable[[str], None] | None = None
+    file: str | None = None  # the file's path in its run (or eval store), POSIX
+    run_path: str | None = None  # the run's (or eval store's) directory
 
     def warn(self, line: int | None, message: str) -> None:
         """Report one problem as one line `file:line: message`: a message that quotes the

@@ -19,6 +19,7 @@ import json
 from typing import Any, Iterable
 
 from ...numbers import fits_int64, int64_from_digits
+from ...storage import schema
 from .. import progress
 from .base import Batch, Context, Output, clean_str as _clean_str, json_text as _json_text
 
@@ -115,7 +116,7 @@ class Checkpoints:
 
     def normalize(self, batch: Batch) -> Output:
         out = Output()
-        rows = normalize(batch.records(), batch.ctx)
-        out.rows(rows)
-        progress.note_checkpoints(batch.state, rows["checkpoints"])
+        rows = schema.to_arrow("checkpoints", normalize(batch.records(), batch.ctx)["checkpoints"])
+        out.add("checkpoints", rows)
+        progress.note_checkpoints(batch.state, rows, batch.ctx.run_id)
         return out

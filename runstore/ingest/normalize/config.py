@@ -4,7 +4,13 @@ Contract:
 
 * `normalize(data, ctx) -> {"config": rows}`. `data` is the raw bytes of `config.json`. Nested
   objects are flattened into dotted keys (`dataset_builder.group_size`); a list is one leaf; an
-  empty object is one leaf whose value is `{}`. Per leaf: `value` is the leaf as JSON text
+  empty object is one leaf whose value is `{}`. A key is unambiguous: each part is written as
+  it is (`key_part`) unless that could be misread — it is empty, holds a `.` or a `,` or a
+  control character, begins with `"`, or begins or ends with whitespace — and then it is
+  written as a JSON string (`{"a.b": 1}` gives `"a.b"`, `{"a": {"b": 2}}` gives `a.b`).
+  `flat_key(parts)` writes a key, `split_key(key)` reads its parts back, and
+  `split_keys(text)` reads a comma-separated list of keys as typed (`--group-by`), a comma
+  inside a quoted part belonging to it. Per leaf: `value` is the leaf as JSON text
   (`NaN`/`Infinity` kept as the bare tokens Python writes), `value_num` the leaf as a float when it
   is a number (an integer as the nearest double, ±inf past the largest) or a boolean
   (1.0/0.0), `value_str` the leaf when it is a string.
@@ -19,13 +25,16 @@ Contract:
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Any
+from typing import Any, Sequence
 
+from ...errors import UsageError
 from .. import parse as jsonl
 from .base import Batch, Context, Output, clean_str as _clean_str, json_text as _json_text, to_float
 
-__all__ = ["Config", "normalize", "summarize", "infer_kind", "flatten", "load"]
+__all__ = ["Config", "normalize", "summarize", "infer_kind", "flatten", "load", "flat_key",
+           "key_part", "split_key", "split_keys"]
 
 
 def load(data: bytes, ctx: Context) -> dict | None:
@@ -46,14 +55,15 @@ def load(data: bytes, ctx: Context) -> dict | None:
 
 
 def flatten(cfg: dict) -> list[tuple[str, Any]]:
-    """(dotted key, leaf) pairs in document order. Iterative, so absurd nesting cannot recurse out."""
+    """(flattened key, leaf) pairs in document order (keys as `flat_key` writes them).
+    Iterative, so absurd nesting cannot recurse out."""
     out: list[tuple[str, Any]] = []
     # Stack of (prefix, iterator over the dict's items); an explicit stack keeps document order.
     stack: list[tuple[str, Any]] = [("", iter(cfg.items()))]
     while stack:
         prefix, items = stack[-1]
         for key, value in items:
-            path = f"{prefix}{key}"
+            path = f"{prefix}{key_part(key)}"
             if isinstance(value, dict):
                 if value:
                     stack.append((path + ".", iter(value.items())))
@@ -64,6 +74,97 @@ def flatten(cfg: dict) -> list[tuple[str, Any]]:
         else:
             stack.pop()
     return out
+
+
+def key_part(name: str) -> str:
+    """One part of a flattened key: `name` as it is, or as a JSON string when it could be
+    misread (see the module docstring).
+
+    >>> key_part("group_size"), key_part("a.b"), key_part(""), key_part(' x')
+    ('group_size', '"a.b"', '""', '" x"')
+    >>> print(key_part('"quoted"'), key_part('say "hi"'), key_part("a,b"))
+    "\\"quoted\\"" say "hi" "a,b"
+    """
+    if name and name == name.strip() and not name.startswith('"') \
+            and not _MISREAD.search(name):
+        return name
+    return json.dumps(name, ensure_ascii=False)
+
+
+_MISREAD = re.compile(r"[.,\x00-\x1f\x7f]")
+
+
+def flat_key(parts: Sequence[str]) -> str:
+    """The flattened key of a leaf at the path `parts`.
+
+    >>> flat_key(["a.b"]), flat_key(["a", "b"]), flat_key(["model", "lr"])
+    ('"a.b"', 'a.b', 'model.lr')
+    """
+    return ".".join(key_part(p) for p in parts)
+
+
+def split_key(key: str) -> list[str]:
+    """The path a flattened key names (`flat_key`'s inverse); a `UsageError` for text that
+    is not one (a quoted part left open, say).
+
+    >>> split_key('"a.b".c'), split_key("a.b"), split_key('x."".y')
+    (['a.b', 'c'], ['a', 'b'], ['x', '', 'y'])
+    """
+    parts: list[str] = []
+    i = 0
+    while True:
+        if key.startswith('"', i):
+            try:
+                part, i = _DECODER.raw_decode(key, i)
+            except ValueError:
+                raise UsageError(f"config key {key!r}: a quoted part is not a JSON string "
+                                 '(write "a.b" for a key holding a dot)') from None
+            if i < len(key) and key[i] != ".":
+                raise UsageError(f"config key {key!r}: a quoted part must be followed by a "
+                                 "dot or end the key")
+        else:
+            end = key.find(".", i)
+            end = len(key) if end < 0 else end
+            part, i = key[i:end], end
+        parts.append(part)
+        if i >= len(key):
+            return parts
+        i += 1  # the dot
+
+
+def split_keys(text: str) -> list[str]:
+    """Comma-separated flattened keys as typed (`--group-by a.b,"x,y"`), each stripped of
+    the spaces around it; a comma inside a quoted part belongs to the key (a part is quoted
+    when it begins with `"`, as `split_key` reads it).
+
+    >>> split_keys('learning_rate, "a,b".c ,model')
+    ['learning_rate', '"a,b".c', 'model']
+    """
+    keys: list[str] = []
+    i = 0
+    while True:
+        start = j = i
+        while j < len(text) and text[j].isspace():
+            j += 1
+        while True:  # one part, then a dot and the next, up to a comma or the end
+            if text.startswith('"', j):
+                try:
+                    _, j = _DECODER.raw_decode(text, j)
+                except ValueError:  # an open quote: the rest is this key (split_key says why)
+                    j = len(text)
+            while j < len(text) and text[j] not in ".,":
+                j += 1
+            if j < len(text) and text[j] == ".":
+                j += 1
+                continue
+            break
+        keys.append(text[start:j].strip())
+        if j >= len(text):
+            return keys
+        i = j + 1  # the comma
+
+
+_DECODER = json.JSONDecoder()
 
 
 def _num(value: Any) -> float | None:

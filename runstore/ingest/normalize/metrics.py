@@ -12,7 +12,7 @@ line number, so a later write of the same (step, key) has a larger seq.
 Speed matters here (metrics are most of the bytes): the whole buffer is first handed to
 pyarrow's JSON reader and unpivoted column by column; only buffers it refuses (type changes,
 bad lines, duplicate keys, nested values) go through the line-by-line decoder, which reports
-each bad line. The two paths give the same rows for any input (tests/test_fast_paths.py):
+each bad line. The two paths give the same rows for any input (tests/ingest/test_fast_paths.py):
 where pyarrow's reading differs from Python's (`-0`, see `_negative_zero`), the buffer takes
 the line decoder.
 """
@@ -29,8 +29,7 @@ import pyarrow.compute as pc
 from ...numbers import INT64_MAX, INT64_MIN
 from ...storage.schema import empty, schema
 from .. import parse as jsonl
-from .. import progress
-from . import metric_keys, metric_kl, metric_steps
+from .. import progress, run_facts, summaries
 from .base import (Batch, Context, Output, clean_str as _clean_str, holds_negative_zero,
                    to_float)
 
@@ -178,20 +177,22 @@ def _split_value(v: Any) -> tuple[float | None, str | None]:
     if isinstance(v, bool):
         return None, "true" if v else "false"
     if isinstance(v, (int, float)):
-        return to_float(v), None  # pyarrow's reader rounds alike (tests/test_fast_paths.py)
+        return to_float(v), None  # pyarrow's reader rounds alike (tests/ingest/test_fast_paths.py)
     if isinstance(v, str):
         return None, v
     return None, json.dumps(v, allow_nan=True)
 
 
 class Metrics:
-    """metrics.jsonl and its `pre_resume` copies → `metrics_raw`, their per-key summary →
-    `metric_keys` (metric_keys.py), their per-read step count → `metric_steps`
-    (metric_steps.py) and the live file's merged KL values → `metric_kl` (metric_kl.py: an
-    append that logs KL at steps an earlier read did asks for the whole file, `Output.reread`);
-    the ledger state keeps the largest step (the `runs` row's `last_step`, and what a read's
-    steps are compared with), each key's last step (for the summaries) and the live file's
-    largest `progress/done_frac` (the `runs` row's `done_frac`, ingest/progress.py)."""
+    """metrics.jsonl and its `pre_resume` copies → `metrics_raw`, and the summaries kept
+    beside it: `metric_keys`, `metric_steps`, `metric_kl` (ingest/summaries.py: the
+    statements of sql/statements/summaries.sql over each read's rows; a read that cannot be
+    merged alone asks for the whole file, `Output.reread`). The ledger state keeps the
+    largest step (the `runs` row's `last_step`, and what a read's steps are compared with),
+    each key's last step (for the summaries), the live file's largest `progress/done_frac`
+    (the `runs` row's `done_frac`, ingest/progress.py) and the run's total cost and tokens as
+    the statement `totals.run_totals` answers over the reads so far (the `runs` row's
+    `cost_usd`, `tokens_sampled`, `tokens_trained`, ingest/run_facts.py)."""
 
     kinds = ("metrics", "metrics_pre_resume")
     tables = ("metrics_raw", "metric_keys", "metric_steps", "metric_kl")
@@ -200,19 +201,16 @@ class Metrics:
         out = Output()
         pre_resume = batch.kind == "metrics_pre_resume"
         table, last = normalize(batch.data, batch.first_line, batch.ctx, pre_resume=pre_resume)
-        fresh = batch.first_line == 1
-        if not pre_resume:  # before metric_keys moves the state on to this read
-            kl = metric_kl.summarize(table, batch.state, fresh=fresh)
-            if kl is None:
-                out.reread = True
-                return out
-            out.add("metric_kl", kl)
+        found = summaries.of_read(table, batch.state, fresh=batch.first_line == 1)
+        if found is None:
+            out.reread = True
+            return out
         out.add("metrics_raw", table)
-        keys = metric_keys.summarize(table, batch.state, fresh=fresh)
-        out.add("metric_keys", keys)
-        if not pre_resume:
-            progress.note_metrics(batch.state, keys)
-        out.add("metric_steps", metric_steps.summarize(table, batch.state, fresh=fresh))
+        for name, rows in found.items():
+            out.add(name, rows)
+        if not pre_resume:  # the `runs` row reads the live file's state
+            progress.note_metrics(batch.state, found["metric_keys"])
+            run_facts.note_metrics(batch.state, table)  # the run's total cost and tokens
         if last is not None:
             batch.state["max_step"] = max(last, batch.state.get("max_step", last))
         return out

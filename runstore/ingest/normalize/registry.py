@@ -3,7 +3,7 @@ writes.
 
 Contract: `NORMALIZERS` lists one `Normalizer` per artifact (the way sqlglot's optimizer
 composes its rules from one tuple); every file kind `discover` can classify has exactly one
-entry (tests/test_normalizers.py holds the two together, and that every public table but
+entry (tests/ingest/test_normalizers.py holds the two together, and that every public table but
 `runs` is written by some entry). `for_kind(kind)` is the normalizer of a kind,
 `tables_of(kind)` the tables its rows go to (a re-read file's earlier rows are deleted from
 exactly these), `kinds_writing(table)` the kinds whose rows a table holds (what `runstore
@@ -13,7 +13,8 @@ module in this package and one line here.
 
 from __future__ import annotations
 
-from . import checkpoints, code_diff, config, logtree, metrics, rollouts, timing, trace
+from . import (capture, checkpoints, code_diff, config, evals, logs, logtree, metrics, rollouts,
+               timing, trace)
 from .base import Normalizer
 
 NORMALIZERS: tuple[Normalizer, ...] = (
@@ -25,6 +26,11 @@ NORMALIZERS: tuple[Normalizer, ...] = (
     trace.Trace(),
     rollouts.Rollouts(),
     logtree.Logtree(),
+    capture.Capture(),
+    logs.Logs(),
+    evals.EvalRuns(),
+    evals.EvalResults(),
+    evals.EvalTrajectories(),
 )
 
 _BY_KIND: dict[str, Normalizer] = {}

@@ -10,6 +10,8 @@ Contract: `normalize(records, ctx) -> {"trajectories": rows, "rollout_steps": ro
 * `n_steps` = `len(steps)`. `metrics` (from `trajectory_metrics`), and the step `metrics`/`logs`
   are JSON text (`NaN`/`Infinity` kept as bare tokens, as Python writes them); null when absent.
 * A step's `step_idx` falls back to its position in `steps` when missing.
+* Newer summary versions add trajectory fields, kept when present: `status`, `error_type`,
+  `error_message`, `stop_reason`, `model_name` (text) and `conversation` (JSON text).
 * Tolerance: a record that is not an object is reported and skipped; so is a step that is not an
   object. A field of the wrong type is coerced when the spelling is unambiguous (integral float
   for an int, int for a float — the nearest double, ±inf past the largest — 0/1 for a bool)
@@ -22,8 +24,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from ...numbers import fits_int64
-from .base import Batch, Context, Output, clean_str as _clean_str, json_text, to_float
+from .base import Batch, Context, Output, clean_str as _clean_str, json_text
+from .fields import Fields
 
 __all__ = ["Rollouts", "normalize"]
 
@@ -32,56 +34,13 @@ def _json_text(value: Any) -> str | None:
     return None if value is None else json_text(value)
 
 
-class _Fields:
-    """Typed field access for one line; collects the names of unusable fields for one warning."""
-
-    __slots__ = ("problems",)
-
-    def __init__(self) -> None:
-        self.problems: list[str] = []
-
-    def _bad(self, where: str, value: Any) -> None:
-        self.problems.append(f"{where}={json.dumps(value, allow_nan=True, default=str)[:40]}")
-
-    def int(self, obj: dict, key: str, where: str | None = None) -> int | None:
-        value = obj.get(key)
-        if value is None:
-            return None
-        if isinstance(value, int) and not isinstance(value, bool) and fits_int64(value):
-            return value
-        if isinstance(value, float) and value.is_integer() and fits_int64(int(value)):
-            return int(value)
-        self._bad(where or key, value)
-        return None
-
-    def float(self, obj: dict, key: str, where: str | None = None) -> float | None:
-        value = obj.get(key)
-        if value is None:
-            return None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return to_float(value)  # NaN/±Infinity are kept: they are real values here
-        self._bad(where or key, value)
-        return None
-
-    def bool(self, obj: dict, key: str, where: str | None = None) -> bool | None:
-        value = obj.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value)
-        self._bad(where or key, value)
-        return None
-
-
-def _tags(value: Any, fields: _Fields) -> list[str] | None:
+def _tags(value: Any, fields: Fields) -> list[str] | None:
     if value is None:
         return None
     if isinstance(value, str):  # a single tag written bare
         return [_clean_str(value)]
     if not isinstance(value, list):
-        fields._bad("tags", value)
+        fields.bad("tags", value)
         return None
     # Non-string tags are kept as their JSON text rather than dropped.
     return [
@@ -90,6 +49,9 @@ def _tags(value: Any, fields: _Fields) -> list[str] | None:
     ]
 
 
+# Trajectory keys of newer summary versions, kept when present (strings; `conversation` is
+# stored as JSON text).
+NEWER_STRINGS = ("status", "error_type", "error_message", "stop_reason", "model_name")
 # Step keys with a column of their own; anything else (e.g. upstream's `trace`) goes to `extra`.
 _STEP_KEYS = frozenset({"step_idx", "ob_len", "ac_len", "reward", "episode_done", "metrics",
                         "logs", "stop_reason"})
@@ -103,12 +65,12 @@ def normalize(records: Iterable[tuple[int, Any]], ctx: Context) -> dict[str, lis
         if not isinstance(rec, dict):
             ctx.warn(line, f"rollout record is a JSON {type(rec).__name__}, not an object; skipped")
             continue
-        f = _Fields()
+        f = Fields()
 
         split = rec.get("split")
         if not isinstance(split, str):
             if split is not None:
-                f._bad("split", split)
+                f.bad("split", split)
             split = ctx.split
         else:
             split = _clean_str(split)
@@ -120,7 +82,7 @@ def normalize(records: Iterable[tuple[int, Any]], ctx: Context) -> dict[str, lis
 
         steps = rec.get("steps")
         if steps is not None and not isinstance(steps, list):
-            f._bad("steps", steps)
+            f.bad("steps", steps)
             steps = None
 
         trajectories.append(
@@ -137,6 +99,8 @@ def normalize(records: Iterable[tuple[int, Any]], ctx: Context) -> dict[str, lis
                 "final_ob_len": f.int(rec, "final_ob_len"),
                 "n_steps": len(steps) if steps is not None else None,
                 "metrics": _json_text(rec.get("trajectory_metrics")),
+                **{k: f.str(rec, k) for k in NEWER_STRINGS},
+                "conversation": _json_text(rec.get("conversation")),
             }
         )
 

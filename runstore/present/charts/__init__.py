@@ -9,10 +9,15 @@ Contract
   values as bound parameters): `metrics`, `kl_steps`, `kl_health`, `reward_trends`, `spans`,
   `config`. Nothing is recomputed from source files. `store` is any `query.reader.Reader`
   (a `Store`).
-* `runs` is a GLOB over `run_name` (`*` matches `/` too); `color_by` is a flattened config key
-  (`learning_rate`, `dataset_builder.group_size`): runs get one colour per value of that key,
+* `runs` is a scope of runs (a run_name, run_id or unique prefix, directory or GLOB over
+  `run_name`, `*` matching `/` too: `runstore.analysis.runs`); lines are keyed by `run_id`
+  and named by the run's `run_label` (a name two runs share gets a run_id prefix); `color_by`
+  is a flattened config key (`learning_rate`, `dataset_builder.group_size`): runs get one colour per value of that key,
   numbers on an ordered scale, text on a qualitative palette, runs without the key in grey.
-* Each line trace carries `meta = {"run_name", "key", "kind"}` (`kind`: `raw`, `ema`,
+* `smooth=W` is runstore's one smoothing (`analysis.smooth`: the debiased EMA of weight W in
+  [0, 1), as in `compare`, the web UI and trend rules).
+* Each line trace carries `meta = {"run_name", "key", "kind"}` (`run_name`: the run's
+  `run_label`; `kind`: `raw`, `ema`,
   `reward`, `reward_ma10`, `kl_v1`, `kl_v2`) so callers and tests can find it without parsing
   the (HTML-escaped) legend names.
 * A line with more than `max_points` (default 5,000) points is reduced by `keep_indices`: the
@@ -27,13 +32,13 @@ charts), `spans.py` (the timing chart). plotly and numpy are imported inside the
 that need them.
 """
 
-from .lines import (MAX_POINTS, PLOTLY_CONFIG, UNSET, UNSET_COLOR, Coloring, downsample, ema,
+from .lines import (MAX_POINTS, PLOTLY_CONFIG, UNSET, UNSET_COLOR, Coloring, downsample,
                     keep_indices, label, run_colors, write_html)
 from .metrics import (REWARD_KEY, kl_series, metric_series, plot_kl, plot_metric, plot_rewards,
                       reward_series)
 from .spans import MAX_BARS, SpanRow, nesting_order, plot_spans, span_shares
 
 __all__ = ["MAX_BARS", "MAX_POINTS", "PLOTLY_CONFIG", "REWARD_KEY", "UNSET", "UNSET_COLOR",
-           "Coloring", "SpanRow", "downsample", "ema", "keep_indices", "kl_series", "label",
+           "Coloring", "SpanRow", "downsample", "keep_indices", "kl_series", "label",
            "metric_series", "nesting_order", "plot_kl", "plot_metric", "plot_rewards",
            "plot_spans", "reward_series", "run_colors", "span_shares", "write_html"]

@@ -1,14 +1,14 @@
-"""What every chart shares: downsampling and smoothing, colours, line traces, layout, files.
+"""What every chart shares: downsampling, colours, line traces, layout, files.
 
 Contract: `keep_indices(y, max_points)` picks the points of a line to draw (at most
 `max_points`: equal buckets of steps, each keeping its minimum and maximum, plus the first
 and last point, so spikes and the global extremes survive); `downsample` applies it to x and
-y; `ema(y, span)` is the exponential moving average that skips non-finite values. `label`
+y (smoothing is `analysis.smooth`'s, the one every chart uses). `label`
 escapes text for plotly's pseudo-HTML. `run_colors` gives each run a colour, by run or by the
 value of a config key (numbers on an ordered scale, text on a qualitative palette, runs
 without the key in grey). `Lines` adds line traces that carry `meta = {"run_name", "key",
-"kind"}` and remembers whether any was downsampled; `groups` splits an ordered Arrow table
-into runs of equal keys as numpy columns; `write_html` writes one self-contained file.
+"kind"}` (`run_name` holds the run's `run_label`) and remembers whether any was
+downsampled; `groups` splits an ordered Arrow table into runs of equal keys as numpy columns; `write_html` writes one self-contained file.
 plotly and numpy are imported inside the functions that need them.
 """
 
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ...analysis.runs import scope_ids
 from ...errors import QueryError
 from ...query.statements import named
 
@@ -106,28 +107,6 @@ def downsample(x: Any, y: Any, max_points: int = MAX_POINTS) -> tuple["np.ndarra
     return xs[idx], ys[idx], len(idx) < len(ys)
 
 
-def ema(y: Any, span: int) -> "np.ndarray":
-    """Exponential moving average with alpha = 2 / (span + 1), starting at the first value.
-
-    Non-finite values (NaN, ±Infinity) are skipped: the average carries over them unchanged
-    (one Infinity would otherwise poison every later point). Points before the first finite
-    value are NaN.
-    """
-    import numpy as np
-
-    if span < 1:
-        raise QueryError(f"--smooth must be a number of steps >= 1, got {span}")
-    values = np.asarray(y, dtype=float)
-    out = np.full(len(values), np.nan)
-    alpha = 2.0 / (span + 1.0)
-    current = math.nan
-    for i, v in enumerate(values.tolist()):
-        if math.isfinite(v):
-            current = v if math.isnan(current) else current + alpha * (v - current)
-        out[i] = current
-    return out
-
-
 def label(text: Any) -> str:
     """Text for plotly's pseudo-HTML (names, titles, hover): escaped, `%{` defused."""
     return html.escape(str(text), quote=False).replace("%{", "%&#123;")
@@ -150,20 +129,22 @@ class Coloring:
     """Colour of each run, and the legend group (config value) it belongs to, if any."""
 
     color: dict[str, str]
-    group: dict[str, str] = field(default_factory=dict)  # run_name -> value label
+    group: dict[str, str] = field(default_factory=dict)  # run_label -> value label
     order: list[str] = field(default_factory=list)  # value labels in legend order
     key: str | None = None
 
 
 def run_colors(store: "Reader", run_names: Sequence[str], color_by: str | None = None,
                runs: str | None = None) -> Coloring:
-    """A colour per run: by run (palette in name order), or by the value of a config key."""
+    """A colour per run (by its `run_label`): by run (palette in label order), or by the value
+    of a config key."""
     names = sorted(set(run_names))
     if color_by is None:
         palette = colors()
         return Coloring({n: palette[i % len(palette)] for i, n in enumerate(names)})
-    rows = store.arrow(named("charts.run_config"), {"key": color_by, "runs": runs}).to_pylist()
-    found = {r["run_name"]: r for r in rows if r["value"] is not None}
+    scope = scope_ids(store, runs)  # type: ignore[arg-type]
+    rows = store.arrow(named("charts.run_config"), {"key": color_by, "runs": scope}).to_pylist()
+    found = {r["run_label"]: r for r in rows if r["value"] is not None}
     if not any(n in found for n in names):
         raise QueryError(f"no plotted run has the config key {color_by!r} — list the keys with "
                          "`runstore sql \"select distinct key from config order by 1\"`")

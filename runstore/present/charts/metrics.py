@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ...errors import QueryError
 from ...query.statements import named
-from ..scope import no_data_error
-from .lines import (DASHES, MAX_POINTS, Lines, downsample_note, ema, floats, groups, hover_text,
+from ..scope import ids, no_data_error
+from .lines import (DASHES, MAX_POINTS, Lines, downsample_note, floats, groups, hover_text,
                     isnull, label, layout, plotly_go, run_colors, subtitle)
 
 if TYPE_CHECKING:
@@ -26,8 +26,9 @@ REWARD_KEY = "env/all/reward/total"
 
 
 def metric_series(store: "Reader", keys: Sequence[str], runs: str | None = None) -> Any:
-    """Live numeric values of `keys`: Arrow `run_name, key, step, value`, ordered."""
-    return store.arrow(named("charts.metric_series"), {"keys": list(keys), "runs": runs})
+    """Live numeric values of `keys`: Arrow `run_id, run_label, key, step, value`, ordered."""
+    return store.arrow(named("charts.metric_series"), {"keys": list(keys),
+                                                        "runs": ids(store, runs)})
 
 
 def _check_keys(keys: str | Sequence[str]) -> list[str]:
@@ -44,12 +45,16 @@ def _check_keys(keys: str | Sequence[str]) -> list[str]:
 
 
 def plot_metric(store: "Reader", keys: str | Sequence[str], *, runs: str | None = None,
-                color_by: str | None = None, smooth: int | None = None,
+                color_by: str | None = None, smooth: float | None = None,
                 max_points: int = MAX_POINTS) -> "go.Figure":
     """One line per run and key over steps (live values of the `metrics` view); a key that no
-    run in the store has logged is an `UnknownKey` error (see `keys.require`)."""
+    run in the store has logged is an `UnknownKey` error (see `keys.require`). `smooth=W`
+    adds each line smoothed with runstore's one smoothing (`analysis.smooth`, the debiased
+    EMA of weight W in [0, 1), as `compare` and the web UI smooth), the raw line faint."""
+    from ...analysis.smooth import check_weight
     from ...query.keys import require
 
+    weight = None if smooth is None else check_weight(smooth) or None  # 0: the raw values
     names = _check_keys(keys)
     require(store, names)
     table = metric_series(store, names, runs)
@@ -57,7 +62,10 @@ def plot_metric(store: "Reader", keys: str | Sequence[str], *, runs: str | None 
         raise no_data_error(store, runs, f"logs a numeric value for {', '.join(names)} — "
                              "list the keys with `runstore sql \"select distinct key from "
                              "metrics order by 1\"`")
-    parts = groups(table, ["run_name", "key"])
+    if weight is not None:
+        table = _smoothed(table, weight)
+    parts = [((run, key), cols) for (run, _, key), cols in
+             groups(table, ["run_label", "run_id", "key"])]
     run_names = [run for (run, _), _ in parts]
     coloring = run_colors(store, run_names, color_by, runs)
     fig = plotly_go().Figure()
@@ -66,11 +74,11 @@ def plot_metric(store: "Reader", keys: str | Sequence[str], *, runs: str | None 
         dash = DASHES[names.index(key) % len(DASHES)]
         x, y = cols["step"], floats(cols["value"])
         name = run if len(names) == 1 else f"{run} · {key}"
-        if smooth:
+        if weight is not None:
             lines.add(run, key, "raw", x, y, name=name, dash=dash, width=1.0, opacity=0.25,
                       legend=False)
-            lines.add(run, key, "ema", x, ema(y, smooth), name=name, dash=dash,
-                      hover=hover_text(run, key, f"EMA({smooth})"))
+            lines.add(run, key, "ema", x, floats(cols["smoothed"]), name=name, dash=dash,
+                      hover=hover_text(run, key, f"EMA {weight:g}"))
         else:
             lines.add(run, key, "raw", x, y, name=name, dash=dash)
     n_runs = len(set(run_names))
@@ -80,23 +88,36 @@ def plot_metric(store: "Reader", keys: str | Sequence[str], *, runs: str | None 
         f"line style = key ({', '.join(f'{DASHES[i % len(DASHES)]}: {label(k)}' for i, k in enumerate(names))})"
         if len(names) > 1 else "",
         f"coloured by config {label(color_by)}" if color_by else "",
-        f"EMA over {smooth} steps, raw values faint" if smooth else "",
+        f"smoothed: debiased EMA, weight {weight:g} (raw values faint)" if weight else "",
         downsample_note(lines.reduced, max_points)])
     layout(fig, title, sub, xaxis="step", yaxis=label(names[0]) if len(names) == 1 else "value",
             legend_title=label(color_by) if color_by else "run")
     return fig
 
 
+def _smoothed(table: Any, weight: float) -> Any:
+    """`table` (run_id, run_label, key, step, value; ordered by run, key, step) with
+    `smoothed`, each line's debiased EMA (`analysis.smooth.ema`)."""
+    import polars as pl
+
+    from ...analysis.smooth import ema
+
+    df = pl.from_arrow(table)
+    assert isinstance(df, pl.DataFrame)
+    return df.with_columns(ema("value", weight).over(["run_id", "key"]).alias("smoothed")) \
+        .to_arrow()
+
+
 def kl_series(store: "Reader", runs: str | None = None,
               threshold: float | None = None) -> Any:
     """KL per run and step as the merge rules keep it (`metric_kl`, what `kl_steps` shows),
-    flagged as `kl_health` flags: Arrow `run_name, step, v1, v2, flagged, threshold`, ordered
-    by run and step, flagged runs last."""
+    flagged as `kl_health` flags (the statement's `over_threshold`): Arrow `run_id, run_label,
+    step, v1, v2, flagged, threshold`, ordered by run and step, flagged runs last."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    params: dict[str, Any] = {"runs": runs}
+    params: dict[str, Any] = {"runs": ids(store, runs)}
     if threshold is not None:
         params["kl_threshold"] = threshold
     per_run = store.arrow(named("charts.kl_series"), params)  # one row per run
@@ -105,13 +126,14 @@ def kl_series(store: "Reader", runs: str | None = None,
     counts = pc.list_value_length(per_run.column("steps")).to_numpy(zero_copy_only=False)
     starts = np.cumsum(counts) - counts
     flat = {c: pc.list_flatten(per_run.column(c)) for c in ("steps", "v1", "v2")}
-    flagged = _flagged(flat["v1"], flat["v2"], starts, value)
-    # Unflagged runs first, then by name: ordered here, where the 100-odd rows are sorted by
+    flagged = per_run.column("flagged").to_numpy(zero_copy_only=False).astype(bool)
+    # Unflagged runs first, then by label: ordered here, where the 100-odd rows are sorted by
     # two keys and each run's values are sliced without a copy (DuckDB's ORDER BY would
     # carry the lists through its sort).
-    order = pc.sort_indices(pa.table({"flagged": flagged, "run_name": per_run.column("run_name")}),
-                            sort_keys=[("flagged", "ascending"),
-                                       ("run_name", "ascending")]).to_numpy()
+    order = pc.sort_indices(pa.table({"flagged": flagged, "run_label": per_run.column("run_label"),
+                                      "run_id": per_run.column("run_id")}),
+                            sort_keys=[("flagged", "ascending"), ("run_label", "ascending"),
+                                       ("run_id", "ascending")]).to_numpy()
     columns = {c: pa.chunked_array(
                    [piece for i in order for piece in values.slice(starts[i], counts[i]).chunks],
                    type=values.type)
@@ -124,24 +146,11 @@ def kl_series(store: "Reader", runs: str | None = None,
     n = int(lengths.sum())
     which = pa.array(np.repeat(order.astype(np.int32), lengths))
     return pa.table({
-        "run_name": per_run.column("run_name").take(which),
+        "run_id": per_run.column("run_id").take(which),
+        "run_label": per_run.column("run_label").take(which),
         "step": columns["steps"], "v1": columns["v1"], "v2": columns["v2"],
         "flagged": pa.array(np.repeat(flagged[order], lengths)),
         "threshold": pa.array(np.full(n, np.nan if value is None else value))})
-
-
-def _flagged(v1: Any, v2: Any, starts: Any, threshold: float | None) -> Any:
-    """Per run (its values from `starts` on), whether v1 or v2 is above `threshold` at some
-    step: `kl_steps.is_over`, which `kl_health` flags. IEEE `>` is that rule as it stands: NaN
-    is above nothing, +Infinity above every number; a step without the value (null, read here
-    as NaN) is not over."""
-    import numpy as np
-
-    if threshold is None or len(starts) == 0:
-        return np.zeros(len(starts), dtype=bool)
-    over = ((v1.to_numpy(zero_copy_only=False) > threshold)
-            | (v2.to_numpy(zero_copy_only=False) > threshold))
-    return np.logical_or.reduceat(over, starts)
 
 
 def step_order(steps: Any, lengths: Any) -> "Any | None":
@@ -169,7 +178,7 @@ def plot_kl(store: "Reader", *, runs: str | None = None, threshold: float | None
         raise no_data_error(store, runs, "logs KL (optim/kl_sample_train_v1/v2 or the "
                                           "unprefixed names)")
     thr = float(table.column("threshold")[0].as_py())
-    parts = groups(table, ["run_name"])
+    parts = [((run,), cols) for (run, _), cols in groups(table, ["run_label", "run_id"])]
     flagged = [run for (run,), cols in parts if bool(cols["flagged"][0])]
     coloring = run_colors(store, [run for (run,), _ in parts])
     many = len(parts) > 40
@@ -207,8 +216,8 @@ def plot_kl(store: "Reader", *, runs: str | None = None, threshold: float | None
 
 
 def reward_series(store: "Reader", runs: str | None = None) -> Any:
-    """`reward_trends` rows: Arrow `run_name, step, reward, reward_ma10`, ordered."""
-    return store.arrow(named("charts.reward_series"), {"runs": runs})
+    """`reward_trends` rows: Arrow `run_id, run_label, step, reward, reward_ma10`, ordered."""
+    return store.arrow(named("charts.reward_series"), {"runs": ids(store, runs)})
 
 
 def plot_rewards(store: "Reader", *, runs: str | None = None, color_by: str | None = None,
@@ -217,7 +226,7 @@ def plot_rewards(store: "Reader", *, runs: str | None = None, color_by: str | No
     table = reward_series(store, runs)
     if table.num_rows == 0:
         raise no_data_error(store, runs, f"logs {REWARD_KEY}")
-    parts = groups(table, ["run_name"])
+    parts = [((run,), cols) for (run, _), cols in groups(table, ["run_label", "run_id"])]
     coloring = run_colors(store, [run for (run,), _ in parts], color_by, runs)
     fig = plotly_go().Figure()
     lines = Lines(fig, coloring, max_points, per_run_legend=len(parts) <= 40)

@@ -1,8 +1,8 @@
 """The timing chart (`plot_spans`): one step's spans as a Gantt chart in nesting order, over the
 share of step time each top-level span takes at every step.
 
-Contract: `plot_spans(store, run, step=None)` draws run `run` (a run_name, or a GLOB matching
-one run: `scope.one_run`) at step `step` (default: its last step with spans) from the
+Contract: `plot_spans(store, run, step=None)` draws run `run` (a run_id, name or directory,
+or a GLOB matching one run: `scope.one_run`) at step `step` (default: its last step with spans) from the
 statements `span_steps`, `step_spans` and `span_shares` of `sql/statements/charts.sql`.
 `nesting_order(spans)` puts one step's spans depth-first, each right below its parent (see
 its docstring for the rule). Past `MAX_BARS` steps the share bars average consecutive steps.

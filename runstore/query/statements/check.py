@@ -14,16 +14,25 @@ are `kl_logged`'s alone (every run with a KL value logged a KL number).
 
 `build_statement` makes that text with sqlglot; `check_statement` reads it, for each of the
 `SHAPES`, from `sql/statements/check_shapes.sql`, which `python tools/gen_statements.py -o
-sql/statements/check_shapes.sql` generates from `build_statement` (tests/test_checks.py holds
+sql/statements/check_shapes.sql` generates from `build_statement` (tests/health/test_checks.py holds
 the file equal to it): a `runstore check` process then neither imports sqlglot nor parses its
-~150-line statement (about 0.45 s of a ~0.9 s process).
+~150-line statement (docs/benchmarks.md, "Command latency").
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from . import named as named_statement
+
+
+def in_scope(column: Any) -> Any:
+    """`frames.in_scope` (the run_id `column` is in `$runs`) as a sqlglot condition
+    (tests/query/test_statement_text.py holds the two to one text)."""
+    from sqlglot import exp
+
+    return exp.func("list_contains", exp.Placeholder(this="runs"), column)
 
 
 def shape_name(metrics_used: bool, kl_used: bool, since_step: bool, runs: bool,
@@ -58,7 +67,7 @@ def build_statement(metrics_used: bool, kl_used: bool, since_step: bool, runs: b
     # Only the branches of `picked` that some rule reads, with their relations: an unused
     # branch would still scan its table.
     used = {"metric_values": metrics_used, "kl_values": kl_used}
-    inputs = {"metric_values": ["rule_keys"], "kl_values": ["kl_keys", "keys"]}
+    inputs = {"metric_values": ["rule_keys"], "kl_values": ["rule_kl_keys", "keys"]}
     selects = [exp.select("run_id", "step", "rule_idx", "value").from_(name)
                for name, is_used in used.items() if is_used]
     ctes["picked"].set("this", selects[0] if len(selects) == 1
@@ -76,10 +85,7 @@ def build_statement(metrics_used: bool, kl_used: bool, since_step: bool, runs: b
         if since_step:
             select.where(col("step") >= exp.Placeholder(this="since_step"), copy=False)
         if runs:
-            named = (exp.select("run_id").from_("runs")
-                     .where(exp.Glob(this=exp.column("run_name"),
-                                     expression=exp.Placeholder(this="runs"))))
-            select.where(col("run_id").isin(query=named), copy=False)
+            select.where(in_scope(col("run_id")), copy=False)
     if since_step:  # the summary has no steps: the KL writes are read (see check.sql)
         ctes["kl_logged"].set("this", sqlglot.parse_one(named_statement("check.kl_logged_since"),
                                                          read="duckdb"))
@@ -89,10 +95,8 @@ def build_statement(metrics_used: bool, kl_used: bool, since_step: bool, runs: b
     if since_step:
         logged.where(m("step") >= exp.Placeholder(this="since_step"), copy=False)
     if runs:
-        glob = exp.Glob(this=exp.column("run_name"), expression=exp.Placeholder(this="runs"))
-        logged.where(m("run_id").isin(query=exp.select("run_id").from_("runs").where(glob)),
-                     copy=False)
-        ctes["scope"].this.where(glob.copy(), copy=False)
+        logged.where(in_scope(m("run_id")), copy=False)
+        ctes["scope"].this.where(in_scope(exp.column("run_id")), copy=False)
     if over_floor:
         over = sqlglot.parse_one(named_statement("check.kl_over_floor"), read="duckdb")
         ctes["kl_values"].this.where(k("run_id").isin(query=over), copy=False)

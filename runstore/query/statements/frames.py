@@ -1,18 +1,31 @@
-"""The statements behind `Store.runs`, `Store.metrics` and the key lookups, as sqlglot trees.
+"""The statements behind `Store.runs`, `Store.metrics` and the key lookups.
 
 Contract: each function returns `(sql, params)` — DuckDB SQL text and the values its `$name`
 placeholders take — ready for `Store.arrow(sql, params)` / `Store.sql(sql, params)`, which
-guard and bind them. User-supplied values (run-name globs, metric keys, kinds) only ever
-travel as bound parameters; user-supplied names (metric keys as column names) only as
-identifiers quoted by sqlglot; a user-supplied `--where` condition only after
-`guard.condition` has checked it is a plain expression. Nothing is pasted into SQL text.
+guard and bind them. User-supplied values (run_ids, metric keys, kinds) only ever
+travel as bound parameters; user-supplied names (metric keys, columns) only as quoted
+identifiers; a user-supplied `--where` condition only after `guard.condition` has checked it
+is a plain expression (and written it back with sqlglot). Nothing is pasted into SQL text.
 
-* `runs_query(kind=, name=, where=, columns=)`: `run_summary` (all its columns or the
-  chosen ones), filtered, ordered by `run_name`.
+The statements every read command asks (`runs_query`, `logged_keys_query`,
+`count_runs_query`, `in_scope`, and the trend rules' two) are joined from fixed pieces of text, with names quoted by
+`guard.identifier`: sqlglot costs a short command more time to import than the whole rest of
+its work (docs/benchmarks.md, "Command latency"), and it is imported only for a `--where`.
+tests/query/test_statement_text.py holds each to the statement sqlglot builds from the same
+request. `metrics_query` (the Python API's `Store.metrics`) is built as a sqlglot tree.
+
+A scope of runs (`runs=`) is always the list of run_ids that `runstore.analysis.runs` resolved
+(None: every run), bound as `$runs`; nothing here matches run names.
+
+* `runs_query(kind=, runs=, where=, columns=)`: `run_summary` (all its columns or the
+  chosen ones), filtered, ordered by `run_label` (then `run_id`).
 * `metrics_query(keys, runs=, wide=)`: live metrics of some keys, long (one row per run, step
   and key) or wide (one row per run and step, one column per key, named by the key).
 * `logged_keys_query(keys, runs=)`: the distinct (key, run) pairs of `metrics_raw`, for
-  `keys.logged_keys`; `count_runs_query(runs)`: how many runs match a GLOB.
+  `keys.logged_keys`; `count_runs_query(runs)`: how many runs are in scope.
+* `run_status_query(runs)` and `family_series_query(runs, since_step=)`: what a trend rule
+  reads (health.trends), each run's label, status and last change, and per run and step the
+  live value of a family of keys (bound as `$keys`, the first spelling that has one).
 """
 
 from __future__ import annotations
@@ -21,53 +34,55 @@ from typing import Any, Sequence
 
 from ...errors import QueryError, UsageError
 from .. import guard
-from ..views import views
+from ..views import view_columns
 from . import Statement
 
 # Wide metric frames are keyed by these; a metric with one of these names would collide.
-WIDE_KEY_COLUMNS = ("run_id", "run_name", "step")
+WIDE_KEY_COLUMNS = ("run_id", "run_name", "run_label", "step")
 
 
 def summary_columns() -> list[str]:
     """The columns of `run_summary`, in order (from the view's documentation)."""
-    return [c for c, _ in next(v for v in views() if v.name == "run_summary").columns]
+    return [c for c, _ in view_columns("run_summary")]
 
 
-def runs_query(*, kind: str | None = None, name: str | None = None,
+def runs_query(*, kind: str | None = None, runs: Sequence[str] | None = None,
                where: str | None = None, columns: Sequence[str] | None = None) -> Statement:
-    """`run_summary` rows, optionally filtered by kind, a run-name GLOB and a SQL condition,
+    """`run_summary` rows, optionally filtered by kind, a scope (run_ids) and a SQL condition,
     with every column or only `columns` (in that order; each must be one of the view's).
 
-    >>> sql, params = runs_query(kind="rl", name="math_rl_sweep/*")
+    >>> sql, params = runs_query(kind="rl", runs=["0123456789abcdef"])
     >>> sql
-    'SELECT * FROM run_summary WHERE kind = $kind AND run_name GLOB $name ORDER BY run_name'
+    'SELECT * FROM run_summary WHERE kind = $kind AND LIST_CONTAINS($runs, run_id) ORDER BY run_label, run_id'
     >>> params
-    {'kind': 'rl', 'name': 'math_rl_sweep/*'}
+    {'kind': 'rl', 'runs': ['0123456789abcdef']}
     >>> runs_query(columns=["run_name", "status"])[0]
-    'SELECT run_name, status FROM run_summary ORDER BY run_name'
+    'SELECT "run_name", "status" FROM run_summary ORDER BY run_label, run_id'
     """
-    from sqlglot import exp
-
     if columns is None:
-        query = exp.select("*")
+        chosen = "*"
     else:
-        query = exp.select(*(exp.column(c) for c in _summary_columns(columns)))
-    query = query.from_("run_summary")
+        chosen = ", ".join(guard.identifier(c) for c in _summary_columns(columns))
+    conditions: list[str] = []
     params: dict[str, Any] = {}
     if kind is not None:
-        query = query.where(exp.column("kind").eq(exp.Placeholder(this="kind")))
+        conditions.append("kind = $kind")
         params["kind"] = kind
-    if name is not None:
-        query = query.where(exp.Glob(this=exp.column("run_name"),
-                                     expression=exp.Placeholder(this="name")))
-        params["name"] = name
+    if runs is not None:
+        conditions.append(in_scope("run_id"))
+        params["runs"] = list(runs)
     if where is not None:
-        query = query.where(exp.paren(guard.condition(where, "--where"), copy=False))
-    query = query.order_by(exp.column("run_name"))
-    try:
-        return query.sql(dialect="duckdb"), params
-    except RecursionError as e:  # a --where condition just within what sqlglot parses
-        raise guard.too_deep("--where condition") from e
+        # A user's condition: parsed and checked by sqlglot (the only part that needs it).
+        try:
+            conditions.append(f"({guard.condition(where, '--where').sql(dialect='duckdb')})")
+        except RecursionError as e:  # a --where condition just within what sqlglot parses
+            raise guard.too_deep("--where condition") from e
+    return (f"SELECT {chosen} FROM run_summary{_where(conditions)} "
+            "ORDER BY run_label, run_id"), params
+
+
+def _where(conditions: Sequence[str]) -> str:
+    return f" WHERE {' AND '.join(conditions)}" if conditions else ""
 
 
 def _summary_columns(columns: Sequence[str]) -> list[str]:
@@ -101,23 +116,24 @@ def metric_keys(keys: str | Sequence[str]) -> list[str]:
     return out
 
 
-def metrics_query(keys: str | Sequence[str], *, runs: str | None = None,
+def metrics_query(keys: str | Sequence[str], *, runs: Sequence[str] | None = None,
                   wide: bool = False) -> Statement:
-    """Live metrics (the `metrics` view) of `keys`, for runs whose name matches the GLOB `runs`.
+    """Live metrics (the `metrics` view) of `keys`, for the runs (run_ids) `runs` when given.
 
-    Long form: `run_id, run_name, step, key, value, value_str`, ordered by run, step, key.
-    Wide form: `run_id, run_name, step` and one DOUBLE column per key, named exactly like the
-    key (string values are null there); one row per run and step that logs any of the keys.
+    Long form: `run_id, run_name, run_label, step, key, value, value_str`, ordered by run
+    (label, then run_id), step, key. Wide form: `run_id, run_name, run_label, step` and one
+    DOUBLE column per key, named exactly like the key (string values are null there); one row
+    per run and step that logs any of the keys.
 
-    >>> sql, params = metrics_query(["env/all/reward/total"], runs="math/*", wide=True)
+    >>> sql, params = metrics_query(["env/all/reward/total"], runs=["0123"], wide=True)
     >>> print(sql)  # doctest: +NORMALIZE_WHITESPACE
-    SELECT m.run_id, r.run_name, m.step,
+    SELECT m.run_id, m.run_name, m.run_label, m.step,
       MAX(m.value) FILTER(WHERE m.key = $k0) AS "env/all/reward/total"
-    FROM metrics AS m JOIN runs AS r ON r.run_id = m.run_id
-    WHERE m.key IN ($k0) AND r.run_name GLOB $runs
-    GROUP BY m.run_id, r.run_name, m.step ORDER BY r.run_name, m.step
+    FROM metrics AS m
+    WHERE m.key IN ($k0) AND LIST_CONTAINS($runs, m.run_id)
+    GROUP BY m.run_id, m.run_name, m.run_label, m.step ORDER BY m.run_label, m.run_id, m.step
     >>> params
-    {'k0': 'env/all/reward/total', 'runs': 'math/*'}
+    {'k0': 'env/all/reward/total', 'runs': ['0123']}
     """
     from sqlglot import exp
 
@@ -133,7 +149,7 @@ def metrics_query(keys: str | Sequence[str], *, runs: str | None = None,
     def col(name: str, table: str) -> exp.Column:
         return exp.column(name, table=table)
 
-    ids = [col("run_id", "m"), col("run_name", "r"), col("step", "m")]
+    ids = [col("run_id", "m"), col("run_name", "m"), col("run_label", "m"), col("step", "m")]
     if wide:
         # One row per (run, step, key) in `metrics`, so MAX picks the one value (NaN too).
         columns: list[Any] = [
@@ -145,64 +161,91 @@ def metrics_query(keys: str | Sequence[str], *, runs: str | None = None,
     else:
         query = exp.select(*ids, col("key", "m"), col("value", "m"), col("value_str", "m"))
     query = (query.from_(exp.table_("metrics", alias="m"))
-             .join(exp.table_("runs", alias="r"), on=col("run_id", "r").eq(col("run_id", "m")))
              .where(col("key", "m").isin(*placeholder.values())))
     if runs is not None:
-        query = query.where(exp.Glob(this=col("run_name", "r"),
-                                     expression=exp.Placeholder(this="runs")))
-        params["runs"] = runs
+        query = query.where(exp.func("list_contains", exp.Placeholder(this="runs"),
+                                     col("run_id", "m")))
+        params["runs"] = list(runs)
+    order = [col("run_label", "m"), col("run_id", "m"), col("step", "m")]
     if wide:
-        query = query.group_by(*ids).order_by(col("run_name", "r"), col("step", "m"))
+        query = query.group_by(*ids).order_by(*order)
     else:
-        query = query.order_by(col("run_name", "r"), col("step", "m"), col("key", "m"))
+        query = query.order_by(*order, col("key", "m"))
     return query.sql(dialect="duckdb"), params
 
 
-def _runs_named(runs: str) -> Any:
-    """`run_id IN (ids of the runs whose name matches $runs)`."""
-    from sqlglot import exp
+def in_scope(column: str) -> str:
+    """`column` (a run_id column, as SQL text) is one of the run_ids bound as `$runs`.
 
-    named = exp.select("run_id").from_("runs").where(
-        exp.Glob(this=exp.column("run_name"), expression=exp.Placeholder(this="runs")))
-    return exp.column("run_id").isin(query=named)
+    >>> in_scope("m.run_id")
+    'LIST_CONTAINS($runs, m.run_id)'
+    """
+    return f"LIST_CONTAINS($runs, {column})"
 
 
 def logged_keys_query(keys: Sequence[str] | None = None, *,
-                      runs: str | None = None, summarised: bool = True) -> Statement:
+                      runs: Sequence[str] | None = None, summarised: bool = True) -> Statement:
     """Distinct `key, run_id` of `metrics_raw` (all rows: live, superseded, step-less), for
-    `keys` only when given and for runs whose name matches the GLOB `runs` when given, read
+    `keys` only when given and for the runs (run_ids) `runs` when given, read
     from `metric_keys`, the per-key summary kept at ingest (it has a key exactly when
     `metrics_raw` does), or from `metrics_raw` for a snapshot without it (`summarised=False`).
 
-    >>> logged_keys_query(["optim/entropy"], runs="math/*")
-    ('SELECT DISTINCT key, run_id FROM metric_keys WHERE LIST_CONTAINS($keys, key) AND run_id IN (SELECT run_id FROM runs WHERE run_name GLOB $runs)', {'keys': ['optim/entropy'], 'runs': 'math/*'})
+    >>> logged_keys_query(["optim/entropy"], runs=["0123"])
+    ('SELECT DISTINCT key, run_id FROM metric_keys WHERE LIST_CONTAINS($keys, key) AND LIST_CONTAINS($runs, run_id)', {'keys': ['optim/entropy'], 'runs': ['0123']})
     """
-    from sqlglot import exp
-
-    query = exp.select("key", "run_id").distinct().from_(
-        "metric_keys" if summarised else "metrics_raw")
+    conditions: list[str] = []
     params: dict[str, Any] = {}
     if keys is not None:
-        query = query.where(exp.func("list_contains", exp.Placeholder(this="keys"),
-                                     exp.column("key")))
+        conditions.append("LIST_CONTAINS($keys, key)")
         params["keys"] = metric_keys(keys)
     if runs is not None:
-        query = query.where(_runs_named(runs))
-        params["runs"] = runs
-    return query.sql(dialect="duckdb"), params
+        conditions.append(in_scope("run_id"))
+        params["runs"] = list(runs)
+    table = "metric_keys" if summarised else "metrics_raw"
+    return f"SELECT DISTINCT key, run_id FROM {table}{_where(conditions)}", params
 
 
-def count_runs_query(runs: str | None = None) -> Statement:
-    """How many runs the store holds (whose name matches the GLOB `runs`, when given).
+def count_runs_query(runs: Sequence[str] | None = None) -> Statement:
+    """How many runs the store holds (of the run_ids `runs`, when given).
 
-    >>> count_runs_query("math/*")
-    ('SELECT COUNT(*) AS n FROM runs WHERE run_name GLOB $runs', {'runs': 'math/*'})
+    >>> count_runs_query(["0123"])
+    ('SELECT COUNT(*) AS n FROM runs WHERE LIST_CONTAINS($runs, run_id)', {'runs': ['0123']})
     """
-    from sqlglot import exp
-
-    query = exp.select(exp.alias_(exp.Count(this=exp.Star()), "n")).from_("runs")
     if runs is None:
-        return query.sql(dialect="duckdb"), {}
-    query = query.where(exp.Glob(this=exp.column("run_name"),
-                                 expression=exp.Placeholder(this="runs")))
-    return query.sql(dialect="duckdb"), {"runs": runs}
+        return "SELECT COUNT(*) AS n FROM runs", {}
+    return f"SELECT COUNT(*) AS n FROM runs WHERE {in_scope('run_id')}", {"runs": list(runs)}
+
+
+def run_status_query(runs: Sequence[str] | None = None) -> Statement:
+    """`run_id, run_name` (the run's `run_label`, as `check` shows runs), `status`
+    (`run_status`'s), `last_step, source_updated_at` of the runs in scope: a trend rule's runs.
+
+    >>> run_status_query(["0123"])[0]
+    'SELECT r.run_id, s.run_label AS run_name, s.status, r.last_step, r.source_updated_at FROM runs AS r JOIN run_status AS s ON s.run_id = r.run_id WHERE LIST_CONTAINS($runs, r.run_id)'
+    """
+    sql = ("SELECT r.run_id, s.run_label AS run_name, s.status, r.last_step, "
+           "r.source_updated_at FROM runs AS r JOIN run_status AS s ON s.run_id = r.run_id")
+    if runs is None:
+        return sql, {}
+    return f"{sql}{_where([in_scope('r.run_id')])}", {"runs": list(runs)}
+
+
+def family_series_query(runs: Sequence[str] | None = None, *,
+                        since_step: bool = False) -> Statement:
+    """Per run and step, the live numeric value of a family of metric keys, bound as `$keys`
+    in order of preference (the first spelling with a value at the step): `run_id, step,
+    value` from the `metrics` view, for the runs in scope and, with `since_step`, from the step
+    bound as `$since_step` on (bind it). The params returned hold the scope only.
+
+    >>> family_series_query(since_step=True)[0]
+    'SELECT m.run_id, m.step, ARG_MIN(m.value, LIST_POSITION($keys, m.key)) AS value FROM metrics AS m WHERE LIST_CONTAINS($keys, m.key) AND NOT m.value IS NULL AND m.step >= $since_step GROUP BY m.run_id, m.step'
+    """
+    conditions = ["LIST_CONTAINS($keys, m.key)", "NOT m.value IS NULL"]
+    params: dict[str, Any] = {}
+    if runs is not None:
+        conditions.append(in_scope("m.run_id"))
+        params["runs"] = list(runs)
+    if since_step:
+        conditions.append("m.step >= $since_step")
+    return ("SELECT m.run_id, m.step, ARG_MIN(m.value, LIST_POSITION($keys, m.key)) AS value "
+            f"FROM metrics AS m{_where(conditions)} GROUP BY m.run_id, m.step"), params

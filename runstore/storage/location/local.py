@@ -9,7 +9,7 @@ import uuid
 from pathlib import PosixPath
 from typing import Any, Iterable, Iterator
 
-from ...errors import RunstoreError
+from ...errors import IOFailure
 from .base import CHUNK, AlreadyExists, Entry, Location, Tree
 
 
@@ -135,7 +135,7 @@ class Local(Location, PosixPath):
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as e:
-            raise RunstoreError(
+            raise IOFailure(
                 f"cannot write the store at {self}: {e.strerror or e}. Choose another --store "
                 "or fix the directory's permissions."
             ) from e

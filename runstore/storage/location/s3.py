@@ -8,7 +8,7 @@ import os
 import uuid
 from typing import Any, Iterable, Iterator
 
-from ...errors import RunstoreError, one_line
+from ...errors import IOFailure, UsageError, one_line
 from .base import AlreadyExists, Entry, Location, Tree
 
 
@@ -20,7 +20,7 @@ class S3(Location):
 
     def __init__(self, uri: str):
         if not uri.startswith("s3://") or len(uri) <= 5:
-            raise RunstoreError(f"not an S3 URI: {uri!r} (expected s3://bucket/prefix)")
+            raise UsageError(f"not an S3 URI: {uri!r} (expected s3://bucket/prefix)")
         self.base = uri.rstrip("/")
         self._fs: Any = None
 
@@ -68,7 +68,7 @@ class S3(Location):
             try:
                 import s3fs
             except ImportError as e:
-                raise RunstoreError(
+                raise UsageError(
                     "an s3:// location needs the s3 extra: pip install 'runstore[s3]'") from e
             kwargs: dict[str, Any] = {}
             endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
@@ -183,7 +183,7 @@ class S3(Location):
             self.put(probe, b"")
             self.delete(probe)
         except Exception as e:  # botocore/s3fs errors: bad credentials, no bucket, no network
-            raise RunstoreError(
+            raise IOFailure(
                 f"cannot write the store at {self}: {one_line(e, 200)}. Check the bucket "
                 "exists and the AWS credentials and endpoint (AWS_ENDPOINT_URL) in the "
                 "environment.") from e

@@ -47,7 +47,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...errors import RunstoreError, StoreNotFound
+from ...errors import StoreNotFound, UsageError
 from ..lock import Lock
 from ..manifest import Manifest, check_core, manifest_paths, mend
 from ..versions import check_version
@@ -84,7 +84,7 @@ def check(root: Path, sources: Sources, *,
 
 def _open(root: Path, what: str) -> None:
     if root.is_remote:
-        raise RunstoreError(
+        raise UsageError(
             f"{what} works on stores on local disk, not {root}: copy the store's prefix to a "
             "local directory (e.g. `aws s3 sync`), repair it there, and copy it back while "
             "nothing writes to it.")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreCorrupt, one_line
 from .. import schema as schema_mod
-from ..ledger import RUN_KIND, Entry, Ledger, LedgerDamaged, source_id_for
+from ..ledger import EVAL_STORE_KIND, RUN_KIND, Entry, Ledger, LedgerDamaged, source_id_for
 from ..manifest import Manifest
 from ..snapshot import open_parquet, read_table, table_files
 from .tables import _within
@@ -55,18 +55,35 @@ class LedgerSteps:
         view = Manifest(seq=0, tables=new_tables, ledger=None, schema_version=0)
         runs = read_table(self.root, view, "runs").to_pylist()
         pairs: set[tuple[str, int]] = set()
+        stores: dict[str, str] = {}  # eval store id -> its directory
         con = duckdb.connect(":memory:")
         try:
             for name in schema_mod.TABLES:
                 files = table_files(self.root, view, name)
                 if name == "runs" or not files:
                     continue
-                rows = con.execute("select distinct run_id, source_id from read_parquet(?)",
+                # An eval store's rows are keyed by its id, as a run's are by its run_id.
+                key = ("eval_store_id" if any(c == "eval_store_id" for c, _, _
+                                              in schema_mod.TABLES[name]) else "run_id")
+                rows = con.execute(f"select distinct {key}, source_id from read_parquet(?)",
                                    [files]).fetchall()
                 pairs.update((r, s) for r, s in rows if r is not None and s is not None)
+                if name == "eval_runs":
+                    stores.update(con.execute(
+                        "select distinct eval_store_id, eval_store from read_parquet(?)",
+                        [files]).fetchall())
         finally:
             con.close()
         by_run: dict[str, dict[int, tuple[str, str]]] = {}
+        for sid, path in sorted(stores.items()):
+            if not sid or not path:
+                continue
+            led.put(Entry(source_id=source_id_for(sid, ""), run_id=sid, rel_path="",
+                          kind=EVAL_STORE_KIND, state={"run_name": os.path.basename(path),
+                                                       "run_path": path}))
+            if os.path.isdir(path):
+                by_run[sid] = {source_id_for(sid, rel): (rel, kind) for rel, kind
+                               in self.sources.files(path, os.path.basename(path))}
         for row in runs:
             rid = row["run_id"]
             led.put(Entry(source_id=source_id_for(rid, ""), run_id=rid, rel_path="",

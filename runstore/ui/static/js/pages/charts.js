@@ -1,13 +1,12 @@
 // Charts: a searchable list of every metric key (/api/keys: `Store.keys`), one panel per
-// chosen key, the selected runs overlaid (every run when none is selected); x by step or wall
-// time; a smoothing slider (the debiased EMA of `compare`, raw kept faint beside it); log-y;
+// chosen key, the selected runs overlaid (every run when none is selected); x by step, wall
+// time, tokens or cost (the last three: runs on the common grid of `Store.compare`); a smoothing slider (the debiased EMA of `compare`, raw kept faint beside it); log-y;
 // group by config keys or `auto` (seeds) → the mean line with a std or min–max band
 // (`Store.compare`); KL panels mark the threshold and the points over it; `step=` marks one
 // step (with x=time, at the wall time each run logged it: /api/series' step_marks). Lines come downsampled from /api/series (min/max buckets, so spikes survive); zooming
 // asks again for the visible range. Every choice lives in the query string.
 import { h, clear, get, url, errorBox, plotly, selectedRuns, colorFor, debounce, breakable } from "../lib.js";
 
-const DEFAULT_METRICS = ["env/all/reward/total", "optim/kl_sample_train_v1"];
 // Group keys that are run columns (analysis.groups.RUN_COLUMNS), offered before config keys.
 const RUN_COLUMNS = ["learning_rate", "model_name", "kind"];
 
@@ -22,15 +21,25 @@ function rgba(hex, a) {
 export async function mount(root) {
   const P = await plotly();
   const status = await get("status");
+  // The server says which keys are KL, what the threshold is and which panels show first
+  // (runstore.families, the kl_threshold setting); the points over it come marked with each
+  // answer (over_steps / over_x), so nothing here decides what is over.
   const klKeys = new Set(status.kl_keys);
-  const threshold = typeof status.kl_threshold === "number" ? status.kl_threshold : 0.01;
+  const threshold = status.kl_threshold;
+  const DEFAULT_METRICS = status.default_metrics;
 
   // -- controls ------------------------------------------------------------------------
   const keyFilter = h("input", { type: "search", id: "key-filter", class: "mono", placeholder: "search metric keys…", size: 30 });
   const keyList = h("div", { class: "key-list", id: "key-list" });
   const keyCount = h("div", { class: "sub", id: "key-count" });
-  const xSel = h("select", { id: "x-axis" }, h("option", { value: "step" }, "step"), h("option", { value: "time" }, "wall time"));
-  xSel.value = url.get("x") === "time" ? "time" : "step";
+  // x: the step, or (runs aligned on a common grid by Store.compare) wall time, or what the
+  // run had spent by the step: tokens (cumulative sampled + trained) or cost (USD).
+  const X_TITLES = { step: "step", time: "wall time since the run's first step (s)",
+    tokens: "tokens sampled + trained", cost: "cost (USD)" };
+  const X_UNITS = { step: "step", time: "s", tokens: "tokens", cost: "USD" };
+  const xSel = h("select", { id: "x-axis" }, h("option", { value: "step" }, "step"), h("option", { value: "time" }, "wall time"),
+    h("option", { value: "tokens" }, "tokens"), h("option", { value: "cost" }, "cost (USD)"));
+  xSel.value = X_TITLES[url.get("x")] ? url.get("x") : "step";
   const groupSel = h("select", { id: "group-add" }, h("option", { value: "" }, "+ group by…"),
     h("option", { value: "auto" }, "auto (seeds)"), RUN_COLUMNS.map((k) => h("option", { value: k }, k)));
   const groupChips = h("span", { class: "row", id: "group-chips" });
@@ -120,17 +129,16 @@ export async function mount(root) {
   function runTraces(res, isKL, w, over) {
     const traces = [];
     for (const line of res.lines) {
-      const c = color(line.run_name);
-      traces.push({ type: "scatter", mode: "lines", x: line.steps, y: line.values, name: line.run_name,
+      const c = color(line.run_label);
+      traces.push({ type: "scatter", mode: "lines", x: line.steps, y: line.values, name: line.run_label,
         line: { color: c, width: w ? 1 : 1.6 }, opacity: w ? 0.25 : 1, connectgaps: false,
-        hovertemplate: `${esc(line.run_name)}<br>step %{x}: %{y:.6g}<extra></extra>`, meta: { run: line.run_name, kind: "raw" } });
+        hovertemplate: `${esc(line.run_label)}<br>step %{x}: %{y:.6g}<extra></extra>`, meta: { run: line.run_label, kind: "raw" } });
       if (w && line.smoothed) {
-        traces.push({ type: "scatter", mode: "lines", x: line.smooth_steps, y: line.smoothed, name: line.run_name + " (smoothed)",
-          line: { color: c, width: 1.8 }, hovertemplate: `${esc(line.run_name)} (smoothed)<br>step %{x}: %{y:.6g}<extra></extra>`, meta: { run: line.run_name, kind: "smoothed" } });
+        traces.push({ type: "scatter", mode: "lines", x: line.smooth_steps, y: line.smoothed, name: line.run_label + " (smoothed)",
+          line: { color: c, width: 1.8 }, hovertemplate: `${esc(line.run_label)} (smoothed)<br>step %{x}: %{y:.6g}<extra></extra>`, meta: { run: line.run_label, kind: "smoothed" } });
       }
       if (isKL) {
-        line.steps.forEach((s, i) => { const v = line.values[i]; if (v !== null && v > threshold) { over.x.push(s); over.y.push(v); over.text.push(line.run_name); } });
-        line.inf_steps.forEach((s, i) => { if (line.inf_signs[i] > 0) { over.x.push(s); over.y.push(null); over.text.push(line.run_name + " (+Infinity)"); } });
+        (line.over_steps || []).forEach((s, i) => { const v = line.over_values[i]; over.x.push(s); over.y.push(v); over.text.push(line.run_label + (v === "Infinity" ? " (+Infinity)" : "")); });
       }
     }
     return traces;
@@ -138,7 +146,7 @@ export async function mount(root) {
 
   function groupTraces(res, isKL, w, over) {
     const traces = [];
-    const xname = res.x === "time" ? "s" : "step";
+    const xname = X_UNITS[res.x] || "step";
     for (const g of res.groups) {
       const c = color(g.group);
       const label = esc(g.group);
@@ -167,25 +175,29 @@ export async function mount(root) {
 
   async function drawPanel(metric, st) {
     const { plot, note } = st;
-    const params = { metric, run: selectedRuns(), smooth: weight() || null, x: byTime() ? "time" : null,
+    const params = { metric, run: selectedRuns(), smooth: weight() || null, x: xSel.value === "step" ? null : xSel.value,
       group_by: groupBy(), band: groupBy().length ? bandSel.value : null, mark_step: byTime() ? markedStep() : null };
-    if (st.range) { params.step_min = Math.floor(st.range[0]); params.step_max = Math.ceil(st.range[1]); }
+    if (st.range) {  // steps are whole; seconds, tokens and dollars are not
+      const whole = xSel.value === "step";
+      params.step_min = whole ? Math.floor(st.range[0]) : st.range[0];
+      params.step_max = whole ? Math.ceil(st.range[1]) : st.range[1];
+    }
     let res;
     try { res = await get("series", params); } catch (e) { clear(plot); plot.dataset.lines = "0"; plot.append(errorBox(e)); return []; }
     const w = weight();
     const isKL = klKeys.has(metric);
     const over = { x: [], y: [], text: [] };
-    const isGrouped = Array.isArray(res.groups); // group_by or x=time: the lines of Store.compare
+    const isGrouped = Array.isArray(res.groups); // group_by or an x but step: the lines of Store.compare
     const traces = isGrouped ? groupTraces(res, isKL, w, over) : runTraces(res, isKL, w, over);
     if (isKL && over.x.length) {
-      traces.push({ type: "scatter", mode: "markers", x: over.x, y: over.y.map((v) => v === null ? threshold * 10 : v), text: over.text,
+      traces.push({ type: "scatter", mode: "markers", x: over.x, y: over.y.map((v) => typeof v === "number" ? v : threshold * 10), text: over.text,
         marker: { color: "#c9352b", size: 6, symbol: "x" }, name: "over threshold",
         hovertemplate: "%{text}<br>%{x}: %{y:.4g} > " + threshold + "<extra></extra>", meta: { kind: "flagged" } });
     }
     const shapes = isKL ? [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: threshold, y1: threshold, line: { color: "#c9352b", dash: "dash", width: 1 } }] : [];
     const mark = markedStep();
     // The marked step's x: the step itself, or with x=time each run's time at that step.
-    const marks = mark === null ? [] : res.x === "time" ? (res.step_marks || []).map((m) => ({ x: m.time_s, run: m.run_name }))
+    const marks = mark === null ? [] : res.x === "time" ? (res.step_marks || []).map((m) => ({ x: m.time_s, run: m.run_label }))
       : [{ x: mark, run: null }];
     for (const m of marks) {
       shapes.push({ type: "line", yref: "paper", y0: 0, y1: 1, x0: m.x, x1: m.x, name: m.run === null ? "step" : `step ${mark}: ${m.run}`,
@@ -194,7 +206,7 @@ export async function mount(root) {
     const markAt = marks.length ? Math.min(...marks.map((m) => m.x)) : null;
     const layout = {
       margin: { l: 52, r: 10, t: 6, b: 30 }, showlegend: false, plot_bgcolor: "#fff", hovermode: "closest",
-      xaxis: { title: { text: res.x === "time" ? "wall time since the run's first step (s)" : "step" }, zeroline: false, ...(st.range ? { range: st.range } : {}) },
+      xaxis: { title: { text: X_TITLES[res.x] || "step" }, zeroline: false, ...(st.range ? { range: st.range } : {}) },
       yaxis: { type: logy.checked ? "log" : "linear", zeroline: false }, shapes,
       annotations: [...(isKL ? [{ xref: "paper", x: 1, y: threshold, yref: "y", text: `threshold ${threshold}`, showarrow: false, xanchor: "right", yanchor: "bottom", font: { size: 10, color: "#c9352b" } }] : []),
         ...(markAt !== null ? [{ x: markAt, xref: "x", y: 1, yref: "paper", text: `step ${mark}`, showarrow: false, xanchor: "left", yanchor: "top", font: { size: 10, color: "#8e5bd0" } }] : [])],
@@ -223,7 +235,7 @@ export async function mount(root) {
     note.textContent = text + (isKL && over.x.length ? ` · ${plural(new Set(over.text).size, isGrouped && res.group_by ? "group" : "run")} over ${threshold}` : "");
     plot.dataset.lines = String(isGrouped ? res.groups.length : res.lines.length);
     plot.dataset.drawn = String(Date.now());
-    return isGrouped ? res.groups.map((g) => ({ name: g.group, runs: g.runs })) : res.lines.map((l) => ({ name: l.run_name, runs: [l.run_name] }));
+    return isGrouped ? res.groups.map((g) => ({ name: g.group, runs: g.runs })) : res.lines.map((l) => ({ name: l.run_label, runs: [l.run_label] }));
   }
 
   function drawLegend(entries) {
@@ -274,7 +286,7 @@ export async function mount(root) {
     url.set({ group_by: next }); drawControls(); drawAll();
   });
   const resetRanges = () => { for (const st of panelState.values()) st.range = null; };
-  xSel.addEventListener("change", () => { url.set({ x: xSel.value === "time" ? "time" : null }); resetRanges(); drawControls(); drawAll(); });
+  xSel.addEventListener("change", () => { url.set({ x: xSel.value === "step" ? null : xSel.value }); resetRanges(); drawControls(); drawAll(); });
   bandSel.addEventListener("change", () => { url.set({ band: bandSel.value === "minmax" ? "minmax" : null }); drawAll(); });
   smooth.addEventListener("input", showSmooth);
   smooth.addEventListener("change", () => { url.set({ smooth: weight() ? weight().toFixed(2) : null }); drawAll(); });

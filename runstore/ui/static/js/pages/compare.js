@@ -25,7 +25,7 @@ export async function mount(root) {
     h("div", { class: "toolbar" }, chips, add, h("label", {}, diffsOnly, "differences only"), info), out);
 
   let names = [];
-  try { const runs = await get("runs"); const at = runs.columns.indexOf("run_name"); names = runs.rows.map((r) => r[at]); }
+  try { const runs = await get("runs"); const at = runs.columns.indexOf("run_label"); names = runs.rows.map((r) => r[at]); }
   catch (e) { /* the picker stays empty; the diff still works for runs in the URL */ }
 
   function drawPicker() {

@@ -1,7 +1,8 @@
-// Health: kl_health and every rule of `runstore check`, flagged runs first; each firing links
-// to the chart of its metric for that run, marked at the firing's first step (a stale firing:
-// the chart_keys the server chose, marked at the run's last step).
-import { h, clear, get, url, table, errorBox, selectedRuns, query } from "../lib.js";
+// Health: the doctor's findings, kl_health and every rule of `runstore check`, flagged runs
+// first; each finding and each firing links to the chart of its metrics for that run, marked at
+// its first step (a stale firing: the chart_keys the server chose, marked at the run's last
+// step).
+import { h, clear, get, url, table, errorBox, selectedRuns, query, copyButton } from "../lib.js";
 
 // The Charts page URL that shows `keys` for `run`, marked at `step`.
 // A trend rule's chart shows the smoothing it judges by (`smooth`).
@@ -14,6 +15,13 @@ function link(run, keys, step, label, smooth) {
   return h("a", { href: chartLink(run, keys, step, smooth), "data-nav": "1", class: "chart-link",
     title: `chart of ${keys.join(", ")} for ${run}` + (step !== null && step !== undefined ? `, at step ${step}` : "") },
   label || (step !== null && step !== undefined ? `chart @ step ${step}` : "chart"));
+}
+
+// A finding's link to its chart, classed apart from the rules' links of the same Runs row.
+function findingLink(f) {
+  const a = link(f.run_name, f.chart_keys, f.first_step, `${f.finding} @ ${f.first_step}`);
+  if (a.tagName === "A") a.className = "finding-link";
+  return a;
 }
 
 function objects(t) { return t.rows.map((r) => Object.fromEntries(t.columns.map((c, i) => [c, r[i]]))); }
@@ -40,6 +48,25 @@ export async function mount(root) {
 
     out.append(h("div", { class: "card pad", id: "health-summary" }, data.summary));
 
+    // The doctor's findings, worst first: what went wrong, where, the evidence and what to try.
+    const doc = data.findings;
+    const findings = doc.rows.filter((f) => keep(f.run_name));
+    const byRunFindings = new Map();
+    for (const f of findings) { if (!byRunFindings.has(f.run_name)) byRunFindings.set(f.run_name, []); byRunFindings.get(f.run_name).push(f); }
+    const steps = (f) => f.first_step === null ? "" : f.first_step === f.last_step ? `step ${f.first_step}` : `steps ${f.first_step}-${f.last_step}`;
+    out.append(h("h2", {}, `Findings (${findings.length})`),
+      h("div", { class: "sub", id: "doctor-summary" }, doc.error ? h("span", { class: "error" }, doc.error)
+        : [doc.summary, " — ", h("code", {}, "runstore doctor"), `: ${doc.n_checked} findings of the catalogue, each one SQL statement (docs/doctor.md)`]),
+      findings.length ? h("div", { id: "doctor-findings" }, findings.map((f) => h("div", { class: "card pad finding", "data-finding": f.finding, "data-run": f.run_name },
+        h("div", { class: "row" },
+          h("span", { class: "pill " + (f.severity === "error" ? "flag" : f.severity === "warning" ? "idle" : "running") }, f.severity),
+          h("b", { class: "name" }, f.finding), h("span", { class: "name" }, f.run_name), h("span", { class: "muted" }, steps(f)),
+          link(f.run_name, f.chart_keys, f.first_step, `chart @ step ${f.first_step}`)),
+        h("div", { class: "evidence" }, f.evidence),
+        h("div", { class: "try" }, h("b", {}, "try: "), f.to_try),
+        h("div", { class: "row statement" }, h("code", {}, f.statement), copyButton(f.statement)))))
+        : h("div", { class: "empty", id: "doctor-findings" }, doc.error ? "the doctor could not run" : "no findings"));
+
     out.append(h("h2", {}, `Rules (${data.rules.length})`),
       h("div", { id: "health-rules" }, table({
         columns: ["rule", "kind", "metrics", "fired", "checked", "runs"], types: ["varchar", "varchar", "varchar", "int64", "int64", "int64"],
@@ -48,24 +75,26 @@ export async function mount(root) {
 
     // Every run, flagged first (the server's order): the rules firing for it, each a chart link.
     const runs = data.runs.filter((r) => keep(r.run_name));
-    const nFlagged = runs.filter((r) => r.rules.length || r.kl_flagged).length;
+    const nFlagged = runs.filter((r) => r.rules.length || r.kl_flagged || r.findings.length).length;
     out.append(h("h2", {}, `Runs (${nFlagged} of ${runs.length} flagged)`),
       h("div", { id: "health-runs" }, table({
-        columns: ["run_name", "status", "kl_flagged", "rules"], types: ["varchar", "varchar", "boolean", "list"],
-        rows: runs.map((r) => [r.run_name, r.status, r.kl_flagged, r.rules]),
+        columns: ["run_name", "status", "kl_flagged", "rules", "findings"], types: ["varchar", "varchar", "boolean", "list", "list"],
+        rows: runs.map((r) => [r.run_name, r.status, r.kl_flagged, r.rules, r.findings]),
       }, {
         label: (c) => ({ run_name: "run", kl_flagged: "KL", rules: "rules firing" }[c] || c),
         cls: { run_name: "name" }, tall: true,
-        rowClass: (row) => (row[3].length || row[2]) ? "flagged" : "",
+        rowClass: (row) => (row[3].length || row[2] || row[4].length) ? "flagged" : "",
         render: {
           status: (v) => v === null ? "–" : h("span", { class: "pill " + v }, v),
           kl_flagged: (v) => v === null ? h("span", { class: "muted", title: "logs no KL" }, "–") : v ? h("span", { class: "pill flag" }, "flagged") : h("span", { class: "pill ok" }, "ok"),
           rules: (v, row) => v.length ? h("span", { class: "row" }, (byRun.get(row[0]) || []).map((f) =>
             link(f.run_name, f.chart_keys, f.first_step, `${f.rule} @ ${f.first_step}`, smoothOf.get(f.rule)))) : h("span", { class: "muted" }, "none"),
+          findings: (v, row) => v.length ? h("span", { class: "row" }, (byRunFindings.get(row[0]) || []).map(findingLink))
+            : h("span", { class: "muted" }, "none"),
         },
       })));
 
-    const fireCols = data.firings.columns.filter((c) => !["run_name", "rule", "chart_keys"].includes(c));
+    const fireCols = data.firings.columns.filter((c) => !["run_name", "run_id", "rule", "chart_keys"].includes(c));
     out.append(h("h2", {}, `Firings (${firings.length})`),
       firings.length ? h("div", { id: "health-firings" }, table({
         columns: ["run_name", "rule", "chart", ...fireCols],
@@ -83,7 +112,7 @@ export async function mount(root) {
     const at = (c) => kl.columns.indexOf(c);
     // The name, the verdict and the link first, where they are seen; then kl_health's columns.
     const klFirst = ["run_name", "flagged"];
-    const klRest = kl.columns.filter((c) => !klFirst.includes(c) && c !== "chart_keys");
+    const klRest = kl.columns.filter((c) => !klFirst.includes(c) && c !== "chart_keys" && c !== "run_id");
     const klCols = [...klFirst, "chart", ...klRest];
     out.append(h("h2", {}, `kl_health (threshold ${data.kl_threshold}; ${kl.rows.filter((r) => r[at("flagged")]).length} of ${kl.rows.length} runs that log KL flagged)`),
       kl.rows.length ? h("div", { id: "health-kl" }, table({

@@ -48,7 +48,7 @@ export async function mount(root) {
     h("div", { class: "rollouts-layout" }, left, right));
 
   let runs = [];
-  try { runs = (await get("rollouts/runs")).rows.map((r) => r[0]); } catch (e) { root.append(errorBox(e)); return {}; }
+  try { runs = (await get("rollouts/runs")).rows.map((r) => r[1]); } catch (e) { root.append(errorBox(e)); return {}; }
   const P = await plotly();
   let run = focusRun(runs);
   if (!runs.includes(run)) run = runs[0];
@@ -66,12 +66,12 @@ export async function mount(root) {
     for (const r of res.rows) {
       const snip = h("span", { class: "snip" }, r.snippet.before, h("mark", {}, r.snippet.match), r.snippet.after);
       const tr = h("tr", { class: "clickable hit" },
-        h("td", { class: "name" }, r.run_name), h("td", {}, r.split), h("td", { class: "num" }, r.iteration),
+        h("td", { class: "name" }, r.run_label), h("td", {}, r.split), h("td", { class: "num" }, r.iteration),
         h("td", { class: "num" }, r.group_idx === null ? "–" : `${r.group_idx}.${r.traj_idx ?? "?"}`),
         h("td", { class: "num" }, fmt(r.total_reward)), h("td", {}, r.role), h("td", { style: { whiteSpace: "normal", minWidth: "420px" } }, snip));
       tr.addEventListener("click", () => {
-        run = r.run_name;
-        url.set({ focus: r.run_name, split: r.split, iteration: r.iteration,
+        run = r.run_label;
+        url.set({ focus: r.run_label, split: r.split, iteration: r.iteration,
           traj: r.traj_idx !== null && r.group_idx !== null ? `${r.group_idx}.${r.traj_idx}` : null, conv: r.conversation_id });
         load();
       });

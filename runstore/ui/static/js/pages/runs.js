@@ -4,22 +4,24 @@ import { h, clear, get, url, table, errorBox, selectedRuns, debounce, query } fr
 
 // Hidden to keep the table one screen wide: the step count is last_step + 1 for most runs,
 // and the Checkpoints page has the checkpoint names.
-const HIDDEN = new Set(["run_id", "n_steps", "last_checkpoint"]);
-const LABELS = { run_name: "run", model_name: "model", learning_rate: "lr",
+// run_name too: the run is shown by its run_label (the name, with a run_id prefix when two
+// runs share it), which is also what the other pages are sent as `run=`.
+const HIDDEN = new Set(["run_id", "run_name", "n_steps", "last_checkpoint"]);
+const LABELS = { run_label: "run", model_name: "model", learning_rate: "lr",
   last_reward_ma10: "reward (ma10)", best_reward: "best reward", kl_flagged: "KL", last_step: "last step",
   n_checkpoints: "ckpts", last_checkpoint: "last ckpt", n_steps: "steps", max_kl: "max KL",
   rules: "rules firing" };
 
 // Display order: the name, the config columns the user added (where they are seen), then
 // what tells a run's health first; columns the API adds later come last.
-const ORDER = ["run_name", "status", "kl_flagged", "rules", "kind", "model_name", "learning_rate",
+const ORDER = ["run_label", "status", "kl_flagged", "rules", "kind", "model_name", "learning_rate",
   "last_step", "last_reward_ma10", "best_reward", "max_kl", "n_checkpoints"];
 
 function reorder(res) {
   const idx = res.columns.map((c, i) => i);
   const rank = (i) => {
     const c = res.columns[i];
-    if (c === "run_name") return -2;
+    if (c === "run_label") return -2;
     if (c.startsWith("config.")) return -1;
     const at = ORDER.indexOf(c);
     return at >= 0 ? at : ORDER.length;
@@ -75,10 +77,10 @@ export async function mount(root) {
     if (!data) return;
     const text = url.get("q", "").toLowerCase();
     const rows = text ? data.rows.filter((r) => r.some((v) => v !== null && String(v).toLowerCase().includes(text))) : data.rows;
-    const nameAt = data.columns.indexOf("run_name");
+    const nameAt = data.columns.indexOf("run_label");
     const selected = new Set(selectedRuns());
     info.textContent = `${rows.length} of ${data.rows.length} runs` + (selected.size ? ` · ${selected.size} selected` : "");
-    const sortName = url.get("sort", "run_name");
+    const sortName = url.get("sort", "run_label");
     const sortAt = data.columns.indexOf(sortName);
     const setSel = (names) => url.set({ run: names });
     const allVisible = rows.map((r) => r[nameAt]);
@@ -100,7 +102,7 @@ export async function mount(root) {
         h("button", { class: "small", title: "remove column", onclick: (e) => { e.stopPropagation();
           url.set({ col: url.all("col").filter((k) => k !== c.slice(7)) }); load(); } }, "×")) : (LABELS[c] || c),
       rowClass: (r) => selected.has(r[nameAt]) ? "selected" : "",
-      cls: { run_name: "name" },
+      cls: { run_label: "name" },
       select: {
         header,
         isSelected: (r) => selected.has(r[nameAt]),

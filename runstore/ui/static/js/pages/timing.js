@@ -91,7 +91,7 @@ export async function mount(root) {
   const body = h("div", { class: "timing-layout" });
   root.append(h("h1", {}, "Timing"), head, body);
   let runs = [];
-  try { runs = (await get("timing/runs")).rows.map((r) => r[0]); } catch (e) { root.append(errorBox(e)); return {}; }
+  try { runs = (await get("timing/runs")).rows.map((r) => r[1]); } catch (e) { root.append(errorBox(e)); return {}; }
   if (!runs.length) { body.append(h("div", { class: "empty" }, "no run has timing spans (timing_spans.jsonl)")); return {}; }
 
   const P = await plotly();

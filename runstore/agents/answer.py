@@ -1,0 +1,186 @@
+"""What a tool answers: compact text with a row cap and a character cap, saying what it cut.
+
+Contract: an agent reads every character of an answer, so answers are text (markdown tables by
+default, or CSV with a header line; never JSON), rendered by `present.render` as the CLI
+renders `-F markdown` / `-F csv` (NaN and ±Infinity as text, six significant digits in
+markdown), and bounded twice:
+
+* rows: a tool shows at most `limit` rows from `offset` (`Page`); the rest are named in a
+  notice under the table: "rows 1–50 of 1,234 (limit=50): ask again with offset=50";
+* characters: the whole answer holds at most `max_chars` characters (`DEFAULT_CHARS` unless
+  the call or `runstore mcp --max-chars` says otherwise; `MIN_CHARS`..`MAX_CHARS`). A table
+  keeps the whole rows that fit and says where it stopped and which offset continues it; any
+  other text (`Answer.text`) is cut at the end with the count of characters left out.
+
+`Answer` collects an answer's parts in order (`line`, `text`, `table`) and `render()` joins
+them within the budget: the parts that fit whole, then as much of the next as fits (a table
+keeps whole rows), then the notices. Notices are never cut. `note` adds a line at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..query.rows import Rows
+
+Format = Literal["markdown", "csv"]
+DEFAULT_CHARS = 16_000
+MIN_CHARS = 1_000
+MAX_CHARS = 200_000
+ROOM = 400  # characters kept free for the notices under a cut answer
+
+
+@dataclass(frozen=True)
+class Page:
+    """Which rows a table shows: `limit` from `offset`, of `total` (None: not counted)."""
+
+    offset: int
+    limit: int
+    total: int | None = None
+
+
+@dataclass
+class _Table:
+    table: "Rows | pa.Table"  # the rows of the page only
+    page: Page
+    fmt: Format
+    what: str  # what a row is, plural ("runs", "rows")
+    more: str  # how to ask for the rest, with {offset} for the next offset
+
+
+@dataclass
+class Answer:
+    """An answer being put together (see the module)."""
+
+    max_chars: int = DEFAULT_CHARS
+    parts: list[Any] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def line(self, text: str) -> "Answer":
+        """A line of text (a title, a verdict) that is shown whole or not at all."""
+        self.parts.append(("line", text))
+        return self
+
+    def text(self, text: str, *, more: str = "ask for less, or raise max_chars") -> "Answer":
+        """Free text, cut at the budget with a count of what was left out and `more`, how to
+        ask for the rest."""
+        self.parts.append(("text", (text, more)))
+        return self
+
+    def table(self, table: "Rows | pa.Table", page: Page, *, fmt: Format = "markdown",
+              what: str = "rows", more: str = "ask again with offset={offset}") -> "Answer":
+        """The page's rows (`table` holds only them) as a markdown or CSV table."""
+        self.parts.append(("table", _Table(table, page, fmt, what, more)))
+        return self
+
+    def note(self, text: str) -> "Answer":
+        self.notes.append(text)
+        return self
+
+    def render(self) -> str:
+        """The answer within `max_chars`: whole when it fits, else cut (see the module)."""
+        notes = sum(len(n) + 1 for n in self.notes)
+        text, cut = self._render(self.max_chars - notes)
+        if cut or len(text) > self.max_chars:  # cut: make room for the notice that says so
+            text, _ = self._render(self.max_chars - ROOM - notes)
+        if len(text) > self.max_chars:  # only when the notices alone overflow a tiny cap
+            text = text[:self.max_chars - 2] + "…\n"
+        return text
+
+    def _render(self, budget: int) -> tuple[str, bool]:
+        """The parts within `budget` characters, then their notices; whether any was cut."""
+        out: list[str] = []
+        notices: list[str] = []
+        used, cut = 0, False
+        for i, (kind, part) in enumerate(self.parts):
+            left = budget - used
+            later = len(self.parts) - i - 1
+            rest = f"; {later} later part{'s' if later != 1 else ''} left out" if later else ""
+            if kind == "line":
+                if len(part) + 1 > left:
+                    notices.append(f"(the answer reached its character cap here{rest}; ask for "
+                                   "less: a smaller limit, fewer runs or columns)")
+                    cut = True
+                    break
+                out.append(part)
+            elif kind == "text":
+                text, more = part
+                if len(text) + 1 > left:
+                    keep = max(left - 1, 0)
+                    out.append(text[:keep] + "…")
+                    notices.append(f"(the answer reached its character cap: {len(text) - keep:,} "
+                                   f"of this part's {len(text):,} characters left out{rest}; "
+                                   f"{more})")
+                    cut = True
+                    break
+                out.append(text)
+            else:
+                text, notice, full = _render_table(part, left)
+                if notice:  # under its table
+                    text += "\n" + (notice if full or not rest else notice[:-1] + rest + ")")
+                out.append(text)
+                if not full:
+                    cut = True
+                    break
+            used += len(out[-1]) + 1
+        return "\n".join(out + notices + self.notes).rstrip("\n") + "\n", cut
+
+
+def _render_table(t: _Table, room: int) -> tuple[str, str | None, bool]:
+    """(the table's text within `room` characters, its notice, whether every row fitted)."""
+    lines = _lines(t.table, t.fmt)
+    head, rows = lines[:2 if t.fmt == "markdown" else 1], lines[2 if t.fmt == "markdown" else 1:]
+    page, n = t.page, len(rows)
+    if n == 0:
+        return _empty(t)
+    shown, size = 0, sum(len(h) + 1 for h in head)
+    for row in rows:
+        if size + len(row) + 1 > room and shown:
+            break
+        size += len(row) + 1
+        shown += 1
+    body = head + rows[:shown]
+    if shown == 1 and size > room:  # one row larger than the room: cut it, say so
+        body[-1] = body[-1][:max(room - size + len(body[-1]), 40)] + "…"
+    first, last = page.offset + 1, page.offset + shown
+    total = page.total
+    of = f" of {total:,}" if total is not None else ""
+    more = t.more.replace("{offset}", str(page.offset + shown))
+    if shown < n:
+        notice = (f"({t.what} {first:,}–{last:,}{of} shown: the answer reached its character "
+                  f"cap; {more}, or ask for fewer rows or columns)")
+    elif total is not None and last < total:
+        notice = (f"({t.what} {first:,}–{last:,}{of} shown (limit={page.limit}); "
+                  f"{more})")
+    elif total is None and n >= page.limit:
+        notice = (f"({t.what} {first:,}–{last:,} shown (limit={page.limit}); more may follow: "
+                  f"{more})")
+    else:
+        notice = None
+    return "\n".join(body), notice, shown == n
+
+
+def _empty(t: _Table) -> tuple[str, str | None, bool]:
+    total = t.page.total
+    if total and t.page.offset >= total:
+        return "", (f"(offset={t.page.offset} is past the last of the {total:,} {t.what}: "
+                    f"ask with an offset below {total:,})"), True
+    return f"(no {t.what})", None, True
+
+
+def _lines(table: "Rows | pa.Table", fmt: Format) -> list[str]:
+    """The header line(s) then one line per row. Markdown rows are one line each (render
+    escapes line breaks); a CSV row with a line break in a value spans several lines, so CSV
+    rows are rendered one at a time."""
+    from ..present.render import render
+
+    if fmt == "markdown":
+        return render(table, "markdown").rstrip("\n").split("\n")
+    head = render(table.slice(0, 0), "csv").rstrip("\n")
+    rows = [render(table.slice(i, 1), "csv")[len(head) + 1:].rstrip("\n")
+            for i in range(table.num_rows)]
+    return [head, *rows]

@@ -1,0 +1,137 @@
+"""`runstore mcp`: a stdio MCP server whose tools read a store, typed, bounded and read-only.
+
+Contract: `build(store, max_chars=, debug=)` makes the server (the official `mcp` SDK's
+`MCPServer`) with every tool of `tools.TOOLBOXES`, each published
+with its title, its description (the method's docstring), an input schema whose arguments
+carry descriptions, bounds and examples and that admits no other argument
+(`additionalProperties: false`), and the annotations `readOnlyHint`, `idempotentHint`, not
+destructive, not open-world. `serve(...)` runs it over stdin/stdout until the client closes
+them.
+
+A call is checked before it runs (`CallCheck`): an unknown tool or argument name, or a value
+the schema refuses, is an error result that names what is wrong and what to send instead
+(the closest tool or argument name; the values the argument takes), never the SDK's generic
+message. Tools run on worker threads, so one slow query does not stop the server from reading
+the next message; all of them share one `Store`, opened on the first call (so `initialize`
+is answered before DuckDB, polars or pyarrow are imported) and kept: every query reads the
+newest snapshot, so an ingest that commits while the server runs is seen by the next call.
+
+Nothing here writes: no tool has a writing method to call, the store is only read through
+`Store`'s query paths (the read-only guard and DuckDB's sandbox), and run directories are
+never opened.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from .answer import DEFAULT_CHARS
+from .tools import TOOLBOXES, State
+
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
+    from mcp.server.mcpserver.tools import Tool
+
+NAME = "runstore"
+INSTRUCTIONS = """\
+runstore holds training runs written by tinker-cookbook (metrics, config, checkpoints,
+rollouts and their transcripts, timing spans), joined by run and step, and answers in SQL.
+Start with list_runs (which runs exist, their status, rewards and KL), doctor (what went
+wrong in each run, with evidence and what to try) or check (which runs went unstable). describe_run gives one run at a glance; metric_keys then metric_history show
+curves; rollouts and search_transcripts show what the model said; slowest_spans and
+step_timeline show where time went; sql answers anything else (views documents the tables).
+Runs are named by run_id or run_name; GLOBs such as 'math_rl_sweep/*' select several.
+Answers are bounded: a cut answer says how to ask for the rest (offset, a narrower range)."""
+
+
+def tools(state: State) -> list["Tool"]:
+    """Every tool this runstore offers, published as the module says."""
+    from mcp.server.mcpserver.tools import Tool
+    from mcp_types import ToolAnnotations
+
+    hints = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                            open_world_hint=False)
+    out = []
+    for box in TOOLBOXES:
+        for method, title in box(state).tools():
+            made = Tool.from_function(method, name=method.__name__, title=title,
+                                      description=inspect.cleandoc(method.__doc__ or ""),
+                                      annotations=hints, structured_output=False)
+            made.parameters["additionalProperties"] = False
+            out.append(made)
+    return out
+
+
+class CallCheck:
+    """Middleware: a `tools/call` naming no tool, an unknown argument or a value the schema
+    refuses is answered with an error result saying what to send (see the module)."""
+
+    def __init__(self, published: list["Tool"]):
+        self.tools = {t.name: t for t in published}
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        if ctx.method == "tools/call" and isinstance(ctx.params, dict):
+            problem = self.problem(ctx.params.get("name"), ctx.params.get("arguments") or {})
+            if problem is not None:
+                from mcp_types import CallToolResult, TextContent
+
+                return CallToolResult(content=[TextContent(type="text", text=problem)],
+                                      is_error=True)
+        return await call_next(ctx)
+
+    def problem(self, name: Any, arguments: Any) -> str | None:
+        """What is wrong with a call, as the error result says it (None: nothing)."""
+        from pydantic import ValidationError
+
+        tool = self.tools.get(name) if isinstance(name, str) else None
+        if tool is None:
+            close = difflib.get_close_matches(str(name), list(self.tools), n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]}? " if close else ""
+            return f"Error: no tool {name!r}; {hint}(tools: {', '.join(self.tools)})"
+        if not isinstance(arguments, dict):
+            return f"Error: {name}'s arguments are an object of named values, got {arguments!r}"
+        known = list(tool.parameters.get("properties", {}))
+        for arg in arguments:
+            if arg not in known:
+                close = difflib.get_close_matches(arg, known, n=1, cutoff=0.5)
+                hint = f"did you mean {close[0]}? " if close else ""
+                return (f"Error: {name} has no argument {arg!r}; {hint}(its arguments: "
+                        f"{', '.join(known)})")
+        try:
+            tool.fn_metadata.validate_arguments(arguments)
+        except ValidationError as e:
+            return f"Error: {name}: " + "; ".join(_said(err) for err in e.errors()) + \
+                " (the tool's input schema says what each argument takes)"
+        return None
+
+
+def _said(err: Any) -> str:
+    """One pydantic error as `argument: what it should be (got X)`."""
+    where = ".".join(str(p) for p in err.get("loc", ()) if not isinstance(p, int)) or "arguments"
+    given = err.get("input")
+    got = "" if err.get("type") == "missing" else f" (got {given!r:.80})"
+    return f"{where}: {err.get('msg', 'invalid')}{got}"
+
+
+def build(store: str | None = None, *, max_chars: int = DEFAULT_CHARS,
+          memory_limit: int | None = None, debug: bool = False) -> "MCPServer":
+    """The MCP server over the store at `store` (else $RUNSTORE_STORE, else ./.runstore);
+    `memory_limit` caps the worker processes of user SQL (`Store`'s)."""
+    from mcp.server import MCPServer
+
+    from .. import __version__
+
+    state = State(store_path=store, max_chars=max_chars, debug=debug,
+                  memory_limit=memory_limit)
+    published = tools(state)
+    return MCPServer(NAME, title="runstore", version=__version__, instructions=INSTRUCTIONS,
+                     tools=published, middleware=[CallCheck(published)],
+                     log_level="DEBUG" if debug else "WARNING")
+
+
+def serve(store: str | None = None, *, max_chars: int = DEFAULT_CHARS,
+          memory_limit: int | None = None, debug: bool = False) -> None:
+    """Serve over stdio until the client closes stdin."""
+    build(store, max_chars=max_chars, memory_limit=memory_limit, debug=debug).run("stdio")

@@ -1,0 +1,116 @@
+"""Ctrl-C during a command: stop within a second, whatever is running, and say `interrupted`.
+
+Contract: `StopOnSignals()` is a context manager a command runs inside (`handle_errors` opens
+it). On the main thread it handles SIGINT for its duration and restores the previous handler
+(and wakeup fd) when it ends — in the `runstore` command's own process, the handler of a
+command that has ended (`startup.after_the_command`: a SIGINT between the command's end and
+the process's exit leaves its exit status as it was, rather than killing the process by the
+signal); elsewhere, or when the process ignores SIGINT, it does nothing. `finish()` says the
+command has done its work and flushed its output: a SIGINT from then on is not an interruption.
+
+A query is DuckDB's C++ code: Python's handler only runs when DuckDB lets it, which for a big
+join can be never. So the signal is also seen by a watcher thread, through the wakeup fd
+Python's C-level handler writes each signal's number to (`signal.set_wakeup_fd`): the watcher
+interrupts every running query at once (`store.running.cancel_running`, the interrupt a
+query's time limit uses), which DuckDB obeys between two vectors, and the query then raises
+`KeyboardInterrupt`. The Python handler records the stop (`running.request_stop`) and raises
+`KeyboardInterrupt` itself when no query runs on the main thread (plain Python work: rendering,
+polars, plotly), so the command stops wherever it is; while a query runs it leaves the raising
+to the query, because an exception raised inside DuckDB's own signal check comes out as
+DuckDB's `RuntimeError`, not as the interrupt. `requested` says a signal came: an error that
+follows it (a library's own rewording of the interrupt) is an interruption, not a failure.
+
+A second SIGINT while a query still runs (it did not stop: DuckDB checks between vectors, and
+one vector of a heavy function can take long) ends the process at once with status 130:
+a read holds nothing to lose, and a write is as safe as after `kill -9` (docs/reliability.md).
+`ingest` installs its own handler over this one for the ingest itself (ingest/interrupts.py:
+the first signal stops at the next whole file).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Any
+
+from ..crashpoints import note_signal, pause_point
+from ..startup import after_the_command
+from ..store import running
+
+
+class StopOnSignals:
+    """SIGINT stops the command within a second (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.finished = False
+        self._saved: Any = None
+        self._saved_fd: int | None = None
+        self._pipe: tuple[int, int] | None = None
+        self._watcher: threading.Thread | None = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        note_signal()  # ends a test's pause (crashpoints.pause_point)
+        if self.finished:
+            return  # nothing left to stop: the command ends as it has finished
+        self.requested = True
+        running.request_stop()
+        if running.running_on(threading.main_thread()):
+            return  # the watcher interrupts the query, which then raises KeyboardInterrupt
+        raise KeyboardInterrupt("interrupted")
+
+    def _watch(self, fd: int) -> None:
+        seen = 0
+        while True:
+            try:
+                data = os.read(fd, 64)
+            except OSError:
+                return
+            if not data:  # the write end was closed: the command has ended
+                return
+            for signum in data:
+                if signum != signal.SIGINT:
+                    continue
+                seen += 1
+                if running.cancel_running() and seen > 1:
+                    os.write(2, b"\ninterrupted (stopped at once by a second Ctrl-C)\n")
+                    os._exit(130)
+
+    def finish(self) -> None:
+        """The command has done its work and flushed its output."""
+        self.finished = True
+
+    def __enter__(self) -> "StopOnSignals":
+        if threading.current_thread() is not threading.main_thread() \
+                or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            return self
+        read, write = os.pipe()
+        os.set_blocking(write, False)
+        try:
+            self._saved_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        except ValueError:  # pragma: no cover - only the main thread may set it
+            os.close(read)
+            os.close(write)
+            return self
+        self._pipe = (read, write)
+        self._saved = signal.signal(signal.SIGINT, self._handler)
+        self._watcher = threading.Thread(target=self._watch, args=(read,),
+                                         name="runstore-stop-on-signals", daemon=True)
+        self._watcher.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._pipe is None:
+            return
+        saved = signal.default_int_handler if self._saved is None else self._saved
+        signal.signal(signal.SIGINT, after_the_command(saved, note_signal))
+        signal.set_wakeup_fd(self._saved_fd if self._saved_fd is not None else -1)
+        read, write = self._pipe
+        os.close(write)  # the watcher reads the end of the pipe and returns
+        if self._watcher is not None:
+            self._watcher.join()
+        os.close(read)
+        self._pipe = None
+        running.clear_stop()
+        pause_point("ended")  # tests/cli/test_cli_signals.py signals the process here

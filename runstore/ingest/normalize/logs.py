@@ -1,0 +1,111 @@
+"""logs.log → `run_logs` rows, and the run's command line and last error for its `runs` row.
+
+Contract: `logs.log` is what tinker-cookbook's `ml_log.configure_logging_module` writes: Python
+logging text, each record `<logger>:<lineno> [<LEVEL>] <message>`, a multi-line message (a
+rich table, a `Configuration:` block, a traceback) continuing on the lines after it. It is
+appended to (a resumed run, or the next run of a sequential sweep that logs into the same
+handler, adds to it), so it is read like every append-only file: the complete lines added
+since the last read, numbered on from there.
+
+Every line is one `run_logs` row: `line_no`, the `text` as written (decoded as UTF-8,
+undecodable bytes replaced, a CR before the newline dropped), and the `level`, `logger` and
+`record_line` (the number of its first line) of the record it belongs to: a record's header
+line starts it, the lines after it up to the next header continue it. Lines before the first
+header have none.
+
+The ledger state carries, from read to read: the record being continued, whether a
+traceback is open, and the two facts the `runs` row keeps (read from the state by
+`ingest.run_facts`):
+
+* `command`: the message of the first `Command line invocation: ...` record (`root` logs it
+  when a process sets up logging; a resumed run's log has a second one, which does not
+  replace the first);
+* `last_error`: the exception line of the last traceback logged since the last command line
+  — the first line at the left margin after a `Traceback (most recent call last):` line and
+  its indented frames (`OSError: [Errno 28] No space left on device`); a chained exception's
+  later traceback wins. A new command line (the process started again) clears it. A
+  traceback cut short by the next log record leaves it as it was. Anything else — a
+  sweep's next `Configuration:` block, tables, warnings — never sets it.
+
+Nothing here can fail on bad input: a log is text, every line is kept.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .base import Batch, Output
+
+HEADER = re.compile(r"^(\S+):(\d+) \[([A-Z]+)\] ?(.*)$")
+COMMAND = "Command line invocation: "
+TRACEBACK = "Traceback (most recent call last):"
+# Lines between the tracebacks of a chained exception.
+CHAINED = ("During handling of the above exception, another exception occurred:",
+           "The above exception was the direct cause of the following exception:")
+STATE_KEYS = ("level", "logger", "record_line", "in_traceback", "command", "last_error")
+
+
+def _lines(data: bytes) -> list[str]:
+    text = data.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline ending the last complete line
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def normalize(data: bytes, first_line: int, state: dict[str, Any]) -> dict[str, list[Any]]:
+    """Columns of the `run_logs` rows of `data` (complete lines from `first_line` on),
+    moving `state` on (see the module)."""
+    level, logger = state.get("level"), state.get("logger")
+    record = state.get("record_line")
+    in_tb = bool(state.get("in_traceback"))
+    cols: dict[str, list[Any]] = {"line_no": [], "level": [], "logger": [], "record_line": [],
+                                  "text": []}
+    for i, line in enumerate(_lines(data)):
+        line_no = first_line + i
+        head = HEADER.match(line)
+        if head is not None:
+            logger, level, record = head.group(1), head.group(3), line_no
+            message = head.group(4)
+            in_tb = message == TRACEBACK  # a traceback cut short by a record ends here
+            if message.startswith(COMMAND):
+                if state.get("command") is None:
+                    state["command"] = message[len(COMMAND):]
+                state["last_error"] = None  # a new process
+        elif line == TRACEBACK:
+            in_tb = True
+        elif in_tb and line and not line[0].isspace() and line not in CHAINED:
+            state["last_error"] = line  # the exception line closes the traceback
+            in_tb = False
+        cols["line_no"].append(line_no)
+        cols["level"].append(level)
+        cols["logger"].append(logger)
+        cols["record_line"].append(record)
+        cols["text"].append(line)
+    state.update(level=level, logger=logger, record_line=record, in_traceback=in_tb)
+    return cols
+
+
+class Logs:
+    """logs.log → `run_logs`; its ledger state keeps the run's command line and last error
+    (`runs.command`, `runs.last_error`, ingest/run_facts.py)."""
+
+    kinds = ("logs",)
+    tables = ("run_logs",)
+
+    def normalize(self, batch: Batch) -> Output:
+        import pyarrow as pa
+
+        from ...storage import schema
+
+        cols = normalize(batch.data, batch.first_line, batch.state)
+        n = len(cols["line_no"])
+        out = Output()
+        if n:
+            out.add("run_logs", pa.table({
+                "run_id": pa.array([batch.ctx.run_id] * n, pa.string()),
+                **{name: pa.array(values) for name, values in cols.items()},
+                "source_id": pa.array([batch.ctx.source_id] * n, pa.int64()),
+            }).cast(schema.schema("run_logs")))
+        return out

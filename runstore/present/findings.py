@@ -1,0 +1,59 @@
+"""The doctor's findings as text for people: one short block per finding, worst first.
+
+Contract: `render_findings(rows, width)` takes the doctor's rows (dicts with `severity`,
+`run_name`, `finding`, `first_step`, `last_step`, `evidence`, `to_try`, `statement`, in the
+order to print) and returns one block per row: a head line (the severity in capitals, the run,
+the finding, its steps), then the evidence, `try:` the next thing to try and `show:` a
+`runstore sql` command line that prints the evidence, each wrapped to `width` columns with
+nothing cut. The SQL is quoted for a POSIX shell (double quotes when it holds none of `"$\\``,
+as the doctor's statements do, else `shlex.quote`). No rows: an empty string.
+`finding_text(row)` is one finding as one line (`runstore ingest --watch --doctor`).
+"""
+
+from __future__ import annotations
+
+import shlex
+import textwrap
+from typing import Any, Sequence
+
+INDENT = "  "
+
+
+def shell_quoted(sql: str) -> str:
+    """`sql` as one word of a POSIX shell command line."""
+    if not any(c in sql for c in '"$`\\!'):
+        return f'"{sql}"'
+    return shlex.quote(sql)
+
+
+def _steps(first: Any, last: Any) -> str:
+    if first is None:
+        return ""
+    return f"step {first}" if first == last else f"steps {first}-{last}"
+
+
+def finding_text(row: dict[str, Any]) -> str:
+    """One line for a finding: `FINDING run: finding (severity) steps A-B: evidence` (what
+    `runstore ingest --watch --doctor` prints as each finding appears)."""
+    steps = _steps(row["first_step"], row["last_step"])
+    return (f"FINDING {row['run_name']}: {row['finding']} ({row['severity']})"
+            f"{' ' + steps if steps else ''}: {row['evidence']}")
+
+
+def render_findings(rows: Sequence[dict[str, Any]], width: int = 100) -> str:
+    """One block per finding (see the module)."""
+    out = []
+    label = max((len(str(r["severity"])) for r in rows), default=0)
+    for r in rows:
+        head = "  ".join(p for p in (str(r["severity"]).upper().ljust(label), r["run_name"],
+                                     r["finding"], _steps(r["first_step"], r["last_step"])) if p)
+        out.append(head)
+        for prefix, text in (("", r["evidence"]), ("try: ", r["to_try"]),
+                             ("show: ", f"runstore sql {shell_quoted(r['statement'])}")):
+            if not text:
+                continue
+            out += textwrap.wrap(prefix + text, width=max(width, 40), initial_indent=INDENT,
+                                 subsequent_indent=INDENT + " " * len(prefix),
+                                 break_long_words=False, break_on_hyphens=False)
+        out.append("")
+    return "\n".join(out)

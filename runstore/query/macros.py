@@ -1,0 +1,106 @@
+"""DuckDB macros: the rules that SQL and Python share, each defined once, in SQL.
+
+Contract: the macros are the statements of `sql/statements/macros.sql` (`MACROS` names them);
+`over_threshold(value, op, threshold)` is the one home of "over the threshold" (NaN never,
++Infinity always for `>`). `create(con)` creates every macro on a DuckDB connection (query
+connections do, right after DuckDB's sandbox confines them: `connect.Database`, so every
+view and statement may call them). `expand(tree)` replaces each call of a macro in a sqlglot
+tree by the macro's body, its parameters replaced by the call's arguments, for an engine that
+has no such macro (`dialects.transpile`: Spark, Trino). `over_threshold(values, op,
+threshold)` evaluates the macro of that name over values Python holds (a chart's points: a
+list, a numpy array, an Arrow array), in a private in-memory DuckDB with external access off
+that reads only them, and returns one bool per value (a numpy array), so Python code never
+restates the rule; it costs one small DuckDB query (tests/query/test_kl_steps.py holds it to the
+views).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ..resources import sql_dir, statement
+
+FILE = "macros"
+_con: Any = None
+_lock = threading.Lock()
+
+
+def names() -> list[str]:
+    """The name of every macro, in file order."""
+    from ..resources import parse_statements
+
+    return list(parse_statements((sql_dir() / "statements" / f"{FILE}.sql").read_text()))
+
+
+def create(con: Any) -> None:
+    """Create every macro on the DuckDB connection `con`."""
+    for name in names():
+        con.execute(statement(f"{FILE}.{name}"))
+
+
+def described() -> dict[str, str]:
+    """Each macro's documentation: the comment lines after its `-- name:` line, joined."""
+    import re
+
+    text = (sql_dir() / "statements" / f"{FILE}.sql").read_text()
+    out = {}
+    for m in re.finditer(r"^--\s*name:\s*(\w+)\s*\n((?:--.*\n)*)", text, re.M):
+        out[m.group(1)] = " ".join(line[2:].strip() for line in m.group(2).splitlines())
+    return out
+
+
+def definitions() -> dict[str, tuple[list[str], Any]]:
+    """Each macro's parameter names and body, as sqlglot reads the statement."""
+    import sqlglot
+
+    out = {}
+    for name in names():
+        create_ = sqlglot.parse_one(statement(f"{FILE}.{name}"), read="duckdb")
+        params = [p.name for p in create_.this.expressions]
+        out[name] = (params, create_.expression)
+    return out
+
+
+def expand(tree: Any) -> Any:
+    """`tree` with every call of a macro replaced by its body (see the module)."""
+    from sqlglot import exp
+
+    found = definitions()
+
+    def replace(node: Any) -> Any:
+        if isinstance(node, exp.Anonymous) and node.name.lower() in found:
+            params, body = found[node.name.lower()]
+            if len(node.expressions) != len(params):
+                return node  # not a call of the macro: DuckDB would refuse it, so may others
+            args = dict(zip(params, node.expressions))
+            return exp.paren(body.copy().transform(
+                lambda n: args[n.name].copy()
+                if isinstance(n, exp.Column) and not n.table and n.name in args else n))
+        return node
+
+    return tree.transform(replace)
+
+
+def over_threshold(values: Any, op: str, threshold: float) -> Any:
+    """Whether each of `values` is over `threshold` by `op`: the macro (see the module)."""
+    import duckdb
+    import numpy as np
+    import pyarrow as pa
+
+    global _con
+    column = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else \
+        pa.array(np.asarray(values, dtype=float), pa.float64())
+    with _lock:
+        if _con is None:
+            con = duckdb.connect(":memory:", config={"enable_external_access": False})
+            create(con)
+            _con = con
+        cur = _con.cursor()
+    try:
+        cur.register("over_values", pa.table({"value": column}))
+        out = cur.execute("select over_threshold(value, $op, $threshold) as over "
+                          "from over_values", {"op": op, "threshold": float(threshold)})
+        return out.fetchnumpy()["over"].astype(bool)
+    finally:
+        cur.close()

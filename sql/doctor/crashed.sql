@@ -1,0 +1,63 @@
+-- crashed: the run stopped before completing, and its files have not changed for a while.
+-- This is `runstore check`'s stale rule, `stale > minutes` (docs/checks.md, trend rules): a run
+-- whose status (`run_status`) is neither `completed` (a final checkpoint, or
+-- `progress/done_frac` >= 1) nor `missing`, and whose source files last changed (as of the last
+-- ingest) more than `minutes` before now. The rule is evaluated by runstore.health.trends (its
+-- one definition), and its fired rows reach this statement as the bound lists `$stale_*` (run,
+-- minutes since the last change). First and last step: the run's last step. The evidence says
+-- how long ago (in minutes below two hours, then hours, then days; `facts.minutes` exact), how
+-- far the run got and, when the store keeps it (`runs.last_error`, from logs.log), the last
+-- error its log shows.
+-- @severity error
+-- @param minutes = 60.0: a run unchanged for longer than this has stopped
+-- @trend stale
+-- @optional runs.last_error: logs.log (the last error of its traceback)
+-- @chart env/all/reward/total, optim/kl_sample_train_v1, train_mean_nll, dpo_loss
+-- @try Look at the end of its logs.log for the exception (OOM or timeout: reduce batch_size, group_size or max_tokens, as the logging guide says); resume from its last checkpoint once the cause is fixed.
+
+-- name: finding
+with fired as (
+    select unnest($stale_run_id::varchar[]) as run_id,
+           unnest($stale_minutes::double[]) as minutes
+),
+last_checkpoint as (
+    select run_id, arg_max(name, seq) as name
+    from checkpoints
+    group by run_id
+)
+select r.run_id,
+       case when r.source_updated_at is null then 'no source modification time is known' end
+           as missing,
+       f.run_id is not null as fired,
+       case when f.run_id is not null then r.last_step end as first_step,
+       case when f.run_id is not null then r.last_step end as last_step,
+       case when f.run_id is not null then
+           format('not completed (no final checkpoint{}; last step {}{}); its files last changed '
+                  || '{} before this check (as of the last ingest; the stale rule fires above '
+                  || '{:g} minutes)',
+                  case when s.done_frac is not null
+                       then format(', progress/done_frac {:.3g}', s.done_frac) else '' end,
+                  coalesce(r.last_step::varchar, 'none'),
+                  case when c.name is not null then format(', last checkpoint {}', c.name)
+                       else '' end,
+                  -- minutes, hours or days: words that stay the same while a reader looks
+                  case when f.minutes < 120 then format('{:.0f} minutes', f.minutes)
+                       when f.minutes < 2880 then format('{:.0f} hours', f.minutes / 60)
+                       else format('{:.0f} days', f.minutes / 1440) end,
+                  $minutes)
+           || coalesce('; last error: ' || r.last_error, '')
+       end as evidence,
+       case when f.run_id is not null then
+           to_json({'minutes': f.minutes, 'done_frac': s.done_frac, 'last_step': r.last_step,
+                    'last_checkpoint': c.name, 'last_error': r.last_error})::varchar
+       end as facts
+from runs as r
+join run_status as s on s.run_id = r.run_id
+left join fired as f on f.run_id = r.run_id
+left join last_checkpoint as c on c.run_id = r.run_id
+
+-- name: evidence
+select r.run_name, s.status, s.final_checkpoint, s.done_frac, r.last_step, r.source_updated_at
+from runs as r
+join run_status as s on s.run_id = r.run_id
+where r.run_id = $run_id

@@ -1,0 +1,195 @@
+"""The read commands' statements, joined from fixed text, against the same requests built by
+sqlglot (how they were built before: `query.statements.frames` keeps sqlglot out of a short
+command's start-up).
+
+For drawn requests (kind, a scope of run_ids, columns, metric keys) each text statement
+(`runs_query`, `logged_keys_query`, `count_runs_query`, `in_scope`, and the trend rules'
+`run_status_query` and `family_series_query`) is parsed by sqlglot and
+compared with the tree sqlglot builds for the same request, identifiers unquoted: one
+statement. Then both run on the demo store and must answer the same rows (a difference the
+parse hides would show there). A column is quoted in the text, or refused when run_summary has
+no such column.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import pytest
+import sqlglot
+from hypothesis import HealthCheck, given, settings, strategies as st
+from sqlglot import exp
+
+import runstore
+from runstore.errors import UsageError
+from runstore.query.statements import frames
+from conftest import examples
+
+
+def built_in_scope(column: Any) -> Any:
+    return exp.func("list_contains", exp.Placeholder(this="runs"), column)
+
+
+def built_runs(kind: str | None, runs: Sequence[str] | None,
+               columns: Sequence[str] | None) -> str:
+    query = exp.select("*") if columns is None else exp.select(*(exp.column(c)
+                                                                 for c in columns))
+    query = query.from_("run_summary")
+    if kind is not None:
+        query = query.where(exp.column("kind").eq(exp.Placeholder(this="kind")))
+    if runs is not None:
+        query = query.where(built_in_scope(exp.column("run_id")))
+    return query.order_by(exp.column("run_label"), exp.column("run_id")).sql(dialect="duckdb")
+
+
+def built_logged_keys(keys: Sequence[str] | None, runs: Sequence[str] | None,
+                      summarised: bool) -> str:
+    query = exp.select("key", "run_id").distinct().from_(
+        "metric_keys" if summarised else "metrics_raw")
+    if keys is not None:
+        query = query.where(exp.func("list_contains", exp.Placeholder(this="keys"),
+                                     exp.column("key")))
+    if runs is not None:
+        query = query.where(built_in_scope(exp.column("run_id")))
+    return query.sql(dialect="duckdb")
+
+
+def built_count_runs(runs: Sequence[str] | None) -> str:
+    query = exp.select(exp.alias_(exp.Count(this=exp.Star()), "n")).from_("runs")
+    if runs is not None:
+        query = query.where(built_in_scope(exp.column("run_id")))
+    return query.sql(dialect="duckdb")
+
+
+def built_run_status(runs: Sequence[str] | None) -> str:
+    """health.trends' statement as it was built before it became text."""
+    r = lambda name: exp.column(name, table="r")  # noqa: E731
+    query = (exp.select(r("run_id"), exp.alias_(exp.column("run_label", table="s"), "run_name"),
+                        exp.column("status", table="s"), r("last_step"), r("source_updated_at"))
+             .from_(exp.table_("runs", alias="r"))
+             .join(exp.table_("run_status", alias="s"),
+                   on=exp.column("run_id", table="s").eq(r("run_id"))))
+    if runs is not None:
+        query = query.where(built_in_scope(r("run_id")))
+    return query.sql(dialect="duckdb")
+
+
+def built_family_series(runs: Sequence[str] | None, since_step: bool) -> str:
+    """health.trends' statement as it was built before it became text (its conditions in
+    one AND: sqlglot brackets the ones given before a later `.where`, the same condition)."""
+    m = lambda name: exp.column(name, table="m")  # noqa: E731
+    keys = exp.Placeholder(this="keys")
+    value = exp.func("arg_min", m("value"), exp.func("list_position", keys, m("key")))
+    conditions = [exp.func("list_contains", keys.copy(), m("key")),
+                  m("value").is_(exp.null()).not_()]
+    if runs is not None:
+        conditions.append(built_in_scope(m("run_id")))
+    if since_step:
+        conditions.append(m("step") >= exp.Placeholder(this="since_step"))
+    return (exp.select(m("run_id"), m("step"), exp.alias_(value, "value"))
+            .from_(exp.table_("metrics", alias="m")).where(*conditions)
+            .group_by(m("run_id"), m("step")).sql(dialect="duckdb"))
+
+
+def same_statement(text: str, built: str) -> None:
+    def tree(sql: str) -> str:
+        parsed = sqlglot.parse_one(sql, read="duckdb")
+        for ident in parsed.find_all(exp.Identifier):
+            ident.set("quoted", False)
+        return parsed.sql(dialect="duckdb")
+
+    assert tree(text) == tree(built), (text, built)
+
+
+@pytest.fixture(scope="module")
+def store(shared_demo_store: Path) -> runstore.Store:
+    return runstore.open(shared_demo_store)
+
+
+@pytest.fixture(scope="module")
+def facts(store: runstore.Store) -> dict[str, list[str]]:
+    return {"ids": store.sql("select run_id from runs order by 1")["run_id"].to_list(),
+            "keys": store.sql("select distinct key from metric_keys order by 1")["key"].to_list(),
+            "columns": frames.summary_columns()}
+
+
+def rows(store: runstore.Store, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return sorted(map(repr, store.rows(sql, params).to_pylist()))  # type: ignore[arg-type]
+
+
+SETTINGS = settings(max_examples=examples(60), deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@SETTINGS
+@given(data=st.data(), kind=st.sampled_from([None, "rl", "sl", "dpo", "unknown"]))
+def test_runs_query_is_the_statement_sqlglot_builds(store: runstore.Store, facts: dict,
+                                                    data: st.DataObject,
+                                                    kind: str | None) -> None:
+    runs = data.draw(st.none() | st.lists(st.sampled_from(facts["ids"]), max_size=4))
+    columns = data.draw(st.none() | st.lists(st.sampled_from(facts["columns"]), min_size=1,
+                                             max_size=4, unique=True))
+    text, params = frames.runs_query(kind=kind, runs=runs, columns=columns)
+    built = built_runs(kind, runs, columns)
+    same_statement(text, built)
+    assert rows(store, text, params) == rows(store, built, params)
+
+
+@SETTINGS
+@given(data=st.data(), summarised=st.booleans())
+def test_logged_keys_query_is_the_statement_sqlglot_builds(store: runstore.Store, facts: dict,
+                                                           data: st.DataObject,
+                                                           summarised: bool) -> None:
+    runs = data.draw(st.none() | st.lists(st.sampled_from(facts["ids"]), max_size=4))
+    keys = data.draw(st.none() | st.lists(st.sampled_from(facts["keys"]) | st.text(max_size=8),
+                                          min_size=1, max_size=4))
+    text, params = frames.logged_keys_query(keys, runs=runs, summarised=summarised)
+    built = built_logged_keys(keys, runs, summarised)
+    same_statement(text, built)
+    assert rows(store, text, params) == rows(store, built, params)
+
+
+@pytest.mark.parametrize("text_of,built_of", [
+    (frames.count_runs_query, built_count_runs),
+    (frames.run_status_query, built_run_status),
+], ids=["count_runs_query", "run_status_query"])
+@SETTINGS
+@given(data=st.data())
+def test_a_scoped_query_is_the_statement_sqlglot_builds(store: runstore.Store, facts: dict,
+                                                        text_of: Any, built_of: Any,
+                                                        data: st.DataObject) -> None:
+    runs = data.draw(st.none() | st.lists(st.sampled_from(facts["ids"]) | st.text(max_size=5),
+                                          max_size=4))
+    text, params = text_of(runs)
+    built = built_of(runs)
+    same_statement(text, built)
+    assert rows(store, text, params) == rows(store, built, params)
+
+
+@SETTINGS
+@given(data=st.data(), since=st.none() | st.integers(-2, 45))
+def test_family_series_query_is_the_statement_sqlglot_builds(store: runstore.Store,
+                                                             facts: dict, data: st.DataObject,
+                                                             since: int | None) -> None:
+    runs = data.draw(st.none() | st.lists(st.sampled_from(facts["ids"]), max_size=4))
+    keys = data.draw(st.lists(st.sampled_from(facts["keys"]), min_size=1, max_size=3,
+                              unique=True))
+    text, params = frames.family_series_query(runs, since_step=since is not None)
+    built = built_family_series(runs, since is not None)
+    same_statement(text, built)
+    params = {**params, "keys": keys, **({} if since is None else {"since_step": since})}
+    assert rows(store, text, params) == rows(store, built, params)
+
+
+def test_in_scope_is_the_condition_sqlglot_builds() -> None:
+    same_statement(f"select 1 from runs as m where {frames.in_scope('m.run_id')}",
+                   exp.select("1").from_(exp.table_("runs", alias="m"))
+                   .where(built_in_scope(exp.column("run_id", table="m"))).sql("duckdb"))
+
+
+def test_a_column_is_quoted_or_refused_never_pasted() -> None:
+    text, _ = frames.runs_query(columns=["run_label"])
+    assert text.startswith('SELECT "run_label" FROM')
+    with pytest.raises(UsageError, match="no column"):
+        frames.runs_query(columns=['run_label" from runs; --'])
