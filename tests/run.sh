@@ -21,5 +21,5 @@ lint-imports
 
 # Every core (pytest-xdist; PYTEST_XDIST_AUTO_NUM_WORKERS=N sets how many); a module marked
 # xdist_group runs whole on one worker. Arguments go to pytest: `bash tests/run.sh
-# tests/query/test_views.py -x` runs one file.
-python3 -m pytest -q -p no:cacheprovider -n auto --dist loadgroup "$@"
+# tests/query/test_views.py -x` runs one file. The 25 slowest tests are listed at the end.
+python3 -m pytest -q -p no:cacheprovider -n auto --dist loadgroup --durations=25 "$@"
