@@ -12,7 +12,7 @@ ranges) as a real process, N times each way, side by side in one run:
 
 Both end the same way (DuckDB's interrupt on the query's cursor, then the process exits), so
 their ratio shows what Ctrl-C adds to the interrupt itself; the promise (docs/reliability.md
-§13) is under a second. Prints a Markdown table for docs/benchmarks.md. The store defaults to
+§16) is under a second. Prints a Markdown table for docs/benchmarks.md. The store defaults to
 one `runstore demo` writes into a temporary directory (the query reads no table).
 """
 

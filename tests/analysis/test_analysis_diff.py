@@ -167,16 +167,16 @@ def test_runs_are_resolved_like_trace_and_plot_spans(
         diff_mod.diff(store, ["sl/*", "sl/tulu3_qwen3-8b_lr2e-4"])
 
 
-def test_the_resolution_rule_is_charts_one_run_plus_prefix(
+def test_the_resolution_rule_is_scope_one_run_plus_prefix(
         demo_store: tuple[Path, runstore.Store]) -> None:
-    from runstore.present import scope as charts
+    from runstore.present import scope
 
     store = demo_store[1]
     names = store.sql("select run_name from runs order by 1")["run_name"].to_list()
     patterns = names + ["*seed_1", "sl/*", "gsm8k_tool_rl/*/lr_1e-3/*", "dpo*", "x*", "*"]
     for p in patterns:
         try:
-            want: object = charts.one_run(store, p)
+            want: object = scope.one_run(store, p)
         except QueryError as e:
             want = str(e)
         try:
@@ -184,7 +184,7 @@ def test_the_resolution_rule_is_charts_one_run_plus_prefix(
         except QueryError as e:
             got = str(e)
         assert got == want, p
-    # What charts.one_run refuses and the prefix step adds:
+    # What scope.one_run refuses and the prefix step adds:
     assert runs_mod.resolve(store, ["dpo/hh"])[0][1] == "dpo/hh_llama-3.1-8b_beta0.1"
 
 

@@ -1,14 +1,14 @@
 """Ctrl-C and closed pipes, tried on real `runstore` processes with real signals and pipes.
 
-* Ctrl-C: a long `runstore sql` (a cross join of two 10^8-row ranges, hours of work) gets
-  SIGINT after 0.5, 2 and 4 s, a `runs --where` with a 20-million-character regex (the
-  issue's; ~3 s of compiling) after 0.5, 1 and 1.5 s; every other command that queries gets it while paused at its first, middle and last
-  query (`crashpoints.pause_point("query")`, which a handled signal ends, so the signal lands
-  exactly as that query starts). Each must stop (the queries would run on for minutes),
-  print `interrupted` as its last line and nothing else, and exit 130. A SIGINT at several
-  moments of a command's Python work (the report's charts) ends it the same way. A query
-  that ignores the interrupt is ended by a second SIGINT at once (exit 130). How fast the
-  first SIGINT stops a query is measured in bench/bench_interrupt.py, not here.
+* Ctrl-C: a long `runstore sql` (a cross join of two 10^8-row ranges, hours of work) gets SIGINT
+  after 0.5, 2 and 4 s, a `runs --where` with a 20-million-character regex (the issue's; ~3 s of
+  compiling) after 0.5, 1 and 1.5 s; every other command that queries gets it while paused at its
+  first, middle and last query (`crashpoints.pause_point("query")`, which a handled signal ends, so
+  the signal lands exactly as that query starts). Each must stop (the queries would run on for
+  minutes), print `interrupted` as its last line and nothing else, and exit 130. A SIGINT at several
+  moments of a command's Python work (the report's charts) ends it the same way. A query that
+  ignores the interrupt is ended by a second SIGINT at once (exit 130). How fast the first SIGINT
+  stops a query is measured in bench/bench_interrupt.py, not here.
 * Pipes: every command that prints, writing into a pipe whose reader is already gone, prints
   nothing and is ended by SIGPIPE (what `yes | head -n 1` does to `yes`); `runstore sql` into
   a real `head -n 1` gives the shell status 141, as `seq` does.
