@@ -47,8 +47,11 @@ def generate_tree(root: str | os.PathLike[str], runs: list[RunSpec] | None = Non
              {n: by_name[n] for n in (*spec.evals_of, spec.next_in_sweep) if n in by_name})
             for spec in specs]
     if workers > 1 and len(jobs) > 1:
-        # fork: the children inherit the loaded package instead of importing it again.
-        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        # Not fork: the caller may run threads (DuckDB's, Arrow's), and a child forked while
+        # one holds a lock can crash or hang, and with it the whole pool. forkserver forks from
+        # a clean single-threaded server instead.
+        method = ("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
+                  else "spawn")
         with multiprocessing.get_context(method).Pool(workers) as pool:
             for _ in pool.imap_unordered(_write_job, jobs, chunksize=1):
                 pass
