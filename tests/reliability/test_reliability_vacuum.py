@@ -159,7 +159,7 @@ def test_fractional_hours_are_honoured(history: Path, small_tree: Path) -> None:
     for files in listed(store).values():
         assert files <= here
     assert digest(store) == before
-    assert counts(store) == {t: oracle.expected_counts(small_tree).get(t, 0) for t in TABLES}
+    assert counts(store) == oracle.expected_counts_of(small_tree, TABLES)
 
 
 def test_vacuum_zero_removes_only_safe_files(history: Path) -> None:
@@ -209,7 +209,7 @@ def test_unlisted_time_survives_pruning(small_tree: Path, tmp_path: Path,
     result = cli(store, "compact", "--vacuum-hours", "1")
     assert result.exit_code == 0, result.stderr
     assert not replaced & on_disk(store)
-    assert counts(store) == {t: oracle.expected_counts(small_tree).get(t, 0) for t in TABLES}
+    assert counts(store) == oracle.expected_counts_of(small_tree, TABLES)
 
 
 def test_pruning_keeps_a_ledger_a_kept_manifest_shares(small_tree: Path, tmp_path: Path) -> None:
@@ -248,7 +248,7 @@ def test_rollback_needing_a_missing_file_names_it(small_tree: Path, tmp_path: Pa
     result = cli(store, "repair")
     assert result.exit_code == 0 and lost in result.stdout, result.stderr
     assert cli(store, "ingest", "-q", str(small_tree)).exit_code == 0
-    assert counts(store) == {t: oracle.expected_counts(small_tree).get(t, 0) for t in TABLES}
+    assert counts(store) == oracle.expected_counts_of(small_tree, TABLES)
 
 
 # ---------------------------------------------------------------------------------------------
