@@ -220,6 +220,7 @@ def every_command_then_repair(store: Path, tree: Path) -> None:
     assert counts(store) == oracle.expected_counts_of(tree, TABLES)
 
 
+@pytest.mark.slow
 @settings(max_examples=CASES, derandomize=os.environ.get("METADATA_RANDOM") is None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(data=st.data())

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from runstore.storage.claims import Claims
 from runstore.storage.location import location
 
@@ -64,6 +66,7 @@ def test_a_live_holder_keeps_it_and_a_dead_one_is_taken_over_at_once(tmp_path: P
             holder.stdout.close()
 
 
+@pytest.mark.slow
 def test_of_many_processes_at_once_exactly_one_holds_it(tmp_path: Path) -> None:
     """Six processes take one key at the same instant (each waits for it): one holds it,
     the others see a live holder. The holder keeps it until every one has looked."""
