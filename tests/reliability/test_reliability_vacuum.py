@@ -277,6 +277,26 @@ READER = textwrap.dedent('''
 ''')
 
 
+GRACE_S = 10  # the readers' grace period while these compactions run
+
+
+def lines_written(outs: list[Path]) -> list[int]:
+    return [o.read_bytes().count(b"\n") if o.exists() else 0 for o in outs]
+
+
+def readers_read(outs: list[Path], readers: list[subprocess.Popen], since: list[int],
+                 n: int) -> list[int]:
+    """Wait until each reader has written `n` answers more than `since`; how many each has."""
+    deadline = time.monotonic() + 120
+    while True:
+        now = lines_written(outs)
+        if all(a - b >= n for a, b in zip(now, since)):
+            return now
+        assert all(r.poll() is None for r in readers), "a reader stopped"
+        assert time.monotonic() < deadline, f"the readers wrote {now} answers in 120 s"
+        time.sleep(0.05)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("vacuum", [False, True], ids=["compact", "compact-vacuum"])
 def test_readers_during_compaction(vacuum: bool, small_tree: Path, tmp_path: Path,
@@ -291,13 +311,21 @@ def test_readers_during_compaction(vacuum: bool, small_tree: Path, tmp_path: Pat
     reader_py.write_text(READER)
     stop = tmp_path / "stop"
     outs = [tmp_path / f"reader{i}.jsonl" for i in range(2)]
-    env = {**os.environ, "RUNSTORE_READER_GRACE_SECONDS": "10"}
+    env = {**os.environ, "RUNSTORE_READER_GRACE_SECONDS": str(GRACE_S)}
     readers = [subprocess.Popen([sys.executable, str(reader_py), str(store), str(o), str(stop)],
                                 env=env) for o in outs]
     outputs: list[str] = []
     try:
-        time.sleep(2)
+        # Waits on what the readers did, not fixed sleeps: both Stores of each reader have
+        # answered before the first compaction, and again after each one. Of the answers
+        # written after a compaction the first may come from a query begun before it, so three.
+        seen = readers_read(outs, readers, [0] * len(outs), 2)
+        first_done = None
         for i in range(8):
+            if vacuum and i == 7 and first_done is not None:
+                # The last vacuum comes after what the first compaction replaced has been
+                # unlisted past the grace period, so the vacuums surely delete something.
+                time.sleep(max(0.0, first_done + GRACE_S + 1 - time.monotonic()))
             append_steps(small_tree, "a/rl_flat", 100 + 10 * i, 10)
             s.ingest([small_tree])
             states.add(counts(store)["metrics_raw"])
@@ -305,7 +333,8 @@ def test_readers_during_compaction(vacuum: bool, small_tree: Path, tmp_path: Pat
                          env=env)
             assert p.returncode == 0, p.stderr
             outputs.append(p.stdout)
-            time.sleep(1)
+            first_done = first_done or time.monotonic()
+            seen = readers_read(outs, readers, seen, 3)
     finally:
         stop.touch()
         for r in readers:
