@@ -15,7 +15,7 @@ import os
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 ITER_DIR = re.compile(r"^iteration_\d{6,}$")
 IN_DIR = re.compile(r"^(train|eval_.+?)(_logtree\.json|_rollout_summaries\.jsonl)$")
@@ -122,6 +122,13 @@ def _conversation_data(path: Path) -> list[dict]:
         if isinstance(children, list):
             stack.extend(children)
     return found
+
+
+def expected_counts_of(root: Path, tables: Iterable[str]) -> dict[str, int]:
+    """`expected_counts(root)` for each of `tables`, 0 for a table it has no rows for. It reads
+    every file under `root` once, not once per table (a large tree takes seconds to read)."""
+    counts = expected_counts(root)
+    return {t: counts.get(t, 0) for t in tables}
 
 
 def conversations_in(path: Path) -> int:

@@ -238,6 +238,7 @@ HYPOTHESIS_FINDINGS = ["kl_spike", "reward_stuck", "parse_errors", "no_improveme
                        "rollout_errors", "stale_policy", "not_finite", "eval_gap"]
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(runs=st.lists(histories(), min_size=1, max_size=3))

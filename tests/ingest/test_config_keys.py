@@ -173,6 +173,7 @@ def test_a_store_from_before_the_rule_answers_then_migrates(tmp_path: Path) -> N
     assert again.exit_code == 0 and "applied" not in again.stdout.split("schema version")[0]
 
 
+@pytest.mark.slow
 def test_a_killed_migration_is_completed_by_the_next(tmp_path: Path) -> None:
     want = expected_config()
     point = 1

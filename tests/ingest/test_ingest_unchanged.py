@@ -97,6 +97,7 @@ class Pair:
         assert storekit.digest(self.fast) == storekit.digest(self.whole)
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(changes=st.lists(st.tuples(st.sampled_from(CHANGES), st.booleans()), min_size=3,

@@ -105,6 +105,7 @@ def assert_progress(store: runstore.Store, root: Path) -> None:
         assert _same(status[name]["done_frac"], done)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(30), deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(runs=st.lists(st.lists(CHANGE, min_size=1, max_size=4), min_size=1, max_size=3))

@@ -138,6 +138,7 @@ def _expected_key_facts(root: Path) -> dict[tuple[str, str, bool], tuple]:
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=CASES, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(runs=st.lists(st.tuples(HISTORY, st.lists(st.integers(1, 29), max_size=2),

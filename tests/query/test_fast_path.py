@@ -171,6 +171,7 @@ def test_store_sql_frames_equal_the_arrow_path(store_dir: Path) -> None:
                            check_exact=False, rel_tol=1e-12)
 
 
+@pytest.mark.slow
 def test_views_render_alike_from_rows_and_from_arrow(store_dir: Path) -> None:
     """Every table and view of the demo store, in every text format, both ways."""
     con = runstore.open(store_dir).connect()

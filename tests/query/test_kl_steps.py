@@ -219,6 +219,7 @@ def _jsonl(lines: list[tuple[int | None, dict[str, Any]]]) -> str:
     return "".join(out)
 
 
+@pytest.mark.slow
 @settings(max_examples=CASES, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(runs=st.lists(st.tuples(LINES, st.one_of(st.none(), LINES)), min_size=1, max_size=3),

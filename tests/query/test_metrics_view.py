@@ -90,6 +90,7 @@ LINES = st.lists(st.tuples(st.one_of(st.integers(0, 8), st.none()),
                  max_size=20)
 
 
+@pytest.mark.slow
 @settings(max_examples=CASES, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(runs=st.lists(st.tuples(st.lists(LINES, min_size=1, max_size=3),

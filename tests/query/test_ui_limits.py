@@ -309,6 +309,7 @@ def test_a_path_past_its_redirect_is_a_404(token_server: UiServer) -> None:
     assert (status, body) == (404, b"not found\n")
 
 
+@pytest.mark.slow
 def test_half_sent_requests_are_dropped(ui_demo: tuple[Path, Path]) -> None:
     """1,000 connections that send half a request head, 50 that send a head and half a body,
     and 5 that drip a body a byte a second: the server drops each after its timeout, and

@@ -159,7 +159,7 @@ def test_fractional_hours_are_honoured(history: Path, small_tree: Path) -> None:
     for files in listed(store).values():
         assert files <= here
     assert digest(store) == before
-    assert counts(store) == {t: oracle.expected_counts(small_tree).get(t, 0) for t in TABLES}
+    assert counts(store) == oracle.expected_counts_of(small_tree, TABLES)
 
 
 def test_vacuum_zero_removes_only_safe_files(history: Path) -> None:
@@ -209,7 +209,7 @@ def test_unlisted_time_survives_pruning(small_tree: Path, tmp_path: Path,
     result = cli(store, "compact", "--vacuum-hours", "1")
     assert result.exit_code == 0, result.stderr
     assert not replaced & on_disk(store)
-    assert counts(store) == {t: oracle.expected_counts(small_tree).get(t, 0) for t in TABLES}
+    assert counts(store) == oracle.expected_counts_of(small_tree, TABLES)
 
 
 def test_pruning_keeps_a_ledger_a_kept_manifest_shares(small_tree: Path, tmp_path: Path) -> None:
@@ -248,7 +248,7 @@ def test_rollback_needing_a_missing_file_names_it(small_tree: Path, tmp_path: Pa
     result = cli(store, "repair")
     assert result.exit_code == 0 and lost in result.stdout, result.stderr
     assert cli(store, "ingest", "-q", str(small_tree)).exit_code == 0
-    assert counts(store) == {t: oracle.expected_counts(small_tree).get(t, 0) for t in TABLES}
+    assert counts(store) == oracle.expected_counts_of(small_tree, TABLES)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -277,6 +277,26 @@ READER = textwrap.dedent('''
 ''')
 
 
+GRACE_S = 10  # the readers' grace period while these compactions run
+
+
+def lines_written(outs: list[Path]) -> list[int]:
+    return [o.read_bytes().count(b"\n") if o.exists() else 0 for o in outs]
+
+
+def readers_read(outs: list[Path], readers: list[subprocess.Popen], since: list[int],
+                 n: int) -> list[int]:
+    """Wait until each reader has written `n` answers more than `since`; how many each has."""
+    deadline = time.monotonic() + 120
+    while True:
+        now = lines_written(outs)
+        if all(a - b >= n for a, b in zip(now, since)):
+            return now
+        assert all(r.poll() is None for r in readers), "a reader stopped"
+        assert time.monotonic() < deadline, f"the readers wrote {now} answers in 120 s"
+        time.sleep(0.05)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("vacuum", [False, True], ids=["compact", "compact-vacuum"])
 def test_readers_during_compaction(vacuum: bool, small_tree: Path, tmp_path: Path,
@@ -291,13 +311,21 @@ def test_readers_during_compaction(vacuum: bool, small_tree: Path, tmp_path: Pat
     reader_py.write_text(READER)
     stop = tmp_path / "stop"
     outs = [tmp_path / f"reader{i}.jsonl" for i in range(2)]
-    env = {**os.environ, "RUNSTORE_READER_GRACE_SECONDS": "10"}
+    env = {**os.environ, "RUNSTORE_READER_GRACE_SECONDS": str(GRACE_S)}
     readers = [subprocess.Popen([sys.executable, str(reader_py), str(store), str(o), str(stop)],
                                 env=env) for o in outs]
     outputs: list[str] = []
     try:
-        time.sleep(2)
+        # Waits on what the readers did, not fixed sleeps: both Stores of each reader have
+        # answered before the first compaction, and again after each one. Of the answers
+        # written after a compaction the first may come from a query begun before it, so three.
+        seen = readers_read(outs, readers, [0] * len(outs), 2)
+        first_done = None
         for i in range(8):
+            if vacuum and i == 7 and first_done is not None:
+                # The last vacuum comes after what the first compaction replaced has been
+                # unlisted past the grace period, so the vacuums surely delete something.
+                time.sleep(max(0.0, first_done + GRACE_S + 1 - time.monotonic()))
             append_steps(small_tree, "a/rl_flat", 100 + 10 * i, 10)
             s.ingest([small_tree])
             states.add(counts(store)["metrics_raw"])
@@ -305,7 +333,8 @@ def test_readers_during_compaction(vacuum: bool, small_tree: Path, tmp_path: Pat
                          env=env)
             assert p.returncode == 0, p.stderr
             outputs.append(p.stdout)
-            time.sleep(1)
+            first_done = first_done or time.monotonic()
+            seen = readers_read(outs, readers, seen, 3)
     finally:
         stop.touch()
         for r in readers:

@@ -68,7 +68,10 @@ def test_of_many_processes_at_once_exactly_one_holds_it(tmp_path: Path) -> None:
     """Six processes take one key at the same instant (each waits for it): one holds it,
     the others see a live holder. The holder keeps it until every one has looked."""
     start = time.time() + 3.0
-    code = ("import sys, time\n"
+    looked = tmp_path / "all_looked"
+    # Each process stays alive (the holder holding) until the test has every answer, and so
+    # knows that every one has looked: not a fixed 12 s that only most likely covers it.
+    code = ("import os, sys, time\n"
             f"sys.path.insert(0, {str(REPO)!r})\n"
             "from runstore.storage.claims import Claims\n"
             "from runstore.storage.location import location\n"
@@ -76,11 +79,16 @@ def test_of_many_processes_at_once_exactly_one_holds_it(tmp_path: Path) -> None:
             f"time.sleep(max(0, {start!r} - time.time()))\n"
             "taken = c.take('k')\n"
             "print('taken' if taken else 'none', flush=True)\n"
-            f"time.sleep(max(0, {start + 12!r} - time.time()))\n")
+            f"while not os.path.exists({str(looked)!r}) and time.time() < {start + 120!r}:\n"
+            "    time.sleep(0.05)\n")
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
              for _ in range(6)]
     outs = []
     for p in procs:
-        out, _ = p.communicate(timeout=120)
-        outs.append(out.strip())
+        assert p.stdout is not None
+        outs.append(p.stdout.readline().strip())  # after its take, while the holder holds
+    looked.touch()
+    for p in procs:
+        rest, _ = p.communicate(timeout=120)
+        assert p.returncode == 0 and rest == "", rest
     assert sorted(outs) == ["none"] * 5 + ["taken"]

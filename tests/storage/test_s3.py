@@ -113,6 +113,7 @@ def manifests(uri: str) -> list[str]:
 
 # --------------------------------------------------------------------------- store on S3
 
+@pytest.mark.slow
 def test_store_on_s3_ingest_sql_check_report_compact(demo_tree: Path, bucket: str,
                                                       tmp_path: Path) -> None:
     uri = f"s3://{bucket}/team/store"
@@ -156,6 +157,7 @@ def test_store_on_s3_ingest_sql_check_report_compact(demo_tree: Path, bucket: st
         expected(demo_tree)["metrics_raw"]
 
 
+@pytest.mark.slow
 def test_vacuum_on_s3(small_tree: Path, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """On S3 too, a vacuum runs after the compaction's snapshot is published and deletes only
     objects no manifest left on S3 lists; the store then answers with every row."""
@@ -237,6 +239,7 @@ def test_s3_store_takes_over_an_expired_lease(demo_tree: Path, bucket: str) -> N
     assert not s3fs_client().exists(f"{bucket}/store/_runstore/lock"), "released at the end"
 
 
+@pytest.mark.slow
 def test_two_concurrent_ingests_on_one_s3_store(demo_tree: Path, bucket: str,
                                                 tmp_path: Path) -> None:
     """Two processes ingest different trees into one S3 store at once: the lease makes them
