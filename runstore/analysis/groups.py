@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Sequence, Union
 
 from ..errors import UsageError
 from ..ingest.normalize.config import split_key
+from ..query.result import frame
 from .runs import Scope, scope_condition, scoped_runs
 
 if TYPE_CHECKING:
@@ -125,7 +126,6 @@ def groups(store: "Reader", *, runs: Scope = None, group_by: GroupBy = None,
 
 def _config_rows(store: "Reader", runs: Scope, keys: Sequence[str] | None) -> "pl.DataFrame":
     """run_id, key, value (JSON text), value_num, value_str of config leaves in scope."""
-    import polars as pl
     from sqlglot import exp
 
     query = exp.select("run_id", "key", "value", "value_num", "value_str").from_("config")
@@ -136,9 +136,7 @@ def _config_rows(store: "Reader", runs: Scope, keys: Sequence[str] | None) -> "p
         query = query.where(exp.func("list_contains", exp.Placeholder(this="keys"),
                                      exp.column("key")))
         params["keys"] = list(keys)
-    df = pl.from_arrow(store.arrow(query.sql(dialect="duckdb"), params))
-    assert isinstance(df, pl.DataFrame)
-    return df
+    return frame(store, query.sql(dialect="duckdb"), params)
 
 
 def _key_columns(store: "Reader", runs: Scope, scoped: "pl.DataFrame",

@@ -38,6 +38,7 @@ import os
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence, Union
 
 from ..errors import QueryError
+from ..query.result import frame
 from ..query.rows import from_relation
 
 if TYPE_CHECKING:
@@ -163,7 +164,6 @@ def scope_condition(store: "Reader", scope: Scope,
 def scoped_runs(store: "Reader", scope: Scope) -> "pl.DataFrame":
     """The runs in scope (`RUN_COLUMNS`), by `run_label`; `QueryError` for a pattern that
     matches no run."""
-    import polars as pl
     from sqlglot import exp
 
     cond, params = scope_condition(store, scope, "r.run_id")
@@ -174,10 +174,8 @@ def scoped_runs(store: "Reader", scope: Scope) -> "pl.DataFrame":
                    on=exp.column("run_id", table="l").eq(exp.column("run_id", table="r"))))
     if cond is not None:
         query = query.where(cond)
-    df = pl.from_arrow(store.arrow(query.order_by(exp.column("run_label", table="l"))
-                                   .sql(dialect="duckdb"), params))
-    assert isinstance(df, pl.DataFrame)
-    return df
+    return frame(store, query.order_by(exp.column("run_label", table="l")).sql(dialect="duckdb"),
+                 params)
 
 
 # Every run a pattern matches in some tier, with the tiers it matches in.
