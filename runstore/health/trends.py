@@ -98,11 +98,16 @@ def parse_trend(text: str) -> TrendRule | None:
 
 @dataclass(frozen=True)
 class TrendResult:
-    """What `evaluate` found: the rows that fired and, per rule, runs checked and fired."""
+    """What `evaluate` found: the rows that fired (`frame`, as polars computed them; `table`,
+    the same as Arrow) and, per rule, runs checked and fired."""
 
-    table: "pa.Table"  # run_id, the COLUMNS, rule_idx; by run_name, then rule_idx
+    frame: "pl.DataFrame"  # run_id, the COLUMNS, rule_idx; by run_name, then rule_idx
     checked: tuple[int, ...]
     fired: tuple[int, ...]
+
+    @property
+    def table(self) -> "pa.Table":
+        return self.frame.to_arrow()
 
 
 def evaluate(store: "Reader", rules: Sequence[TrendRule], *, runs: Scope = None,
@@ -127,7 +132,7 @@ def evaluate(store: "Reader", rules: Sequence[TrendRule], *, runs: Scope = None,
         fired.append(rows.height)
     table = pl.concat(parts) if parts else _empty()
     table = table.sort(["run_name", "rule_idx"])
-    return TrendResult(table.to_arrow(), tuple(checked), tuple(fired))
+    return TrendResult(table, tuple(checked), tuple(fired))
 
 
 def _empty() -> "pl.DataFrame":
