@@ -92,14 +92,14 @@ def _where(conditions: Sequence[str]) -> str:
 
 def _summary_columns(columns: Sequence[str]) -> list[str]:
     """`columns` checked against run_summary's; UsageError naming the closest otherwise."""
-    import difflib
-
     known = summary_columns()
     items = [columns] if isinstance(columns, str) else list(columns)
     if not items:
         raise UsageError(f"give at least one column; run_summary has {', '.join(known)}")
     for c in items:
         if c not in known:
+            import difflib  # only to name the closest (`runs` asks for every column)
+
             close = difflib.get_close_matches(str(c), known, n=3)
             hint = f"did you mean {' or '.join(close)}? " if close else ""
             raise UsageError(f"run_summary has no column {c!r}; {hint}its columns: "
