@@ -2,6 +2,7 @@
 
     python bench/bench_latency.py [--store DIR] [--tree DIR] [-n N]
     python bench/bench_latency.py --commands [--demo] [--store DIR] [-n N]
+        [--src LABEL=DIR ...] [--only TEXT ...]
 
 On a store of the benchmark tree (see bench_ingest.py; the tree and the store are made when
 missing), runs these processes N times each (default 15), interleaved round-robin so every
@@ -22,6 +23,13 @@ start to exit (target ≤ 1.5× the floor; `plot` and `report`, which write HTML
 store's first runs (by run_label), `compare --group-by auto`, `views`, `doctor`, `plot metric`
 and `report`. `--demo` makes the store `runstore demo` writes (under `--store`, when missing)
 instead of a store of the benchmark tree. Files written go to a temporary directory.
+
+`--src LABEL=DIR` (repeatable) runs each runstore process once per checkout, with DIR (a
+checkout's root, holding `runstore/` and `sql/`) first on PYTHONPATH and the temporary
+directory as its working directory (`-m` puts the working directory first on the path: a
+checkout there would shadow DIR), labelled `[LABEL]`, all interleaved with the one floor: a
+change measured side by side with what it changes.
+`--only TEXT` (repeatable) keeps the processes whose name contains one of the TEXTs.
 
 Prints a Markdown table for docs/benchmarks.md; the machine's load average is printed beside
 it, since a busy machine moves every figure. Nothing here writes to the store (the processes
@@ -112,11 +120,12 @@ TARGETS = {'runstore sql "select 1"': 1.5, f'runstore sql "{KL_SQL}"': 2.0, "run
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def run_once(cmd: list[str]) -> tuple[float, float, str]:
+def run_once(cmd: list[str], env: dict[str, str] | None = None,
+             cwd: Path | None = None) -> tuple[float, float, str]:
     """Wall seconds, CPU seconds (user + system) and stdout of one process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env or ENV, cwd=cwd)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in (0, 1) or (proc.returncode == 1 and not
@@ -136,6 +145,10 @@ def main() -> None:
                     help="time issue 31's read commands (see the module)")
     ap.add_argument("--demo", action="store_true",
                     help="the store `runstore demo` writes, under --store")
+    ap.add_argument("--src", action="append", default=[], metavar="LABEL=DIR",
+                    help="also run each runstore process from the checkout DIR (repeatable)")
+    ap.add_argument("--only", action="append", default=[], metavar="TEXT",
+                    help="keep the processes whose name contains TEXT (repeatable)")
     args = ap.parse_args()
 
     if args.demo and not (args.store / "store" / "_runstore").is_dir():
@@ -158,22 +171,41 @@ def main() -> None:
             else commands(args.store.resolve()))
     targets = ({name: 2.0 if name.startswith(("runstore plot", "runstore report")) else 1.5
                 for name in list(cmds)[1:]} if args.commands else TARGETS)
-    for cmd in cmds.values():  # warm the page cache and __pycache__ once, untimed
-        run_once(cmd)
+    floor_name = next(iter(cmds))
+    envs: dict[str, dict[str, str] | None] = {}
+    chosen: dict[str, list[str]] = {}
+    for name, cmd in cmds.items():
+        if name != floor_name and args.only and not any(t in name for t in args.only):
+            continue
+        if name == floor_name or not args.src or "runstore" not in cmd:
+            chosen[name], envs[name] = cmd, None
+            continue
+        for src in args.src:
+            label, _, where = src.partition("=")
+            variant = f"{name} [{label}]"
+            chosen[variant] = cmd
+            envs[variant] = {**ENV, "PYTHONPATH": str(Path(where).resolve())}
+            if name in targets:
+                targets[variant] = targets[name]
+    cmds = chosen
+    def cwd(name: str) -> Path | None:
+        return None if envs[name] is None else out
+
+    for name, cmd in cmds.items():  # warm the page cache and __pycache__ once, untimed
+        run_once(cmd, envs[name], cwd(name))
     walls: dict[str, list[float]] = {k: [] for k in cmds}
     cpus: dict[str, list[float]] = {k: [] for k in cmds}
     inner: dict[str, list[float]] = {k: [] for k in cmds}
     load_before = os.getloadavg()
     for _ in range(args.n):
         for name, cmd in cmds.items():
-            wall, cpu, out = run_once(cmd)
+            wall, cpu, stdout = run_once(cmd, envs[name], cwd(name))
             walls[name].append(wall)
             cpus[name].append(cpu)
             if name.startswith("python:"):
-                inner[name].append(json.loads(out)["first_sql"])
+                inner[name].append(json.loads(stdout)["first_sql"])
     load_after = os.getloadavg()
 
-    floor_name = next(iter(cmds))
     floor = statistics.median(walls[floor_name])
     floor_cpu = statistics.median(cpus[floor_name])
     print(f"Load average {load_before[0]:.2f} before, {load_after[0]:.2f} after; "

@@ -1,8 +1,9 @@
 """Comparative questions over a store: metric keys, config diffs, grouped curves, smoothing.
 
 Contract: every function here takes a store as its first argument and reads it only through
-`query.reader.Reader` (a `Store` is one; in practice `arrow(sql, params)`), with SQL built
-as sqlglot trees and every value a bound `$name` parameter. Results are polars DataFrames (or
+`query.reader.Reader` (a `Store` is one; in practice `fetch(sql, params, convert=)`), with
+SQL from fixed statement text (`query.statements`; no sqlglot, which costs a short command
+more to import than its answer) and every value a bound `$name` parameter. Results are polars DataFrames (or
 plain values); nothing here writes.
 
 | module | answers |

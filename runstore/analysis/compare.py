@@ -61,6 +61,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import QueryError, UsageError
+from ..query.result import frame
+from ..query.statements.frames import metric_values_query
 from .groups import GroupBy, groups
 from .runs import Scope
 from .smooth import check_weight, ema
@@ -212,24 +214,9 @@ def _values(store: "Reader", keys: list[str], run_ids: list[str],
             group_codes: list[int]) -> "pl.DataFrame":
     """`_run`, `_g`, step, key, value: live numeric values of `keys` of the runs `run_ids`
     (`_run` is the position in it, `_g` the run's entry in `group_codes`)."""
-    import polars as pl
-    from sqlglot import exp
-
     params: dict[str, Any] = {f"k{i}": k for i, k in enumerate(keys)}
     params.update(ids=run_ids, codes=group_codes)
-    m = lambda name: exp.column(name, table="m")  # noqa: E731 - a local shorthand
-    position = exp.func("list_position", exp.Placeholder(this="ids"), m("run_id"))
-    query = (exp.select(exp.alias_(position - 1, "_run"),
-                        exp.alias_(exp.func("list_extract", exp.Placeholder(this="codes"),
-                                            position.copy()), "_g"),
-                        m("step"), m("key"), m("value"))
-             .from_(exp.table_("metrics", alias="m"))
-             .where(m("key").isin(*(exp.Placeholder(this=f"k{i}") for i in range(len(keys)))))
-             .where(m("value").is_(exp.null()).not_())
-             .where(exp.func("list_contains", exp.Placeholder(this="ids"), m("run_id"))))
-    df = pl.from_arrow(store.arrow(query.sql(dialect="duckdb"), params))
-    assert isinstance(df, pl.DataFrame)
-    return df
+    return frame(store, metric_values_query(len(keys)), params)
 
 
 def _on_time_axis(points: "pl.DataFrame", durations: "pl.DataFrame",

@@ -43,7 +43,9 @@ from typing import TYPE_CHECKING, Any, Sequence, Union
 
 from ..errors import UsageError
 from ..ingest.normalize.config import split_key
-from .runs import Scope, scope_condition, scoped_runs
+from ..query.result import frame
+from ..query.statements.frames import config_rows_query
+from .runs import Scope, scope_ids, scoped_runs
 
 if TYPE_CHECKING:
     import polars as pl
@@ -125,20 +127,10 @@ def groups(store: "Reader", *, runs: Scope = None, group_by: GroupBy = None,
 
 def _config_rows(store: "Reader", runs: Scope, keys: Sequence[str] | None) -> "pl.DataFrame":
     """run_id, key, value (JSON text), value_num, value_str of config leaves in scope."""
-    import polars as pl
-    from sqlglot import exp
-
-    query = exp.select("run_id", "key", "value", "value_num", "value_str").from_("config")
-    cond, params = scope_condition(store, runs, "run_id")
-    if cond is not None:
-        query = query.where(cond)
+    sql, params = config_rows_query(scope_ids(store, runs), keys=keys is not None)
     if keys is not None:
-        query = query.where(exp.func("list_contains", exp.Placeholder(this="keys"),
-                                     exp.column("key")))
         params["keys"] = list(keys)
-    df = pl.from_arrow(store.arrow(query.sql(dialect="duckdb"), params))
-    assert isinstance(df, pl.DataFrame)
-    return df
+    return frame(store, sql, params)
 
 
 def _key_columns(store: "Reader", runs: Scope, scoped: "pl.DataFrame",

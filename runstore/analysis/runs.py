@@ -27,8 +27,8 @@ Contract:
   union of what each pattern matches (tiers 1-5: several runs allowed). `scope_ids(store,
   scope)` is that set as a sorted list of run_ids (None for every run) and raises
   `QueryError` when a pattern matches no run (a typo must not look like "no data");
-  `scope_condition(store, scope, column)` is the sqlglot condition `column` in those ids and
-  its params; `scoped_runs(store, scope)` the runs themselves (`RUN_COLUMNS`) by label.
+  `scoped_runs(store, scope)` is the runs themselves (`RUN_COLUMNS`) by label (statement
+  `frames.scoped_runs_query`: fixed text, no sqlglot).
   A scope is always a set of run_ids: nothing downstream filters or groups by name.
 """
 
@@ -38,7 +38,9 @@ import os
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence, Union
 
 from ..errors import QueryError
+from ..query.result import frame
 from ..query.rows import from_relation
+from ..query.statements.frames import scoped_runs_query
 
 if TYPE_CHECKING:
     import polars as pl
@@ -147,37 +149,10 @@ def scope_ids(store: "Reader", scope: Scope) -> list[str] | None:
     return sorted(ids)
 
 
-def scope_condition(store: "Reader", scope: Scope,
-                    column: Any) -> tuple[Any | None, dict[str, Any]]:
-    """`column` in the run_ids of `scope` as a sqlglot condition (None: every run), and the
-    params it binds (`$scope`, a list of run_ids)."""
-    from sqlglot import exp
-
-    ids = scope_ids(store, scope)
-    if ids is None:
-        return None, {}
-    col = exp.column(*reversed(column.split("."))) if isinstance(column, str) else column
-    return exp.func("list_contains", exp.Placeholder(this="scope"), col), {"scope": ids}
-
-
 def scoped_runs(store: "Reader", scope: Scope) -> "pl.DataFrame":
     """The runs in scope (`RUN_COLUMNS`), by `run_label`; `QueryError` for a pattern that
     matches no run."""
-    import polars as pl
-    from sqlglot import exp
-
-    cond, params = scope_condition(store, scope, "r.run_id")
-    query = (exp.select(*[exp.column(c, table="l" if c in ("run_name", "run_label") else "r")
-                          for c in RUN_COLUMNS])
-             .from_(exp.table_("runs", alias="r"))
-             .join(exp.table_("run_labels", alias="l"),
-                   on=exp.column("run_id", table="l").eq(exp.column("run_id", table="r"))))
-    if cond is not None:
-        query = query.where(cond)
-    df = pl.from_arrow(store.arrow(query.order_by(exp.column("run_label", table="l"))
-                                   .sql(dialect="duckdb"), params))
-    assert isinstance(df, pl.DataFrame)
-    return df
+    return frame(store, *scoped_runs_query(RUN_COLUMNS, scope_ids(store, scope)))
 
 
 # Every run a pattern matches in some tier, with the tiers it matches in.

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from .. import families
 from ..errors import UsageError
 from ..query.keys import family
-from ..query.rows import Rows, from_relation
+from ..query.rows import Rows, from_polars, from_relation
 from ..storage.schema import F64, I64, STR, arrow_type
 from ..query.statements.check import check_statement
 from ..query.statements.frames import count_runs_query
@@ -161,8 +161,8 @@ def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | 
               since_step: int | None, *, arrow: bool = True) -> _Evaluated:
     """Threshold rules in one statement, trend rules (trends.py) beside them, merged in
     rule order: one table with both kinds' rows and per-rule counts. Only trend rules load
-    polars and pyarrow.compute; threshold rules alone with `arrow=False` give plain `Rows`
-    and load no pyarrow at all."""
+    polars, which merges the two; with `arrow=False` the rows are plain `Rows` and no
+    pyarrow is loaded, for threshold and trend rules alike."""
     from ..analysis.runs import scope_ids
 
     ids = scope_ids(store, runs)  # type: ignore[arg-type]
@@ -173,7 +173,7 @@ def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | 
         return _Evaluated(table, tuple(int(c["checked"]) for c in by_rule),
                           tuple(int(c["fired_runs"]) for c in by_rule),
                           int(by_rule[0]["scope_runs"]))
-    import pyarrow as pa
+    import polars as pl
 
     from .trends import evaluate as evaluate_trends
 
@@ -183,37 +183,61 @@ def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | 
     parts = []
     scope_runs = None
     if plain:
-        table, counts = _answer(store, [r for _, r in plain], ids, since_step, arrow=True)
+        table, counts = _answer(store, [r for _, r in plain], ids, since_step, arrow=False)
         where = [i for i, _ in plain]
         for c in counts:
             checked[where[c["rule_idx"]]] = int(c["checked"])
             fired[where[c["rule_idx"]]] = int(c["fired_runs"])
             scope_runs = int(c["scope_runs"])
-        parts.append(_renumber(table, where))
+        parts.append(_renumber(_frame(table), where))
     if trend:
         result = evaluate_trends(store, [r for _, r in trend], runs=runs, since_step=since_step)
         where = [i for i, _ in trend]
         for j, i in enumerate(where):
             checked[i], fired[i] = result.checked[j], result.fired[j]
-        parts.append(_renumber(result.table, where))
+        parts.append(_renumber(result.frame, where))
     if scope_runs is None:
-        scope_runs = int(store.arrow(*count_runs_query(ids)).column(0)[0].as_py())
-    table = pa.concat_tables([p.cast(parts[0].schema) for p in parts])
+        scope_runs = int(store.fetch(*count_runs_query(ids),
+                                     convert=lambda r: r.fetchall())[0][0])
+    merged = pl.concat([p.cast(dict(parts[0].schema)) for p in parts])
     if len(parts) > 1:
-        table = table.sort_by([("run_name", "ascending"), ("rule_idx", "ascending")])
+        merged = merged.sort(["run_name", "rule_idx"], maintain_order=True)
+    table = merged.to_arrow().cast(arrow_schema(merged.columns)) if arrow else from_polars(merged)
     return _Evaluated(table, tuple(checked), tuple(fired), scope_runs)
 
 
-def _renumber(table: "pa.Table", where: list[int]) -> pa.Table:
-    """`table` with its `rule_idx` (a position in a subset of the rules) mapped to `where`.
-    polars builds the column (trend rules load it anyway): an Arrow array made from Python
-    values would import pandas (pyarrow looks for pandas objects in them), ~0.3 s."""
+# Each column of the check's rows: its identity, the COLUMNS, and the rule it fired for.
+ROW_TYPES = {"run_id": STR, **COLUMN_TYPES, "rule_idx": I64}
+
+
+def arrow_schema(columns: Sequence[str]) -> "pa.Schema":
+    """The Arrow schema of the check's rows with these columns (the check statement's
+    types, `ROW_TYPES`)."""
+    import pyarrow as pa
+
+    return pa.schema([(c, arrow_type(ROW_TYPES[c])) for c in columns])
+
+
+def _frame(rows: "Rows | pa.Table") -> "pl.DataFrame":
+    """The check statement's rows as a polars DataFrame of their types (`ROW_TYPES`), read
+    from plain rows without pyarrow."""
     import polars as pl
 
-    idx = pl.Series("rule_idx", where, dtype=pl.Int64).gather(
-        pl.Series(table.column("rule_idx")).cast(pl.Int64))
-    return table.set_column(table.schema.get_field_index("rule_idx"), "rule_idx",
-                            idx.to_arrow())
+    if not isinstance(rows, Rows):
+        frame = pl.from_arrow(rows)
+        assert isinstance(frame, pl.DataFrame)
+        return frame
+    types = {STR: pl.String, I64: pl.Int64, F64: pl.Float64}
+    return pl.DataFrame(rows.data, orient="row",
+                        schema={c: types[ROW_TYPES[c]] for c in rows.column_names})
+
+
+def _renumber(frame: "pl.DataFrame", where: list[int]) -> "pl.DataFrame":
+    """`frame` with its `rule_idx` (a position in a subset of the rules) mapped to `where`."""
+    import polars as pl
+
+    return frame.with_columns(pl.Series("rule_idx", where, dtype=pl.Int64).gather(
+        frame["rule_idx"].cast(pl.Int64)))
 
 
 def evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", *, runs: str | None = None,
@@ -251,21 +275,12 @@ class CheckResult:
             return self.rows
         import pyarrow as pa
 
-        return pa.Table.from_pylist(self.rows.to_pylist(), schema=pa.schema(
-            [(c, arrow_type(t)) for c, t in COLUMN_TYPES.items()]))
+        return pa.Table.from_pylist(self.rows.to_pylist(), schema=arrow_schema(COLUMNS))
 
     def frame(self) -> "pl.DataFrame":
         """The fired rows as a polars DataFrame (from plain rows without pyarrow: DuckDB's
         Arrow export of an executed result copies it, see `query/result.py`)."""
-        import polars as pl
-
-        if not isinstance(self.rows, Rows):
-            frame = pl.from_arrow(self.rows)
-            assert isinstance(frame, pl.DataFrame)
-            return frame
-        types = {STR: pl.String, I64: pl.Int64, F64: pl.Float64}
-        return pl.DataFrame(self.rows.data, orient="row",
-                            schema={c: types[t] for c, t in COLUMN_TYPES.items()})
+        return _frame(self.rows)
 
     def alerts(self) -> "list[Alert]":
         """Each fired row as the `Alert` a notification posts (with the row's run_id)."""

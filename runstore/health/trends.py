@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Sequence, cast
 from ..analysis.runs import Scope, scope_ids
 from ..analysis.smooth import ema
 from ..errors import UsageError
+from ..query.result import frame
 from ..query.statements.frames import family_series_query, run_status_query
 from .firing import COLUMNS
 from .grammar import is_trend
@@ -97,11 +98,16 @@ def parse_trend(text: str) -> TrendRule | None:
 
 @dataclass(frozen=True)
 class TrendResult:
-    """What `evaluate` found: the rows that fired and, per rule, runs checked and fired."""
+    """What `evaluate` found: the rows that fired (`frame`, as polars computed them; `table`,
+    the same as Arrow) and, per rule, runs checked and fired."""
 
-    table: "pa.Table"  # run_id, the COLUMNS, rule_idx; by run_name, then rule_idx
+    frame: "pl.DataFrame"  # run_id, the COLUMNS, rule_idx; by run_name, then rule_idx
     checked: tuple[int, ...]
     fired: tuple[int, ...]
+
+    @property
+    def table(self) -> "pa.Table":
+        return self.frame.to_arrow()
 
 
 def evaluate(store: "Reader", rules: Sequence[TrendRule], *, runs: Scope = None,
@@ -126,7 +132,7 @@ def evaluate(store: "Reader", rules: Sequence[TrendRule], *, runs: Scope = None,
         fired.append(rows.height)
     table = pl.concat(parts) if parts else _empty()
     table = table.sort(["run_name", "rule_idx"])
-    return TrendResult(table.to_arrow(), tuple(checked), tuple(fired))
+    return TrendResult(table, tuple(checked), tuple(fired))
 
 
 def _empty() -> "pl.DataFrame":
@@ -142,11 +148,7 @@ def _empty() -> "pl.DataFrame":
 def _status(store: "Reader", runs: Scope) -> "pl.DataFrame":
     """run_id, run_name (the run's `run_label`, as `check` shows runs), status (run_status, as
     of the query), last_step, source_updated_at."""
-    import polars as pl
-
-    df = pl.from_arrow(store.arrow(*run_status_query(scope_ids(store, runs))))
-    assert isinstance(df, pl.DataFrame)
-    return df
+    return frame(store, *run_status_query(scope_ids(store, runs)))
 
 
 def _stale(status: "pl.DataFrame", rule: TrendRule, now: datetime) -> tuple["pl.DataFrame", int]:
@@ -171,15 +173,11 @@ def _series(store: "Reader", keys: tuple[str, ...], runs: Scope,
             since_step: int | None) -> "pl.DataFrame":
     """run_id, step, value: per run and step, the live numeric value of the family `keys`
     (the first spelling that has one at the step)."""
-    import polars as pl
-
     sql, params = family_series_query(scope_ids(store, runs), since_step=since_step is not None)
     params["keys"] = list(keys)
     if since_step is not None:
         params["since_step"] = since_step
-    df = pl.from_arrow(store.arrow(sql, params))
-    assert isinstance(df, pl.DataFrame)
-    return df
+    return frame(store, sql, params)
 
 
 def values(frame: "pl.DataFrame", rule: TrendRule) -> "pl.DataFrame":

@@ -36,11 +36,12 @@ from __future__ import annotations
 import io
 import json
 from functools import lru_cache
-from typing import Any, Iterator, Protocol
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 from ..storage.location import Location
+
+if TYPE_CHECKING:  # pyarrow is imported where it reads: `loads` (`--group-by`, a request's
+    import pyarrow as pa  # JSON body) must not pay ~0.1 s for it
 
 _decoder = json.JSONDecoder()
 BLOCK = 8 << 20  # longest line pyarrow's reader is given
@@ -150,6 +151,7 @@ def fast_table(data: bytes, schema: pa.Schema | None = None) -> pa.Table | None:
     """`data` (complete JSON lines) parsed by pyarrow in one go, or None when the buffer needs
     the line decoder: a line that is not an object (a blank line too, so line numbers hold),
     a BOM or CRLF, invalid UTF-8, deep nesting, or anything pyarrow refuses."""
+    import pyarrow as pa
     import pyarrow.json as pj
 
     if not data or data.isspace():

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..analysis.runs import Scope
 from ..errors import QueryError, UsageError
+from ..query.result import frame
 from ..query.statements import named
 
 if TYPE_CHECKING:
@@ -72,8 +73,7 @@ def history(store: "Reader", keys: str | Sequence[str], *, runs: Scope = None, x
             raise UsageError(f"{name} is a number on the x axis, got {bound!r}")
     ids = scope_ids(store, runs)
     keys_mod.require(store, names)
-    df = pl.from_arrow(store.arrow(named("charts.metric_series"), {"keys": names, "runs": ids}))
-    assert isinstance(df, pl.DataFrame)
+    df = frame(store, named("charts.metric_series"), {"keys": names, "runs": ids})
     df = df.with_columns(pl.col("value").cast(pl.Float64))  # in run, key, step order
     if weight is not None:
         df = df.with_columns(ema("value", weight).over("run_id", "key").alias("smoothed"))

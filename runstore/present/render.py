@@ -25,6 +25,7 @@ expanded mode does), and its last line says so. `wide=True` cuts nothing and nev
 to blocks: one line per row, however long. `markdown` cuts no identifying value and other
 cells at 200 characters.
 
+`from_polars(df)` (query/rows.py, here for the CLI) reads a polars DataFrame so too.
 `from_relation(rel)` (query/rows.py) fetches a DuckDB result as `Rows` (plain Python rows)
 when every column has a type whose Python values DuckDB and Arrow give alike, else as an Arrow
 table; `render` takes either and gives the same text for both (a test holds them together),
@@ -46,7 +47,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..numbers import nonfinite_name
-from ..query.rows import Rows
+from ..query.rows import Rows, from_polars  # noqa: F401 - the CLI prints frames through it
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -8,6 +8,10 @@ DECIMAL, booleans, text, dates and times, blobs, and lists of these), else as an
 code that reads a result works on either, and a result of plain types is read without
 importing pyarrow (~0.1 s of a short process): `runstore sql` and `runstore check` print so.
 `records(store, sql, params)` is one statement's result as a list of dicts, read that way.
+`from_polars(df)` is a polars DataFrame likewise: `Rows` when every column's type gives the
+same Python values from polars (`rows()`) as from its Arrow table (`to_pylist`): integers
+(up to 64 bits), floats, booleans, text and nulls; else `df.to_arrow()`. `runstore compare`
+prints so, without pyarrow.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
+    import polars as pl
     import pyarrow as pa
 
 # DuckDB types whose Python values (`fetchall`) are exactly what Arrow's `to_pylist` gives for
@@ -74,6 +79,22 @@ def from_relation(rel: Any) -> "Rows | pa.Table":
     numeric = [t in INTEGERS or t in ("FLOAT", "DOUBLE") or bool(DECIMAL.fullmatch(t))
                for t in types]
     return Rows(list(rel.columns), numeric, rel.fetchall())
+
+
+# polars types whose values `DataFrame.rows()` gives as Arrow's `to_pylist` does (Int128 is
+# a DECIMAL in Arrow; dates, times, decimals, binaries and nested types take the Arrow path).
+_POLARS_INTEGERS = frozenset({"Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32",
+                              "UInt64"})
+_POLARS_NUMERIC = _POLARS_INTEGERS | {"Float32", "Float64"}
+_POLARS_PLAIN = _POLARS_NUMERIC | {"Boolean", "String", "Null"}
+
+
+def from_polars(df: "pl.DataFrame") -> "Rows | pa.Table":
+    """A polars DataFrame as `Rows` when every column type allows, else as Arrow."""
+    kinds = [repr(t.base_type()) for t in df.dtypes]
+    if not all(k in _POLARS_PLAIN for k in kinds):
+        return df.to_arrow()
+    return Rows(list(df.columns), [k in _POLARS_NUMERIC for k in kinds], df.rows())
 
 
 def records(store: Any, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:

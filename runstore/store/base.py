@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Seque
 
 from ..errors import QueryError
 from ..query import connect, memory
+from ..query.result import polars_frame as _polars_frame, to_polars as _polars
 from ..query.session import Session
 from ..query.views import View, views
 from ..storage import schema, settings as settings_mod, snapshot
@@ -235,27 +236,6 @@ class StoreBase:
     def tables(self) -> Sequence[str]:
         """The public table names (see `runstore schema`)."""
         return list(schema.TABLES)
-
-
-def _polars(result: Any) -> "pl.DataFrame":
-    """DuckDB's result as a polars DataFrame, through the Arrow C stream (no pyarrow)."""
-    # DuckDB's own errors (a refused file, say) are raised as they are.
-    return _polars_frame(result.relation())
-
-
-def _polars_frame(data: Any) -> "pl.DataFrame":
-    """A DuckDB relation or an Arrow table as a polars DataFrame."""
-    import polars as pl
-    try:
-        return pl.DataFrame(data)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as e:  # polars panics (pyo3's PanicException) on types it lacks
-        if isinstance(e, MemoryError):
-            raise
-        why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-        raise QueryError(f"polars cannot hold this result ({why}): cast the column (an "
-                         "interval to varchar, say), or use store.arrow()") from e
 
 
 def _paths(paths: Iterable[str | os.PathLike[str]] | str | None) -> list[str] | None:

@@ -12,15 +12,14 @@ import os
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from ..errors import UsageError
-from ..storage import migrate as migrate_mod
 from ..storage import settings as settings_mod
-from ..storage.writer import CompactReport, writer
 from .base import StoreBase
 
 if TYPE_CHECKING:
     from ..ingest.report import IngestReport, Progress
     from ..storage.forget import ForgetReport
     from ..storage.repair import RepairReport
+    from ..storage.writer import CompactReport
 
 
 class Writing(StoreBase):
@@ -90,7 +89,7 @@ class Writing(StoreBase):
                       lock_timeout=lock_timeout)
 
     def compact(self, *, vacuum_hours: float | None = None,
-                lock_timeout: float = 60.0) -> CompactReport:
+                lock_timeout: float = 60.0) -> "CompactReport":
         """Rewrite every table into few files and publish the snapshot; with `vacuum_hours`,
         then delete the files no kept snapshot lists and none has listed for that many hours
         (at least `vacuum.READER_GRACE_S`, for queries still reading an older snapshot).
@@ -100,6 +99,8 @@ class Writing(StoreBase):
                 isinstance(vacuum_hours, (int, float)) and vacuum_hours >= 0):
             raise UsageError(f"vacuum_hours must be a number of hours of at least 0, got "
                              f"{vacuum_hours!r}")
+        from ..storage.writer import CompactReport, writer
+
         self.manifest()
         with writer(self.path, lock_timeout=lock_timeout) as w:
             report = CompactReport(w.compact())
@@ -143,6 +144,9 @@ class Writing(StoreBase):
 
     def migrate(self, *, lock_timeout: float = 60.0) -> list[str]:
         """Apply pending schema migrations; returns their names."""
+        from ..storage import migrate as migrate_mod
+        from ..storage.writer import writer
+
         self.manifest()
         with writer(self.path, lock_timeout=lock_timeout) as w:
             return [m.name for m in migrate_mod.apply(w)]
@@ -153,6 +157,8 @@ class Writing(StoreBase):
         A query can still override it with a param of the same name. Known settings:
         `kl_threshold` (a number; 0.01 unless set).
         """
+        from ..storage.writer import writer
+
         value = settings_mod.coerce(name, value)
         self.manifest()
         with writer(self.path, lock_timeout=lock_timeout) as w:

@@ -9,8 +9,9 @@ that makes a command lighter passes, and one that makes it heavier fails). The b
 the answer needs today: `sql`, `runs`, `check` of threshold rules and `views` print plain
 rows and need none, nor do `keys` (it adds up the per-key summary's plain rows), `diff` and
 `trace`; a `--where` is parsed by sqlglot; `compare` and trend rules compute with polars
-(trend rules read their statements as fixed text, without sqlglot). Not a timed test: it
-counts modules, never seconds.
+(they read their statements as fixed text, without sqlglot), and both read their frames
+from DuckDB and print them without pyarrow (nor numpy, which pyarrow loads). Not a
+timed test: it counts modules, never seconds.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ OTHER = "gsm8k_tool_rl/sweep/lr_3e-4/seed_0"
 POLARS = {"polars", "pyarrow", "numpy"}
 
 
-def imported(store: Path, args: list[str], tmp: Path) -> tuple[set[str], int]:
-    """The top-level packages a `runstore` process imported, and its exit status."""
+def modules(store: Path, args: list[str], tmp: Path) -> tuple[set[str], int]:
+    """The modules a `runstore` process imported, and its exit status."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "runstore", "--store",
                            str(store), *args], capture_output=True, text=True, timeout=300,
@@ -40,8 +41,14 @@ def imported(store: Path, args: list[str], tmp: Path) -> tuple[set[str], int]:
         if line.startswith("import time:") and "|" in line:
             module = line.rsplit("|", 1)[1].strip()
             if module and module != "package":
-                names.add(module.split(".")[0])
+                names.add(module)
     return names, proc.returncode
+
+
+def imported(store: Path, args: list[str], tmp: Path) -> tuple[set[str], int]:
+    """The top-level packages a `runstore` process imported, and its exit status."""
+    names, status = modules(store, args, tmp)
+    return {n.split(".")[0] for n in names}, status
 
 
 @pytest.mark.parametrize("args,allowed,code", [
@@ -55,8 +62,11 @@ def imported(store: Path, args: list[str], tmp: Path) -> tuple[set[str], int]:
     (["keys"], set(), 0),
     (["diff", RUN, OTHER], set(), 0),
     (["trace", RUN, "-o", "t.json"], set(), 0),
-    (["compare", "env/all/reward/total", "--group-by", "auto"], POLARS | {"sqlglot"}, 0),
-    (["check", "--rule", "drop(env/all/reward/total) > 0.2"], POLARS, 1),
+    (["compare", "env/all/reward/total", "--group-by", "auto"], {"polars"}, 0),
+    (["compare", "env/all/reward/total", "--group-by", "learning_rate", "--runs", "gsm8k*"],
+     {"polars"}, 0),
+    (["check", "--rule", "drop(env/all/reward/total) > 0.2"], {"polars"}, 1),
+    (["check", "--rule", "stale > 1", "--no-default-rules"], {"polars"}, 1),
     (["doctor"], POLARS | {"sqlglot"}, 1),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
 def test_a_read_command_imports_only_what_it_needs(shared_demo_store: Path, tmp_path: Path,
@@ -75,3 +85,16 @@ def test_the_report_names_a_heavy_import(shared_demo_store: Path, tmp_path: Path
                                                  "-o", "p.html"], tmp_path)
     assert status == 0
     assert "plotly" in names
+
+
+# The store's write side: a read command reads a snapshot and never loads these.
+WRITE_SIDE = {"runstore.storage.writer", "runstore.storage.ledger", "runstore.storage.vacuum",
+              "runstore.storage.migrate", "runstore.storage.lock", "runstore.ingest"}
+
+
+@pytest.mark.parametrize("args", [["runs"], ["sql", "select 1"], ["keys"]], ids=" ".join)
+def test_a_read_command_loads_no_write_side(shared_demo_store: Path, tmp_path: Path,
+                                            args: list[str]) -> None:
+    names, status = modules(shared_demo_store, args, tmp_path)
+    assert status == 0 and "runstore.query.connect" in names
+    assert not names & WRITE_SIDE, sorted(names & WRITE_SIDE)

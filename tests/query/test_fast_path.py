@@ -31,7 +31,7 @@ from polars.testing import assert_frame_equal
 
 import runstore
 from runstore.present import render as output
-from runstore.query.rows import from_relation
+from runstore.query.rows import from_polars, from_relation
 from runstore.query.views import views
 from conftest import examples
 
@@ -252,6 +252,30 @@ def test_rows_render_exactly_like_arrow(drawn: tuple, width: int) -> None:
                                                                           width=width), fmt
     finally:
         con.close()
+
+
+# The types whose polars frames print as plain rows (`from_polars`); the others go through
+# Arrow, as they do from DuckDB.
+POLARS_PLAIN = {"BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "UBIGINT",
+                "FLOAT", "DOUBLE", "VARCHAR"}
+
+
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(results(), st.sampled_from([20, 60, 100, 200]))
+def test_polars_rows_render_exactly_like_arrow(drawn: tuple, width: int) -> None:
+    """A polars frame (what `runstore compare` prints) as plain rows renders as its Arrow
+    table does, in every format; a frame of plain types is read without Arrow."""
+    import polars as pl
+
+    picked, data, _ = drawn
+    df = pl.from_arrow(data)
+    assert isinstance(df, pl.DataFrame)
+    fast = from_polars(df)
+    assert isinstance(fast, output.Rows) == (set(picked) <= POLARS_PLAIN), picked
+    arrow = df.to_arrow()
+    for fmt in ("table", "csv", "json", "jsonl", "markdown"):
+        assert output.render(fast, fmt, width=width, whole=["a0"]) == \
+            output.render(arrow, fmt, width=width, whole=["a0"]), fmt
 
 
 @settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])

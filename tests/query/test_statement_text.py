@@ -3,8 +3,9 @@ sqlglot (how they were built before: `query.statements.frames` keeps sqlglot out
 command's start-up).
 
 For drawn requests (kind, a scope of run_ids, columns, metric keys) each text statement
-(`runs_query`, `logged_keys_query`, `count_runs_query`, `in_scope`, and the trend rules'
-`run_status_query` and `family_series_query`) is parsed by sqlglot and
+(`runs_query`, `logged_keys_query`, `count_runs_query`, `in_scope`, the trend rules'
+`run_status_query` and `family_series_query`, and `compare`'s `scoped_runs_query`,
+`config_rows_query` and `metric_values_query`) is parsed by sqlglot and
 compared with the tree sqlglot builds for the same request, identifiers unquoted: one
 statement. Then both run on the demo store and must answer the same rows (a difference the
 parse hides would show there). A column is quoted in the text, or refused when run_summary has
@@ -90,6 +91,45 @@ def built_family_series(runs: Sequence[str] | None, since_step: bool) -> str:
     return (exp.select(m("run_id"), m("step"), exp.alias_(value, "value"))
             .from_(exp.table_("metrics", alias="m")).where(*conditions)
             .group_by(m("run_id"), m("step")).sql(dialect="duckdb"))
+
+
+def built_scoped_runs(columns: Sequence[str], runs: Sequence[str] | None) -> str:
+    """analysis.runs.scoped_runs' statement as it was built before it became text."""
+    query = (exp.select(*[exp.column(c, table="l" if c in ("run_name", "run_label") else "r")
+                          for c in columns])
+             .from_(exp.table_("runs", alias="r"))
+             .join(exp.table_("run_labels", alias="l"),
+                   on=exp.column("run_id", table="l").eq(exp.column("run_id", table="r"))))
+    if runs is not None:
+        query = query.where(built_in_scope(exp.column("run_id", table="r")))
+    return query.order_by(exp.column("run_label", table="l")).sql(dialect="duckdb")
+
+
+def built_config_rows(runs: Sequence[str] | None, keys: bool) -> str:
+    """analysis.groups' config statement as it was built before it became text."""
+    query = exp.select("run_id", "key", "value", "value_num", "value_str").from_("config")
+    if runs is not None:
+        query = query.where(built_in_scope(exp.column("run_id")))
+    if keys:
+        query = query.where(exp.func("list_contains", exp.Placeholder(this="keys"),
+                                     exp.column("key")))
+    return query.sql(dialect="duckdb")
+
+
+def built_metric_values(n_keys: int) -> str:
+    """analysis.compare's values statement as it was built before it became text (its
+    conditions in one AND, as for `built_family_series`)."""
+    m = lambda name: exp.column(name, table="m")  # noqa: E731
+    position = exp.func("list_position", exp.Placeholder(this="ids"), m("run_id"))
+    return (exp.select(exp.alias_(position - 1, "_run"),
+                       exp.alias_(exp.func("list_extract", exp.Placeholder(this="codes"),
+                                           position.copy()), "_g"),
+                       m("step"), m("key"), m("value"))
+            .from_(exp.table_("metrics", alias="m"))
+            .where(m("key").isin(*(exp.Placeholder(this=f"k{i}") for i in range(n_keys))),
+                   m("value").is_(exp.null()).not_(),
+                   exp.func("list_contains", exp.Placeholder(this="ids"), m("run_id")))
+            .sql(dialect="duckdb"))
 
 
 def same_statement(text: str, built: str) -> None:
@@ -179,6 +219,57 @@ def test_family_series_query_is_the_statement_sqlglot_builds(store: runstore.Sto
     built = built_family_series(runs, since is not None)
     same_statement(text, built)
     params = {**params, "keys": keys, **({} if since is None else {"since_step": since})}
+    assert rows(store, text, params) == rows(store, built, params)
+
+
+RUN_COLUMNS = ["run_id", "run_name", "run_label", "kind", "model_name", "learning_rate"]
+
+
+@SETTINGS
+@given(data=st.data())
+def test_scoped_runs_query_is_the_statement_sqlglot_builds(store: runstore.Store, facts: dict,
+                                                           data: st.DataObject) -> None:
+    runs = data.draw(st.none() | st.lists(st.sampled_from(facts["ids"]) | st.text(max_size=5),
+                                          max_size=4))
+    columns = data.draw(st.permutations(RUN_COLUMNS).flatmap(
+        lambda cs: st.integers(1, len(cs)).map(lambda n: cs[:n])))
+    text, params = frames.scoped_runs_query(columns, runs)
+    built = built_scoped_runs(columns, runs)
+    same_statement(text, built)
+    # Ordered by label: the rows in order (labels are unique).
+    assert store.rows(text, params).to_pylist() == store.rows(built, params).to_pylist()
+
+
+@SETTINGS
+@given(data=st.data(), keyed=st.booleans())
+def test_config_rows_query_is_the_statement_sqlglot_builds(store: runstore.Store, facts: dict,
+                                                           data: st.DataObject,
+                                                           keyed: bool) -> None:
+    runs = data.draw(st.none() | st.lists(st.sampled_from(facts["ids"]), max_size=4))
+    text, params = frames.config_rows_query(runs, keys=keyed)
+    built = built_config_rows(runs, keyed)
+    same_statement(text, built)
+    if keyed:
+        config_keys = store.sql("select distinct key from config order by 1")["key"].to_list()
+        params["keys"] = data.draw(st.lists(st.sampled_from(config_keys) | st.text(max_size=8),
+                                            max_size=4))
+    assert rows(store, text, params) == rows(store, built, params)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_metric_values_query_is_the_statement_sqlglot_builds(store: runstore.Store,
+                                                             facts: dict,
+                                                             data: st.DataObject) -> None:
+    keys = data.draw(st.lists(st.sampled_from(facts["keys"]), min_size=1, max_size=3,
+                              unique=True))
+    ids = data.draw(st.lists(st.sampled_from(facts["ids"]), min_size=1, max_size=5,
+                             unique=True))
+    text, built = frames.metric_values_query(len(keys)), built_metric_values(len(keys))
+    same_statement(text, built)
+    params = {**{f"k{i}": k for i, k in enumerate(keys)}, "ids": ids,
+              "codes": data.draw(st.lists(st.integers(0, 3), min_size=len(ids),
+                                          max_size=len(ids)))}
     assert rows(store, text, params) == rows(store, built, params)
 
 

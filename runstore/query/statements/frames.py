@@ -8,7 +8,8 @@ identifiers; a user-supplied `--where` condition only after `guard.condition` ha
 is a plain expression (and written it back with sqlglot). Nothing is pasted into SQL text.
 
 The statements every read command asks (`runs_query`, `logged_keys_query`,
-`count_runs_query`, `in_scope`, and the trend rules' two) are joined from fixed pieces of text, with names quoted by
+`count_runs_query`, `in_scope`, the trend rules' two and `compare`'s three) are joined from
+fixed pieces of text, with names quoted by
 `guard.identifier`: sqlglot costs a short command more time to import than the whole rest of
 its work (docs/benchmarks.md, "Command latency"), and it is imported only for a `--where`.
 tests/query/test_statement_text.py holds each to the statement sqlglot builds from the same
@@ -26,6 +27,10 @@ A scope of runs (`runs=`) is always the list of run_ids that `runstore.analysis.
 * `run_status_query(runs)` and `family_series_query(runs, since_step=)`: what a trend rule
   reads (health.trends), each run's label, status and last change, and per run and step the
   live value of a family of keys (bound as `$keys`, the first spelling that has one).
+* `scoped_runs_query(columns, runs)`, `config_rows_query(runs, keys=)` and
+  `metric_values_query(n_keys)`: what `compare` and its groups read (`runstore.analysis`):
+  the runs in scope by label, their config leaves, and the live values of some keys coded
+  by run and group.
 """
 
 from __future__ import annotations
@@ -87,14 +92,14 @@ def _where(conditions: Sequence[str]) -> str:
 
 def _summary_columns(columns: Sequence[str]) -> list[str]:
     """`columns` checked against run_summary's; UsageError naming the closest otherwise."""
-    import difflib
-
     known = summary_columns()
     items = [columns] if isinstance(columns, str) else list(columns)
     if not items:
         raise UsageError(f"give at least one column; run_summary has {', '.join(known)}")
     for c in items:
         if c not in known:
+            import difflib  # only to name the closest (`runs` asks for every column)
+
             close = difflib.get_close_matches(str(c), known, n=3)
             hint = f"did you mean {' or '.join(close)}? " if close else ""
             raise UsageError(f"run_summary has no column {c!r}; {hint}its columns: "
@@ -228,6 +233,56 @@ def run_status_query(runs: Sequence[str] | None = None) -> Statement:
     if runs is None:
         return sql, {}
     return f"{sql}{_where([in_scope('r.run_id')])}", {"runs": list(runs)}
+
+
+def scoped_runs_query(columns: Sequence[str], runs: Sequence[str] | None = None) -> Statement:
+    """`columns` of each run (of the run_ids `runs`, when given), by `run_label`: `run_name`
+    and `run_label` from `run_labels`, any other from `runs`.
+
+    >>> scoped_runs_query(["run_id", "run_label"], ["0123"])
+    ('SELECT r."run_id", l."run_label" FROM runs AS r JOIN run_labels AS l ON l.run_id = r.run_id WHERE LIST_CONTAINS($runs, r.run_id) ORDER BY l.run_label', {'runs': ['0123']})
+    """
+    chosen = ", ".join(f"{'l' if c in ('run_name', 'run_label') else 'r'}.{guard.identifier(c)}"
+                       for c in columns)
+    conditions, params = _scoped("r.run_id", runs)
+    return (f"SELECT {chosen} FROM runs AS r JOIN run_labels AS l ON l.run_id = r.run_id"
+            f"{_where(conditions)} ORDER BY l.run_label"), params
+
+
+def config_rows_query(runs: Sequence[str] | None = None, *, keys: bool = False) -> Statement:
+    """`run_id, key, value, value_num, value_str` of the config leaves of the runs in scope
+    and, with `keys`, of the keys bound as `$keys` (bind them). The params hold the scope.
+
+    >>> config_rows_query(keys=True)[0]
+    'SELECT run_id, key, value, value_num, value_str FROM config WHERE LIST_CONTAINS($keys, key)'
+    """
+    conditions, params = _scoped("run_id", runs)
+    if keys:
+        conditions.append("LIST_CONTAINS($keys, key)")
+    return ("SELECT run_id, key, value, value_num, value_str FROM config"
+            f"{_where(conditions)}"), params
+
+
+def metric_values_query(n_keys: int) -> str:
+    """Live values (`metrics`, no null) of `n_keys` keys bound as `$k0`, `$k1`, ... of the
+    runs bound as `$ids`: `_run` (the run's position in `$ids`, from 0), `_g` (the run's
+    entry in `$codes`), `step, key, value`.
+
+    >>> metric_values_query(2)
+    'SELECT LIST_POSITION($ids, m.run_id) - 1 AS _run, LIST_EXTRACT($codes, LIST_POSITION($ids, m.run_id)) AS _g, m.step, m.key, m.value FROM metrics AS m WHERE m.key IN ($k0, $k1) AND NOT m.value IS NULL AND LIST_CONTAINS($ids, m.run_id)'
+    """
+    keys = ", ".join(f"$k{i}" for i in range(n_keys))
+    return ("SELECT LIST_POSITION($ids, m.run_id) - 1 AS _run, "
+            "LIST_EXTRACT($codes, LIST_POSITION($ids, m.run_id)) AS _g, m.step, m.key, m.value "
+            f"FROM metrics AS m WHERE m.key IN ({keys}) AND NOT m.value IS NULL "
+            "AND LIST_CONTAINS($ids, m.run_id)")
+
+
+def _scoped(column: str, runs: Sequence[str] | None) -> tuple[list[str], dict[str, Any]]:
+    """The condition that `column` is in scope (none for every run), and its params."""
+    if runs is None:
+        return [], {}
+    return [in_scope(column)], {"runs": list(runs)}
 
 
 def family_series_query(runs: Sequence[str] | None = None, *,
