@@ -25,13 +25,22 @@ one vector of a heavy function can take long) ends the process at once with stat
 a read holds nothing to lose, and a write is as safe as after `kill -9` (docs/reliability.md).
 `ingest` installs its own handler over this one for the ingest itself (ingest/interrupts.py:
 the first signal stops at the next whole file).
+
+Python runs a signal handler between any two bytecodes, also inside a weakref callback or a
+`__del__` (an import's module-lock callback, say), where an exception cannot propagate: Python
+prints it as "Exception ignored in ..." and goes on. For the command's duration
+`sys.unraisablehook` takes such a lost interrupt silently and delivers the signal again
+(`_thread.interrupt_main`, from another thread), so that the handler raises where the interrupt can stop the command;
+the watcher does not count that second delivery as a second Ctrl-C.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
+import time
 from typing import Any
 
 from ..crashpoints import note_signal, pause_point
@@ -49,6 +58,26 @@ class StopOnSignals:
         self._saved_fd: int | None = None
         self._pipe: tuple[int, int] | None = None
         self._watcher: threading.Thread | None = None
+        self._saved_hook: Any = None
+        self._redelivered = 0  # deliveries of a lost interrupt the watcher has yet to see
+
+    def _unraisable(self, unraisable: Any) -> None:
+        """An interrupt raised where Python could not propagate it: deliver it again."""
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and self.requested \
+                and not self.finished:
+            import _thread
+
+            def again() -> None:
+                # A moment later, from another thread: delivered at once, the handler would
+                # run (and raise) inside this hook, where the interrupt is lost again. Should
+                # it land in another callback, this hook delivers it once more.
+                time.sleep(0.005)
+                _thread.interrupt_main(signal.SIGINT)
+
+            self._redelivered += 1
+            threading.Thread(target=again, name="runstore-interrupt-again", daemon=True).start()
+            return
+        (self._saved_hook or sys.__unraisablehook__)(unraisable)
 
     def _handler(self, signum: int, frame: Any) -> None:
         note_signal()  # ends a test's pause (crashpoints.pause_point)
@@ -71,6 +100,9 @@ class StopOnSignals:
                 return
             for signum in data:
                 if signum != signal.SIGINT:
+                    continue
+                if self._redelivered:  # a lost interrupt delivered again, not a new Ctrl-C
+                    self._redelivered -= 1
                     continue
                 seen += 1
                 if running.cancel_running() and seen > 1:
@@ -95,6 +127,7 @@ class StopOnSignals:
             return self
         self._pipe = (read, write)
         self._saved = signal.signal(signal.SIGINT, self._handler)
+        self._saved_hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
         self._watcher = threading.Thread(target=self._watch, args=(read,),
                                          name="runstore-stop-on-signals", daemon=True)
         self._watcher.start()
@@ -106,6 +139,7 @@ class StopOnSignals:
         saved = signal.default_int_handler if self._saved is None else self._saved
         signal.signal(signal.SIGINT, after_the_command(saved, note_signal))
         signal.set_wakeup_fd(self._saved_fd if self._saved_fd is not None else -1)
+        sys.unraisablehook = self._saved_hook or sys.__unraisablehook__
         read, write = self._pipe
         os.close(write)  # the watcher reads the end of the pipe and returns
         if self._watcher is not None:

@@ -330,3 +330,33 @@ def test_sql_into_head_is_what_the_shell_expects(store: Path) -> None:
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300)
     assert done.stdout == "range\n"
     assert done.stderr.splitlines() == ["status 141", "seq 141"], done.stderr
+
+
+def test_an_interrupt_lost_in_a_callback_is_delivered_again(capfd: pytest.CaptureFixture[str]
+                                                            ) -> None:
+    """A SIGINT whose handler runs inside a weakref callback (where Python only prints the
+    KeyboardInterrupt as "Exception ignored in ...": a CI run saw it in an import's module-lock
+    callback) still stops the command, with nothing printed: the interrupt is raised again
+    where it can propagate."""
+    import threading
+    import weakref
+
+    from runstore.cli.stopping import StopOnSignals
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers are set on the main thread only")
+
+    class Thing:
+        pass
+
+    reached_after = False
+    with pytest.raises(KeyboardInterrupt):
+        with StopOnSignals():
+            thing = Thing()
+            ref = weakref.ref(thing, lambda _: os.kill(os.getpid(), signal.SIGINT))
+            del thing  # the callback runs here, and the handler inside it
+            for _ in range(2000):  # the interrupt delivered again lands in this loop
+                time.sleep(0.001)
+            reached_after = True
+    assert ref() is None and not reached_after
+    assert "Exception ignored" not in capfd.readouterr().err
