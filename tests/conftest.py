@@ -224,28 +224,6 @@ def store_path(tmp_path: Path) -> Path:
     return tmp_path / "store"
 
 
-def _starts_early(item: pytest.Item) -> bool:
-    """Marked `slow` (a test of ~10 s or more) or in an xdist_group (a module that runs whole
-    on one worker)."""
-    return item.get_closest_marker("slow") is not None or \
-        item.get_closest_marker("xdist_group") is not None
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist, the long tests first, so that the workers finish together.
-
-    `--dist loadgroup` hands out the groups first (largest first), then the other tests one at
-    a time in collection order. In folder order the long tests (reliability, storage) come
-    last, and one of them started near the end keeps a single worker busy while the others sit
-    idle. Started first, the short tests behind them fill in the difference. Every worker sorts
-    alike (the controller requires identical collections); the order is otherwise kept. A run
-    without xdist keeps the file order."""
-    if not hasattr(config, "workerinput"):
-        return
-    items.sort(key=lambda item: not _starts_early(item))  # stable: False (early) first
-
-
 # Figures a test wants shown at the end of the run (e.g. how many hypothesis cases
 # tests/reliability/test_hostile.py generated): name -> value, printed by pytest_terminal_summary.
 REPORT: dict[str, object] = {}

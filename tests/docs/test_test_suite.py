@@ -4,9 +4,6 @@ the run, naming what changed.
 
 Checked by a real inner pytest run (a child process with tests/conftest.py as its plugin) over
 two tests: one reads the shared small store, the other changes a setting in it.
-
-Also: under xdist the tests marked `slow` and those in an xdist_group start first (so that the
-workers finish together), in their order otherwise; without xdist the order is the files'.
 """
 
 from __future__ import annotations
@@ -45,50 +42,3 @@ def test_a_test_that_writes_into_a_shared_store_fails_the_run(tmp_path: Path) ->
     assert "ERROR at teardown of test_writes" in p.stdout, p.stdout
     assert "the shared, read-only" in p.stdout and "small-store/store changed" in p.stdout
     assert "_runstore/manifests" in p.stdout, p.stdout
-
-
-ORDER = '''
-import pytest
-
-
-def test_a(): pass
-
-
-@pytest.mark.slow
-def test_b(): pass
-
-
-def test_c(): pass
-
-
-@pytest.mark.xdist_group("g")
-def test_d(): pass
-
-
-@pytest.mark.slow
-def test_e(): pass
-'''
-
-# What an xdist worker's config has and a plain run's has not (the order hook looks for it).
-AS_WORKER = """
-def pytest_configure(config):
-    config.workerinput = {}
-"""
-
-
-def test_under_xdist_the_slow_tests_and_the_groups_start_first(tmp_path: Path) -> None:
-    (tmp_path / "test_order.py").write_text(ORDER)
-    (tmp_path / "as_worker.py").write_text(AS_WORKER)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(TESTS), str(TESTS.parent),
-                                         os.environ.get("PYTHONPATH", "")])
-
-    def order(*plugin: str) -> list[str]:
-        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p",
-                            "conftest", *plugin, "-p", "no:cacheprovider", "test_order.py"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, p.stdout + p.stderr
-        return [line.split("::")[1] for line in p.stdout.splitlines() if "::" in line]
-
-    assert order("-p", "as_worker") == ["test_b", "test_d", "test_e", "test_a", "test_c"]
-    assert order() == ["test_a", "test_b", "test_c", "test_d", "test_e"]
