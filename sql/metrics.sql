@@ -19,15 +19,14 @@
 -- @column value_str: string or boolean value (`true`/`false`), else null
 -- @column seq: line number of the winning write in metrics.jsonl
 with merged as (
-    -- The (run, key) pairs whose live writes need the rule: more than one live file, a read
-    -- that logged steps again, or more rows at a step than steps (every row holds a number
-    -- or a string: nulls are not stored).
+    -- The (run, key) pairs whose live writes need the rule: not `plain_writes` (the macro,
+    -- sql/statements/macros.sql: more than one live file, a read that logged steps again, or
+    -- more rows at a step than steps).
     select run_id, key
     from metric_keys
     where not pre_resume
     group by run_id, key
-    having not (bool_and(steps_exact) and min(source_id) = max(source_id)
-                and sum(n_numbers + n_strings - n_stepless) = sum(n_points))
+    having not plain_writes(steps_exact, source_id, n_points, n_numbers, n_strings, n_stepless)
 ),
 live as (
     select run_id, step, key, value, value_str, seq

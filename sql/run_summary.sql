@@ -56,13 +56,12 @@ steps as (
 key_facts as (
     -- Per run and KL or reward key, from the live rows of the per-key summary the ingest keeps
     -- (`metric_keys`): the largest non-NaN value, and whether the run's writes of the key are
-    -- plain — one file, every write a number at a step of its own (no step logged twice, no
-    -- string, no step-less row). A plain key's live values are all its writes, so its largest
+    -- plain (the macro `plain_writes`: one file, every write at a step of its own) and all
+    -- numbers (no string, no step-less row). A plain key's live values are all its writes, so its largest
     -- live value is the summary's; the other runs are answered by the views that merge writes.
     select run_id, key, max(max_value) as max_value,
-           bool_and(steps_exact) and coalesce(min(source_id) = max(source_id), false)
-           and sum(n_strings) = 0
-           and sum(n_stepless) = 0 and sum(n_points) = sum(n_numbers) as plain
+           plain_writes(steps_exact, source_id, n_points, n_numbers, n_strings, n_stepless)
+           and sum(n_strings) = 0 and sum(n_stepless) = 0 as plain
     from metric_keys
     where not pre_resume
       and (key in (select key from kl_keys) or key = 'env/all/reward/total')

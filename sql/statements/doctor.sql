@@ -6,15 +6,14 @@
 -- The runs whose live metrics rows are not simply their live files' rows: a live metrics file
 -- that logs a key twice at one step (a pre-0.6 resume appends the replayed steps again), more
 -- than one live metrics file, or a read whose steps may repeat earlier ones. Read from the
--- per-key summary the ingest keeps (`metric_keys`, the test `run_summary` makes for a plain
--- key: one live file, every stepped write of a key at a step of its own). Every other run's
+-- per-key summary the ingest keeps (`metric_keys`) by the macro `plain_writes`, over all the
+-- run's keys (the test the `metrics` view makes per key). Every other run's
 -- rows with a step in its live file are exactly its `metrics` rows.
 select run_id
 from metric_keys
 where not pre_resume
 group by run_id
-having not (bool_and(steps_exact) and count(distinct source_id) = 1
-            and sum(n_points) = sum(n_numbers + n_strings - n_stepless))
+having not plain_writes(steps_exact, source_id, n_points, n_numbers, n_strings, n_stepless)
 
 -- name: live_metrics
 -- The `metrics` view's rows for the keys in `$live_keys`: for every run but those in

@@ -16,3 +16,18 @@ create macro over_threshold(value, op, threshold) as
                                           when '<' then value < threshold
                                           when '<=' then value <= threshold end,
              false)
+
+-- name: plain_writes
+-- An aggregate over rows of the per-key summary the ingest keeps (`metric_keys`): whether the
+-- live writes the rows describe are their live rows as they are, with no latest-write rule to
+-- apply: one live file (its smallest and largest `source_id` agree), each read's steps after
+-- the ones before (`steps_exact`), and as many stepped writes as steps (every row holds a
+-- number or a string: nulls are not stored). The one home of that test: the `metrics` view
+-- merges the (run, key) pairs it fails for, `run_summary` reads a plain key's largest value
+-- from the summary, and the doctor reads a plain run's rows without the merge. Grouped by
+-- run and key it speaks of one key's writes; grouped by run, of all the run's keys. An
+-- unknown file (a null `source_id`) is not plain: the merge is always right, only slower.
+create macro plain_writes(steps_exact, source_id, n_points, n_numbers, n_strings, n_stepless) as
+    coalesce(bool_and(steps_exact and source_id is not null) and min(source_id) = max(source_id)
+             and sum(n_numbers + n_strings - n_stepless) = sum(n_points),
+             false)
