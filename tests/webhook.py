@@ -4,7 +4,8 @@ tests start and stop (the `server` fixture yields its base URL and its `Hook`).
 The server records every request; paths choose its behaviour (`/ok`, `/fail/N/...` fails N
 times with 500 first, `/status/CODE`, `/redirect`, `/hang` waits until the test releases it,
 `/slow` answers after 0.1 s, `/gate` answers 400 while `hook.gate_closed` is set, 200 once it
-is cleared).
+is cleared, `/after/CODE/VALUE/N/...` answers CODE with the header `Retry-After: VALUE` (VALUE
+URL-quoted) N times, then 200).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
@@ -46,7 +47,7 @@ class Handler(BaseHTTPRequestHandler):
                  "type": self.headers.get("Content-Type"), "code": None}
         with hook.lock:
             hook.requests.append(entry)
-        code = 200
+        code, headers = 200, {}
         if path.startswith("/hang"):
             hook.release.wait(60)
         elif path.startswith("/slow"):
@@ -61,6 +62,13 @@ class Handler(BaseHTTPRequestHandler):
             code = 400 if hook.gate_closed.is_set() else 200
         elif path.startswith("/status/"):
             code = int(path.split("/")[2])
+        elif path.startswith("/after/"):
+            _, _, status, value, n, *_ = path.split("/")
+            with hook.lock:
+                done = hook.failures.get(path, 0)
+                hook.failures[path] = done + 1
+            if done < int(n):
+                code, headers = int(status), {"Retry-After": unquote(value)}
         elif path.startswith("/redirect"):
             self.send_response(302)
             self.send_header("Location", "/ok/redirected")
@@ -70,6 +78,8 @@ class Handler(BaseHTTPRequestHandler):
         entry["code"] = code
         try:
             self.send_response(code)
+            for name, value in headers.items():
+                self.send_header(name, value)
             self.send_header("Content-Length", "0")
             self.end_headers()
         except OSError:

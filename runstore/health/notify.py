@@ -38,7 +38,9 @@ on_warning=)` delivers alerts (firing.Alert, or anything with its fields, `key()
 * Delivery: a POST with `timeout` seconds per socket operation (connect, each read); user
   info in the URL (`https://user:password@host/...`) is sent as Basic authorization. A
   connection error, a timeout, HTTP 429 or 5xx is retried `retries` times, waiting
-  `backoff`, 2 x `backoff`, 4 x `backoff`, ... seconds; then, or at once for any other
+  `backoff`, 2 x `backoff`, 4 x `backoff`, ... seconds, or longer when a 429 or 503 says
+  how long in `Retry-After` (seconds or an HTTP date, as Slack and most APIs send it; a wait
+  past `MAX_RETRY_AFTER_S` is not waited: the next check or watch tries again); then, or at once for any other
   status (a 4xx means the URL or payload is wrong; a redirect is not followed, so the
   payload never goes where it was not sent), one warning says it was not sent. At most
   `max_pending` messages wait per URL; past that the oldest is dropped, with a warning.
@@ -77,6 +79,7 @@ from .urls import (ENV, check_url, config_urls, redact, scrub, split_env, urls, 
 TIMEOUT_S = 5.0
 RETRIES = 3
 BACKOFF_S = 0.5
+MAX_RETRY_AFTER_S = 60.0  # the longest `Retry-After` waited for (well inside a claim's TTL)
 MAX_PENDING = 1000
 LOG = logging.getLogger("runstore.notify")
 
@@ -162,15 +165,19 @@ class _Sender(threading.Thread):
                 return  # posted already, or being posted by another process
             pause_point("notify_claimed")
         try:
-            tries, reason = 0, ""
+            tries, reason, after = 0, "", None
             for attempt in range(1 + owner.retries):
-                if attempt and owner.closing.wait(owner.backoff * 2 ** (attempt - 1)):
+                wait = max(owner.backoff * 2 ** (attempt - 1), after or 0.0) if attempt else 0.0
+                if wait > MAX_RETRY_AFTER_S:
+                    reason += f"; asked to wait {after:g} s, longer than {MAX_RETRY_AFTER_S:g} s"
+                    break
+                if attempt and owner.closing.wait(wait):
                     reason += "; stopped retrying: closing"
                     break
                 tries += 1
                 if claim is not None:
                     claim.renew()
-                retry, reason = self.post(message.body)
+                retry, reason, after = self.post(message.body)
                 if retry is None:
                     self.posted(message, claim)
                     claim = None
@@ -199,8 +206,9 @@ class _Sender(threading.Thread):
             return
         pause_point("notify_recorded")
 
-    def post(self, body: bytes) -> tuple[bool | None, str]:
-        """(None, "") when delivered, else (whether to retry, why not)."""
+    def post(self, body: bytes) -> tuple[bool | None, str, float | None]:
+        """(None, "", None) when delivered, else (whether to retry, why not, the seconds a
+        429 or 503 asked to wait in `Retry-After`, or None)."""
         import urllib.error
         import urllib.request
 
@@ -209,13 +217,41 @@ class _Sender(threading.Thread):
         try:
             with self.opener.open(request, timeout=self.owner.timeout) as response:
                 response.read(65536)
-            return None, ""
+            return None, "", None
         except urllib.error.HTTPError as e:
             retry = e.code == 429 or e.code >= 500
-            return retry, f"HTTP {e.code} {e.reason}"
+            after = retry_after(e.headers.get("Retry-After")) if e.code in (429, 503) else None
+            return retry, f"HTTP {e.code} {e.reason}", after
         except (urllib.error.URLError, OSError) as e:  # refused, DNS, timeout, reset
             why = getattr(e, "reason", None) or e
-            return True, f"{type(why).__name__ if not str(why) else why}"
+            return True, f"{type(why).__name__ if not str(why) else why}", None
+
+
+def retry_after(value: str | None, now: float | None = None) -> float | None:
+    """The seconds an HTTP `Retry-After` header asks to wait (RFC 9110: a whole number of
+    seconds, or an HTTP date), 0 for a date already past, None when absent or unreadable.
+
+    >>> retry_after("30"), retry_after(" 0 "), retry_after(None), retry_after("soon")
+    (30.0, 0.0, None, None)
+    >>> retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now=784111767.0)
+    10.0
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isascii() and value.isdigit():
+        return float(value)
+    from datetime import timezone
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)  # HTTP dates are GMT
+        at = when.timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return max(0.0, at - (time.time() if now is None else now))
 
 
 class Notifier:

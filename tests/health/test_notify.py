@@ -144,6 +144,61 @@ def test_429_is_retried(server: tuple[str, Hook]) -> None:
     assert len(hook.received("/status/429")) == 2
 
 
+@pytest.mark.parametrize("code", [429, 503])
+def test_retry_after_is_waited_for(server: tuple[str, Hook], code: int) -> None:
+    # The endpoint asks for 1 s: the retry comes no sooner, though the backoff says 0.01 s.
+    base, hook = server
+    path = f"/after/{code}/1/1/x"
+    warnings: list[str] = []
+    with Notifier([base + path], retries=2, backoff=0.01, on_warning=warnings.append) as n:
+        n.notify(alert())
+        assert wait_for(lambda: len(hook.accepted(path)) == 1)
+    times = [r["at"] for r in hook.received(path)]
+    assert len(times) == 2 and warnings == []
+    assert times[1] - times[0] >= 1.0
+
+
+def test_a_retry_after_date_is_waited_for(server: tuple[str, Hook]) -> None:
+    from email.utils import formatdate
+    from urllib.parse import quote
+
+    base, hook = server
+    when = formatdate(time.time() + 2, usegmt=True)  # whole seconds: 1 to 2 s from now
+    path = f"/after/429/{quote(when)}/1/x"
+    with Notifier([base + path], retries=1, backoff=0.01) as n:
+        n.notify(alert())
+        assert wait_for(lambda: len(hook.accepted(path)) == 1)
+    times = [r["at"] for r in hook.received(path)]
+    assert len(times) == 2 and times[1] - times[0] >= 0.9
+
+
+@pytest.mark.parametrize("value", ["3600", "99999999999999999999999"])
+def test_a_retry_after_past_the_limit_is_left_to_the_next_check(server: tuple[str, Hook],
+                                                                 value: str) -> None:
+    base, hook = server
+    path = f"/after/429/{value}/9/x"
+    warnings: list[str] = []
+    with Notifier([base + path], retries=3, backoff=0.01, on_warning=warnings.append) as n:
+        n.notify(alert())
+        assert wait_for(lambda: len(warnings) == 1)
+    assert len(hook.received(path)) == 1  # not retried at once, not waited for an hour
+    assert "after 1 attempt: HTTP 429" in warnings[0]
+    assert f"asked to wait {float(value):g} s, longer than 60 s" in warnings[0]
+
+
+@pytest.mark.parametrize("value", ["soon", "-5", "\u00b2", ""])
+def test_an_unreadable_retry_after_falls_back_to_the_backoff(server: tuple[str, Hook],
+                                                             value: str) -> None:
+    from urllib.parse import quote
+
+    base, hook = server
+    path = f"/after/429/{quote(value)}/1/x"
+    with Notifier([base + path], retries=1, backoff=0.01) as n:
+        n.notify(alert())
+        assert wait_for(lambda: len(hook.accepted(path)) == 1)
+    assert len(hook.received(path)) == 2
+
+
 def test_a_hanging_endpoint_never_slows_the_caller_nor_other_urls(
         server: tuple[str, Hook]) -> None:
     base, hook = server
@@ -335,3 +390,12 @@ def test_runstore_check_posts_each_fired_row(server: tuple[str, Hook], awkward_t
     assert sorted(tuple(p[k] for k in key) for p in posted) == sorted(
         (r["run_name"], r["rule"], r["first_step"], r["last_step"], r["steps_over"], r["status"])
         for r in rows)
+
+
+def test_retry_after_docstring_examples() -> None:
+    import doctest
+
+    from runstore.health import notify
+
+    result = doctest.testmod(notify, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0
