@@ -25,7 +25,8 @@ Contract:
   expression, refusing anything that is not a plain expression (statements, subqueries,
   parameters, forbidden functions) and what nests too deeply for sqlglot.
 * `identifier(name)` quotes any metric name (`env/all/reward/total`) as a SQL identifier.
-* `references(con, sql)` names the tables and views a statement reads, by DuckDB's parser.
+* `references(con, sql)` names the tables and views a statement reads, by DuckDB's parser;
+  `references_each(con, sqls)` those of several, parsed in one call.
 * `syntax_message(e, text)` is how every parse error shows: sqlglot's line and column, a
   short reason, the offending line with carets; `quiet_sqlglot()` silences sqlglot's own
   warnings while the guard parses.
@@ -329,11 +330,21 @@ def _reads(tree: str) -> frozenset[str] | None:
 
 def references(con: Any, sql: str) -> frozenset[str]:
     """Tables and views a query (a view body) reads, by DuckDB's parser (CTEs left out)."""
-    tree = _serialized(con, sql)
-    if tree is None:
-        raise QueryError(f"DuckDB cannot parse this view body: {sql[:80]}")
-    return frozenset(n for n in (_unescape(t) for t in _TABLE.findall(tree))
-                     if n and n not in {_unescape(c) for c in _CTE.findall(tree)})
+    return references_each(con, [sql])[0]
+
+
+def references_each(con: Any, sqls: list[str]) -> list[frozenset[str]]:
+    """`references` of each of `sqls`, from one call of DuckDB's parser (one query per view
+    costs `runstore views` more than parsing them)."""
+    [(trees,)] = con.execute("select list_transform($q, lambda s: json_serialize_sql(s))",
+                             {"q": sqls}).fetchall()
+    out = []
+    for sql, tree in zip(sqls, trees):
+        if tree.startswith('{"error":true'):
+            raise QueryError(f"DuckDB cannot parse this view body: {sql[:80]}")
+        out.append(frozenset(n for n in (_unescape(t) for t in _TABLE.findall(tree))
+                             if n and n not in {_unescape(c) for c in _CTE.findall(tree)}))
+    return out
 
 
 def _guard_sqlglot(query: str) -> list[str]:
