@@ -237,10 +237,13 @@ def existing(path: str) -> str:
 
 
 def open_store(ctx: click.Context, **options: Any) -> Any:
-    """The `Store` of the group's `--store`; `options` go to `Store` (`memory_limit=`)."""
+    """The `Store` of the group's `--store`; `options` go to `Store` (`memory_limit=`). A
+    command runs a statement or few: its queries read the views they need inlined
+    (`inline_views`, unless `options` say otherwise), each bound once rather than also when
+    created."""
     from ..store import Store
 
-    return Store(ctx.obj.get("store"), **options)
+    return Store(ctx.obj.get("store"), **{"inline_views": True, **options})
 
 def write_text(text: str, output: str | None) -> None:
     """`text` into the file `output` (errors about it say so), or on stdout."""

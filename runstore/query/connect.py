@@ -4,9 +4,11 @@ Contract: `Database(root, manifest, params, allow_read, memory_limit)` is an in-
 connection that DuckDB's own sandbox (`sandbox.confine`) restricts, before anything is
 registered on it, to reading the snapshot's live Parquet files (and the paths in
 `allow_read`), with its configuration locked and, given a `memory_limit` (bytes), DuckDB's own
-limit set from it (`memory.duckdb_setting`). `ensure(names)` then creates what a query reads (every table and view
-for None), each once: a public table is a view over exactly the Parquet files the snapshot
-lists (DuckDB's own Parquet scan, never a directory glob, NaN never ruled out by a file's
+limit set from it (`memory.duckdb_setting`). `ensure(names)` then creates what a query reads
+(every table and view for None), each once (`statement(sql, names, inline=True)` creates the
+tables alone for a query starting with SELECT and puts the canned views it reads in front of
+it as CTEs): a public table is a view over exactly the Parquet files the snapshot lists
+(DuckDB's own Parquet scan, never a directory glob, NaN never ruled out by a file's
 statistics; columns a later migration added read as typed nulls, and a table with no file
 yet is a typed view of no rows; a summary the ingest keeps beside `metrics_raw` (`DERIVED`)
 that the snapshot lacks, or lacks columns of, is a view computing it from `metrics_raw`:
@@ -32,6 +34,7 @@ tests/query/test_fast_path.py holds it).
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any, Iterable
 
@@ -73,6 +76,9 @@ SETTINGS_QUERY = ("select unnest($names) as name, cast(unnest($numbers) as doubl
 # NaN out, and without it DuckDB takes a float column chunk with no null for NaN-free, so
 # `isnan(x)` folds to false and `x > 0.01` holds for a NaN (duckdb issues 7803, 25521).
 TABLE_QUERY = "select * from read_parquet($files, union_by_name = true, can_have_nan = true)"
+# A statement `Database.statement` may put its views' CTEs in front of: one that starts with
+# SELECT (the guard has checked it is one read-only query).
+_SELECT = re.compile(r"\s*select\b", re.I)
 
 
 class Database:
@@ -114,7 +120,7 @@ class Database:
     def needs(self, names: Iterable[str] | None) -> list[str]:
         """What reading `names` needs created, in creation order (everything for None or
         for a name that is none of ours: a system view, a file, ...)."""
-        known = {*self.files, SETTINGS, KL_KEYS, *self._view_files}
+        known = self._known()
         wanted = None if names is None else {n.lower() for n in names}
         if wanted is None or not wanted <= known:
             wanted = known
@@ -140,6 +146,37 @@ class Database:
         with self._lock:
             for name in self.needs(names):
                 self._make(name)
+
+    def statement(self, sql: str, names: Iterable[str] | None, *,
+                  inline: bool = False) -> tuple[str, int]:
+        """`sql` ready to run here, and how many lines were put in front of it: what it reads
+        (`names`, as `ensure` takes them) created; with `inline`, a statement starting with
+        SELECT reads each canned view it needs that is not created yet as a CTE of the view's
+        own body instead, `NOT MATERIALIZED` (inlined where it is read, as a view is), put in
+        front of it in dependency order. Creating a view binds its body (and those of the
+        views it reads) once more than running the statement does: a process that runs one
+        statement binds each view once, when it runs. Any other statement (WITH, DESCRIBE,
+        ...), or one that may read what is not ours (`names` None, a file), gets what it reads
+        created (`ensure`)."""
+        wanted = None if names is None else {n.lower() for n in names}
+        if (not inline or wanted is None or not _SELECT.match(sql)
+                or not wanted <= self._known()):
+            self.ensure(names)
+            return sql, 0
+        with self._lock:
+            todo = self.needs(wanted)
+            for name in todo:
+                if name not in self._view_files:
+                    self._make(name)
+            views = [n for n in todo if n in self._view_files and n not in self._made]
+        if not views:
+            return sql, 0
+        prefix = "with " + ",\n".join(f"{identifier(n)} as not materialized (\n"
+                                       f"{self.view(n).body}\n)" for n in views) + "\n"
+        return prefix + sql, prefix.count("\n")
+
+    def _known(self) -> set[str]:
+        return {*self.files, SETTINGS, KL_KEYS, *self._view_files}
 
     def _make(self, name: str) -> None:
         """Create `name` (a table, `settings`, `kl_keys` or a view) once (under the lock)."""

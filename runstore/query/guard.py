@@ -25,7 +25,8 @@ Contract:
   expression, refusing anything that is not a plain expression (statements, subqueries,
   parameters, forbidden functions) and what nests too deeply for sqlglot.
 * `identifier(name)` quotes any metric name (`env/all/reward/total`) as a SQL identifier.
-* `references(con, sql)` names the tables and views a statement reads, by DuckDB's parser.
+* `references(con, sql)` names the tables and views a statement reads, by DuckDB's parser;
+  `references_each(con, sqls)` those of several, parsed in one call.
 * `syntax_message(e, text)` is how every parse error shows: sqlglot's line and column, a
   short reason, the offending line with carets; `quiet_sqlglot()` silences sqlglot's own
   warnings while the guard parses.
@@ -208,14 +209,17 @@ def _guard(query: str, con: Any) -> Checked:
         return _unparsed(query, e)
     if not statements:
         raise QueryError("empty query: give a SELECT statement")
-    words = [_first_word(s.query) for s in statements]
+    # The first words name what is refused; a query let through never needs them (DuckDB's
+    # tokenizer costs a fresh process a few ms on its first call).
     if len(statements) > 1:
+        words = [_first_word(s.query) for s in statements]
         raise refuse(f"{len(words)} statements: {', '.join(words)}")
     kind = statements[0].type.name
     if kind == "MULTI":  # DuckDB runs it as several statements (PIVOT without IN): sqlglot
         return Checked(tuple(_guard_sqlglot(query)), None)
     if kind != "SELECT":
-        raise refuse(words[0] if words[0] in NON_QUERY_KEYWORDS else kind)
+        word = _first_word(statements[0].query)
+        raise refuse(word if word in NON_QUERY_KEYWORDS else kind)
     tree = _serialized(con, query)
     if tree is None:
         return Checked(tuple(_guard_sqlglot(query)), None)
@@ -326,11 +330,21 @@ def _reads(tree: str) -> frozenset[str] | None:
 
 def references(con: Any, sql: str) -> frozenset[str]:
     """Tables and views a query (a view body) reads, by DuckDB's parser (CTEs left out)."""
-    tree = _serialized(con, sql)
-    if tree is None:
-        raise QueryError(f"DuckDB cannot parse this view body: {sql[:80]}")
-    return frozenset(n for n in (_unescape(t) for t in _TABLE.findall(tree))
-                     if n and n not in {_unescape(c) for c in _CTE.findall(tree)})
+    return references_each(con, [sql])[0]
+
+
+def references_each(con: Any, sqls: list[str]) -> list[frozenset[str]]:
+    """`references` of each of `sqls`, from one call of DuckDB's parser (one query per view
+    costs `runstore views` more than parsing them)."""
+    [(trees,)] = con.execute("select list_transform($q, lambda s: json_serialize_sql(s))",
+                             {"q": sqls}).fetchall()
+    out = []
+    for sql, tree in zip(sqls, trees):
+        if tree.startswith('{"error":true'):
+            raise QueryError(f"DuckDB cannot parse this view body: {sql[:80]}")
+        out.append(frozenset(n for n in (_unescape(t) for t in _TABLE.findall(tree))
+                             if n and n not in {_unescape(c) for c in _CTE.findall(tree)}))
+    return out
 
 
 def _guard_sqlglot(query: str) -> list[str]:

@@ -1,11 +1,14 @@
 """The query side of one store: a database per snapshot, a cursor per query, errors made clear.
 
-Contract: `Session(root, manifest, memory_limit)` answers read-only queries over the store at
-`root` (`manifest()` gives its checked newest snapshot), each database's DuckDB limited by
-`memory_limit` (bytes; `memory.duckdb_setting`). `fetch(sql, params, allow_read=, convert=,
-timeout=)` runs one: the guard (`guard.guard`) checks it first; a `$name` it uses needs a
-value, and a param it does not use must name a setting (a typo in `kl_threshold` must not
-pass silently); only what the query reads is created on the database (`Database.ensure`);
+Contract: `Session(root, manifest, memory_limit, inline_views=)` answers read-only queries over
+the store at `root` (`manifest()` gives its checked newest snapshot), each database's DuckDB
+limited by `memory_limit` (bytes; `memory.duckdb_setting`). `fetch(sql, params, allow_read=,
+convert=, timeout=)` runs one: the guard (`guard.guard`) checks it first; a `$name` it uses
+needs a value, and a param it does not use must name a setting (a typo in `kl_threshold` must
+not pass silently); only what the query reads is created on the database (`Database.ensure`;
+with `inline_views`, a query starting with SELECT reads the canned views it needs as CTEs put
+in front of it instead, `Database.statement`, and a DuckDB error's `LINE n` is given back as
+the query's own text numbers it: `relined`);
 values are bound, never pasted; `convert(result)` runs while the query's cursor is open
 (`result.Result`: rows and Arrow from the query planned once, else a DuckDB relation).
 With `timeout` (seconds above 0; `deadline.checked`), the clock starts before the guard and
@@ -28,6 +31,7 @@ capped, theirs is. `close()` closes the shared database and stops the workers.
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
@@ -49,10 +53,12 @@ T = TypeVar("T")
 class Session:
     """Read-only queries over one store, one cursor each (see the module docstring)."""
 
-    def __init__(self, root: Root, manifest: Callable[[], Manifest], memory_limit: int):
+    def __init__(self, root: Root, manifest: Callable[[], Manifest], memory_limit: int, *,
+                 inline_views: bool = False):
         self.root = root
         self.manifest = manifest
         self.memory_limit = memory_limit
+        self.inline_views = inline_views
         self._db: Database | None = None
         self._db_seq: int | None = None
         self._db_lock = threading.Lock()
@@ -142,6 +148,8 @@ class Session:
 
     def _run(self, db: Database, con: Any, sql: str, params: dict[str, Any],
              convert: Callable[[Any], T]) -> T:
+        import duckdb
+
         names = guard.guard(sql, con)
         missing = [n for n in names.params if n not in params]
         if missing:
@@ -152,10 +160,17 @@ class Session:
             raise QueryError(
                 f"param {unused[0]!r} is neither used by the query (as ${unused[0]}) nor a "
                 f"setting ({', '.join(DEFAULT_SETTINGS)})")
-        db.ensure(names.tables)
+        text, shift = db.statement(sql, names.tables, inline=self.inline_views)
         bound = {k: v for k, v in params.items() if k in names.params}
         pause_point("query")  # tests stop a command here (Ctrl-C within a query)
-        return convert(Result(con, sql, bound or None))
+        try:
+            return convert(Result(con, text, bound or None))
+        except duckdb.Error as e:
+            # The views' CTEs came first: the error's line as the caller's text numbers it.
+            moved = relined(e, shift) if shift else e
+            if moved is e:
+                raise
+            raise moved from e
 
     def failure(self, e: Exception) -> Exception:
         """DuckDB's error as the one to show: the sandbox refusing a file or a setting; a
@@ -179,3 +194,29 @@ class Session:
             if damaged is not None:
                 return damaged
         return QueryError(str(e).strip())
+
+
+# DuckDB's pointer to where in a statement an error is: `LINE n: text`, then a line of carets
+# under the place, indented by the width of `LINE n: ` too.
+_LINE = re.compile(r"^LINE (\d+):(.*\n?)( *)", re.M)
+
+
+def relined(e: Exception, shift: int) -> Exception:
+    """DuckDB's error `e` about a statement that had `shift` lines put in front of it
+    (`Database.statement`), its `LINE n:` as the caller's text numbers it, the carets under
+    it moved with it (one inside what was put in front is left as it is); `e` itself when it
+    has none to change."""
+    def line(m: re.Match[str]) -> str:
+        n = int(m.group(1))
+        if n <= shift:
+            return m.group(0)
+        narrower = len(str(n)) - len(str(n - shift))
+        return f"LINE {n - shift}:{m.group(2)}{m.group(3)[narrower:]}"
+
+    text = _LINE.sub(line, str(e))
+    if text == str(e):
+        return e
+    try:
+        return type(e)(text)
+    except Exception:  # an error type that cannot be made from its text: as it came
+        return e

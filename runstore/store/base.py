@@ -2,11 +2,14 @@
 
 Contract: `StoreBase(path, memory_limit=)` names a store location (`resolve`: the argument,
 else `$RUNSTORE_STORE`, else `./.runstore`; local or `s3://`) and keeps one
-`query.session.Session` (an in-memory DuckDB per snapshot) whose queries may use
-`memory_limit` (`query.memory.resolve`: bytes or text such as `4GB`; else
-`$RUNSTORE_MEMORY_LIMIT`, else a quarter of the machine's memory). Its methods read: the newest
-snapshot (`manifest`, `snapshot`, `settings`), one read-only query converted as the caller asks
-(`fetch`, and `arrow`/`rows`/`sql` over it; `isolated=True` runs it in a worker process
+`query.session.Session` (an in-memory DuckDB per snapshot) whose queries may use `memory_limit`
+(`query.memory.resolve`: bytes or text such as `4GB`; else `$RUNSTORE_MEMORY_LIMIT`, else a
+quarter of the machine's memory). With `inline_views=True` (runstore's commands: a process that
+runs a statement or two) a query starting with SELECT reads the canned views it needs as CTEs
+put in front of it rather than creating them (`query.connect.Database.statement`: each view is
+bound once, when the query runs). Its methods read: the newest snapshot (`manifest`,
+`snapshot`, `settings`), one read-only query converted as the caller asks (`fetch`, and
+`arrow`/`rows`/`sql` over it; `isolated=True` runs it in a worker process
 capped at the limit, `query.workers`, whose processes `workers()` gives), the canned views
 (`views`) and a table as a polars LazyFrame (`table`). `bounded()` caps this process's memory
 at the limit for a block (`query.memory.bounded`: for runstore's own commands, never a
@@ -51,14 +54,15 @@ class StoreBase:
     """The location, the session over its newest snapshot, and the reading every method uses."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
-                 memory_limit: int | str | None = None):
+                 memory_limit: int | str | None = None, inline_views: bool = False):
         self.path = resolve(path)
         # What one query may use, in bytes: DuckDB's own limit in this process, and the cap
         # of the worker processes of `isolated=True` (query/memory.py).
         self.memory_limit = memory.resolve(memory_limit)
         # One DuckDB database per snapshot, shared by this Store's queries (and threads: the
         # web UI's request threads share one Store); see query/session.py.
-        self._session = Session(self.path, self.manifest, self.memory_limit)
+        self._session = Session(self.path, self.manifest, self.memory_limit,
+                                inline_views=inline_views)
 
     def __enter__(self: T) -> T:
         return self
