@@ -16,11 +16,11 @@ a query with a consistent snapshot (or not exist yet, when the kill came before 
 snapshot), and a final ingest must leave exactly the row counts of an uninterrupted ingest,
 which themselves equal the counts the oracle computes from the files.
 
-Only the killed commands (and the uninterrupted references the kill points are counted from)
-run as `python -m runstore` processes: a kill needs a process. The command run again after a
-kill, to complete or repeat it, runs in this process through the CLI (`storekit.cli`, the
-same `main` with the same arguments and environment variables), as the library's own calls
-here do: a fresh interpreter for it would only add its start-up and imports.
+The commands killed, and the uninterrupted runs their kill points are counted from, are
+`python -m runstore` processes: a kill needs a process of its own. The command run again after
+a kill, to complete or repeat it, runs in this process through the CLI (`storekit.cli`: the
+same `main`, arguments and environment variables), as the library calls beside it do; a fresh
+interpreter for it would only add its start-up and imports.
 """
 
 from __future__ import annotations
