@@ -343,9 +343,10 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def deleter() -> Iterator[ThreadPoolExecutor]:
-    """A thread that deletes what a case leaves (`shutil.rmtree`) while the next one runs:
-    deleting is disk waits, not work, and need not hold the cases up. Done by the module's
-    end."""
+    """A thread that deletes what an ingest case leaves (`shutil.rmtree`) while the next one
+    runs: deleting is disk waits, not work, and need not hold the cases up. Done by the
+    module's end. (The per-file tier deletes its own: any change to that test's source changes
+    the cases its derandomized run draws.)"""
     with ThreadPoolExecutor(1, thread_name_prefix="hostile-rmtree") as pool:
         yield pool
 
@@ -395,8 +396,7 @@ CASES = Counter()
 @example(case=("logtree", "train_iteration_000004_logtree.json",
                b'{"title": "", "root": {"tag": "section", "attrs": {}, "children": '
                b'[{"tag": [], "attrs": {}, "children": []}]}}'), split=0.0)
-def test_hostile_file(scratch: Path, deleter: ThreadPoolExecutor, case: tuple[str, str, bytes],
-                      split: float) -> None:
+def test_hostile_file(scratch: Path, case: tuple[str, str, bytes], split: float) -> None:
     kind, rel, data = case
     CASES["file"] += 1
     run = scratch / f"r{CASES['file']}"
@@ -429,7 +429,7 @@ def test_hostile_file(scratch: Path, deleter: ThreadPoolExecutor, case: tuple[st
                 check_result(second, kind, rel, data[entry.offset:], first_line=entry.lines + 1)
                 assert consumed.count(b"\n") == entry.lines
     finally:
-        deleter.submit(shutil.rmtree, run)
+        shutil.rmtree(run)
 
 
 # ---------------------------------------------------------------------------------------------
