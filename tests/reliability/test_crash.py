@@ -15,6 +15,12 @@ Two ways of choosing the moment, both seeded:
 a query with a consistent snapshot (or not exist yet, when the kill came before the first
 snapshot), and a final ingest must leave exactly the row counts of an uninterrupted ingest,
 which themselves equal the counts the oracle computes from the files.
+
+The commands killed, and the uninterrupted runs their kill points are counted from, are
+`python -m runstore` processes: a kill needs a process of its own. The command run again after
+a kill, to complete or repeat it, runs in this process through the CLI (`storekit.cli`: the
+same `main`, arguments and environment variables), as the library calls beside it do; a fresh
+interpreter for it would only add its start-up and imports.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -46,7 +53,8 @@ TABLES = ("runs", "config", "metrics_raw", "checkpoints", "trajectories", "rollo
 # An eval store's tables are keyed by the store, not by a run (no orphan check for them).
 EVAL_TABLES = ("eval_runs", "eval_results", "eval_trajectories")
 KILLS = 6
-ENV = {**os.environ, "RUNSTORE_BATCH_ROWS": "20000"}
+BATCH = {"RUNSTORE_BATCH_ROWS": "20000"}
+ENV = {**os.environ, **BATCH}
 
 
 def counts(store: runstore.Store) -> dict[str, int]:
@@ -56,6 +64,13 @@ def counts(store: runstore.Store) -> dict[str, int]:
 
 def command(store: Path, tree: Path) -> list[str]:
     return [sys.executable, "-m", "runstore", "--store", str(store), "ingest", "-q", str(tree)]
+
+
+def succeeds(store: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    """`runstore --store STORE ARGS` in this process (with `env` set for its duration)
+    exits 0."""
+    r = storekit.cli(store, *args, env=env)
+    assert r.exit_code == 0, r.output
 
 
 def kill_after(store: Path, tree: Path, delay: float) -> int | None:
@@ -117,9 +132,7 @@ def test_sigkill_at_random_moments(big_tree: Path, tmp_path: Path) -> None:
         # Kill the recovering ingest too, then let one finish.
         kill_after(store, big_tree, rng.uniform(0.05, duration))
         assert_answers(store)
-        p = subprocess.run(command(store, big_tree), env=ENV, capture_output=True, text=True,
-                           timeout=300)
-        assert p.returncode == 0, p.stderr
+        succeeds(store, "ingest", "-q", str(big_tree), env=BATCH)
         s = runstore.open(store)
         assert counts(s) == ref_counts, f"after a kill at {delay:.2f} s"
         again = s.ingest([big_tree])
@@ -244,9 +257,10 @@ def test_sigkill_at_every_phase(phase_tree: Path, tmp_path: Path) -> None:
 # digest of every row of every table), and the command run again, then an ingest, succeed and
 # change no row.
 
-MANY_FILES = {**os.environ, "RUNSTORE_BATCH_ROWS": "300", "RUNSTORE_COMPACT_FILES": "100000",
-              # no grace for readers: the vacuum deletes what it replaced at once
-              "RUNSTORE_READER_GRACE_SECONDS": "0"}
+MANY_VARS = {"RUNSTORE_BATCH_ROWS": "300", "RUNSTORE_COMPACT_FILES": "100000",
+             # no grace for readers: the vacuum deletes what it replaced at once
+             "RUNSTORE_READER_GRACE_SECONDS": "0"}
+MANY_FILES = {**os.environ, **MANY_VARS}
 MOST_POINTS = 14  # per command: every hook it reaches, each at up to this many spread counts
 
 
@@ -297,13 +311,12 @@ def runstore_cmd(store: Path, *args: str) -> list[str]:
 
 
 def then_all_is_well(store: Path, tree: Path | None, want: dict[str, list[str]],
-                     again: list[str], env: dict[str, str]) -> None:
-    """The store answers with `want`; `again` (the command killed) then succeeds, and so
-    does an ingest of `tree` (the one the store holds), neither changing a row; the full check
-    finds nothing."""
+                     again: Callable[[], None]) -> None:
+    """The store answers with `want`; `again()` (the command killed, run again: it raises
+    unless it succeeds) then succeeds, and so does an ingest of `tree` (the one the store
+    holds), neither changing a row; the full check finds nothing."""
     assert storekit.digest(store) == want
-    p = subprocess.run(again, env=env, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
+    again()
     assert storekit.digest(store) == want
     if tree is not None:
         report = runstore.open(store).ingest([tree])
@@ -329,7 +342,7 @@ def test_sigkill_at_every_phase_of_compact(vacuum: bool, history: tuple[Path, Pa
     for i, point in enumerate(points):
         store = copy_of(history_store, tmp_path, f"store{i}")
         assert storekit.kill_at(runstore_cmd(store, *args), MANY_FILES, point), point
-        then_all_is_well(store, tree, want, runstore_cmd(store, *args), MANY_FILES)
+        then_all_is_well(store, tree, want, lambda: succeeds(store, *args, env=MANY_VARS))
         shutil.rmtree(store)
     print(f"compact {' '.join(args[1:])}: killed at {', '.join(points)}")
 
@@ -361,9 +374,7 @@ def test_sigkill_at_every_phase_of_forget(history: tuple[Path, Path], tmp_path: 
         got = storekit.digest(store, every)
         assert got in (before, after), point
         if got == before:  # not published: the forget is still to do, and does it
-            p = subprocess.run(runstore_cmd(store, *args), env=MANY_FILES, capture_output=True,
-                               text=True, timeout=300)
-            assert p.returncode == 0, p.stderr
+            succeeds(store, *args, env=MANY_VARS)
         assert storekit.digest(store, every) == after, point
         delta_matches_manifest(store)
         assert runstore.open(store).repair(check=True).problems == []
@@ -396,7 +407,14 @@ def test_sigkill_at_every_phase_of_a_settings_commit(history: tuple[Path, Path],
         store = copy_of(history_store, tmp_path, f"store{i}")
         assert storekit.kill_at(cmd(store), MANY_FILES, point), point
         assert runstore.open(store).settings()["kl_threshold"] in (was, 0.05)
-        then_all_is_well(store, tree, want, cmd(store), MANY_FILES)
+
+        def again() -> None:  # SET_SETTING, in this process
+            with pytest.MonkeyPatch.context() as env:
+                for name, value in MANY_VARS.items():
+                    env.setenv(name, value)
+                runstore.open(store).set_setting("kl_threshold", 0.05)
+
+        then_all_is_well(store, tree, want, again)
         assert runstore.open(store).settings()["kl_threshold"] == 0.05
         shutil.rmtree(store)
 
@@ -456,9 +474,9 @@ def test_sigkill_at_every_phase_of_migrate(tmp_path: Path,
         assert storekit.kill_at(cmd(store), dict(os.environ), point), point
         assert runstore.open(store).manifest().schema_version in (1, last)
         assert storekit.digest(store) in (before, want), point  # all or nothing
-        p = subprocess.run(cmd(store), capture_output=True, text=True, timeout=300)
-        assert p.returncode == 0, p.stderr
-        then_all_is_well(store, None, want, cmd(store), dict(os.environ))
+        # MIGRATE, in this process (which reads the migrations from `later` too).
+        succeeds(store, "migrate")
+        then_all_is_well(store, None, want, lambda: succeeds(store, "migrate"))
         m = runstore.open(store).manifest()
         assert m.schema_version == last
         assert [x["name"] for x in m.migrations] == ["0001_initial", *shipped, notes]
@@ -532,8 +550,7 @@ def test_sigkill_at_every_phase_of_repair(_small_template: Path, shared_small_st
             assert storekit.digest(store) in (damaged, repaired), point
         except StoreCorrupt as e:
             assert "runstore repair" in str(e)
-        p = storekit.python_m(store, "repair")
-        assert p.returncode == 0, p.stderr
+        succeeds(store, "repair")
         assert storekit.digest(store) == repaired, point
         assert runstore.open(store).repair(check=True).problems == []
         runstore.open(store).ingest([_small_template])
@@ -546,7 +563,8 @@ def test_sigkill_at_every_phase_of_repair(_small_template: Path, shared_small_st
 # Kills during the ingest of a large token-level capture file (issue 32): the file is read and
 # normalized for seconds, in chunks, before its rows are staged and committed.
 
-CAPTURE_ENV = {**ENV, "RUNSTORE_BATCH_ROWS": "2000"}
+CAPTURE_VARS = {"RUNSTORE_BATCH_ROWS": "2000"}
+CAPTURE_ENV = {**ENV, **CAPTURE_VARS}
 
 
 def capture_fingerprint(store: runstore.Store) -> dict[str, tuple[int, int]]:
@@ -595,9 +613,7 @@ def test_sigkill_during_the_ingest_of_a_large_capture_file(capture_tree: Path,
         else:
             assert storekit.kill_at(command(store, capture_tree), CAPTURE_ENV, moment, 600), moment
         consistent_counts(store, want)
-        p = subprocess.run(command(store, capture_tree), env=CAPTURE_ENV, capture_output=True,
-                           text=True, timeout=600)
-        assert p.returncode == 0, p.stderr
+        succeeds(store, "ingest", "-q", str(capture_tree), env=CAPTURE_VARS)
         s = runstore.open(store)
         assert counts(s) == want, f"after a kill at {moment}"
         assert capture_fingerprint(s) == ref_print, f"after a kill at {moment}"

@@ -34,8 +34,9 @@ import re
 import shutil
 import warnings
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pytest
@@ -340,6 +341,16 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("hostile_files")
 
 
+@pytest.fixture(scope="module")
+def deleter() -> Iterator[ThreadPoolExecutor]:
+    """A thread that deletes what an ingest case leaves (`shutil.rmtree`) while the next one
+    runs: deleting is disk waits, not work, and need not hold the cases up. Done by the
+    module's end. (The per-file tier deletes its own: any change to that test's source changes
+    the cases its derandomized run draws.)"""
+    with ThreadPoolExecutor(1, thread_name_prefix="hostile-rmtree") as pool:
+        yield pool
+
+
 def process(run: Path, rel: str, entry: Any = None) -> Any:
     found = [f for f in scan_run(str(run), "run").files if f.rel_path == rel]
     assert len(found) == 1, rel
@@ -434,10 +445,15 @@ class Base(dict):
         return f"Base({self['tree']})"
 
 
+CONFIG_COLS = "run_id, kind, model_name, learning_rate, config"
+
+
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def base(tmp_path_factory: pytest.TempPathFactory,
+         deleter: ThreadPoolExecutor) -> dict[str, Any]:
     """A good tree and a store holding it, as templates; per case they are copied back to
-    the same paths (run ids are hashes of the paths; copies keep every mtime)."""
+    the same paths (run ids are hashes of the paths; copies keep every mtime). The rows the
+    template holds, and its runs' configs, are read once: nothing writes the templates."""
     top = tmp_path_factory.mktemp("hostile_ingest")
     tree_t, store_t = top / "tree_template", top / "store_template"
     demo.generate_tree(tree_t, SMALL_SPECS, seed=3)
@@ -446,7 +462,9 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     runstore.open(store).ingest([tree])
     shutil.copytree(store, store_t)
     rows = rows_of(runstore.open(store))
-    return Base(tree=tree, store=store, tree_t=tree_t, store_t=store_t, rows=rows)
+    configs = runstore.open(store_t).arrow(f"select {CONFIG_COLS} from runs").to_pylist()
+    return Base(tree=tree, store=store, tree_t=tree_t, store_t=store_t, rows=rows,
+                configs=configs, used=top / "used", deleter=deleter)
 
 
 def rows_of(store: runstore.Store) -> dict[str, Counter]:
@@ -461,9 +479,14 @@ def rows_of(store: runstore.Store) -> dict[str, Counter]:
 
 
 def reset(base: dict[str, Any]) -> None:
+    """The tree and the store as their templates (the last case's are moved aside, a
+    rename, for the deleter)."""
+    used = base["used"] / str(CASES["ingest"])
+    used.mkdir(parents=True)
     for key in ("tree", "store"):
-        shutil.rmtree(base[key])
+        base[key].rename(used / key)
         shutil.copytree(base[key + "_t"], base[key], symlinks=True)
+    base["deleter"].submit(shutil.rmtree, used)
 
 
 GOOD_RUNS = ["a/rl_dirs", "a/rl_flat", "b/c/sl"]
@@ -619,10 +642,8 @@ def test_hostile_ingest(base: dict[str, Any], actions: list[tuple[str, Any]]) ->
     ids_before = {r[0] for r in base["rows"]["runs"]}
     assert ids_before <= {r[0] for r in now["runs"]}
     # What the good runs' configs said stays said (their config.json only ever gets garbage).
-    config_cols = "run_id, kind, model_name, learning_rate, config"
-    old = runstore.open(base["store_t"]).arrow(f"select {config_cols} from runs").to_pylist()
-    new = {r["run_id"]: r for r in store.arrow(f"select {config_cols} from runs").to_pylist()}
-    assert all(new[r["run_id"]] == r for r in old)
+    new = {r["run_id"]: r for r in store.arrow(f"select {CONFIG_COLS} from runs").to_pylist()}
+    assert all(new[r["run_id"]] == r for r in base["configs"])
     again = store.ingest([tree], on_warning=lambda w: None)
     assert not any(again.rows_added.values()), again.rows_added
 
