@@ -193,6 +193,11 @@ ODD = {
                 {"tag": "section", "attrs": {}, "children": [
                     {"tag": "h4", "attrs": {}, "children": ["Trajectory " + HUGE + " Episode"]}
                 ]}]}]}})},
+    "capture": {"capture/train_op.jsonl": (
+        '{"kind": "train_op", "op": "optim_step", "scope": {"run_attempt": 0}, '
+        '"created_at": -1' + "0" * 400 + ', "status": "ok", "latency_sec": 1.0}\n'
+        '{"kind": "train_op", "op": "forward_backward", "scope": {"run_attempt": 0}, '
+        '"created_at": 1790411424.5, "status": "ok", "latency_sec": ' + HUGE + '}\n')},
     "file name": {"train_iteration_99999999999999999999_rollout_summaries.jsonl": (
         '{"split": "train", "group_idx": 0, "traj_idx": 0, "steps": []}\n')},
 }
@@ -236,6 +241,11 @@ def test_one_odd_value_in_any_artifact_stops_nothing(tmp_path: Path, store_path:
             == [(float(2 ** 64),)]
     elif artifact == "logtree":
         assert one("select content from messages where run_id = $rid") == [(BRACKETS,)]
+    elif artifact == "capture":
+        # A time past a double's range is no time (it once stopped the file with an
+        # OverflowError); the record is kept, as the one beside it.
+        assert one("select op, created_at is null from capture_events where run_id = $rid "
+                   "order by seq") == [("optim_step", True), ("forward_backward", False)]
     elif artifact == "file name":
         assert one("select iteration, split from trajectories where run_id = $rid") \
             == [(None, "train")]

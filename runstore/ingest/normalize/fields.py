@@ -22,12 +22,11 @@ or JSON null) is None without a problem. What counts as usable, everywhere:
 from __future__ import annotations
 
 import json
-import math
 from datetime import datetime, timezone
 from typing import Any
 
 from ...numbers import fits_int64
-from .base import clean_str, json_text, to_float
+from .base import clean_str, finite, json_text, to_float
 
 _MIN_TS = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()
 _MAX_TS = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc).timestamp()
@@ -95,7 +94,8 @@ class Fields:
         value = obj.get(key)
         if value is None:
             return None
-        if _number(value) and math.isfinite(value) and _MIN_TS <= value <= _MAX_TS:
+        # `finite`: an integer past a double's range is no time (math.isfinite would raise).
+        if finite(value) and _MIN_TS <= value <= _MAX_TS:
             return datetime.fromtimestamp(value, timezone.utc)
         self.bad(where or key, value)
         return None
