@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from ...errors import QueryError
 from ...query.statements import named
 from ..scope import one_run
-from .lines import colors, floats, groups, label, layout, plotly_go, subtitle
+from .lines import colors, groups, label, layout, statement_rows, subtitle
 
 if TYPE_CHECKING:
     import numpy as np
@@ -106,8 +106,10 @@ def plot_spans(store: "Reader", run: str, *, step: int | None = None) -> "go.Fig
     spans = nesting_order([SpanRow(r["name"], r["wall_start_s"], r["wall_end_s"],
                                    r["duration_s"], r["depth"] or 0, r["parent"], r["span_idx"])
                            for r in rows])
-    shares = span_shares(store, run_id)
-    names = sorted({s.name for s in spans} | set(shares.column("name").to_pylist()))
+    columns, shares = statement_rows(store, "charts.span_shares", {"run": run_id})
+    name_at, step_at = columns.index("name"), columns.index("step")
+    shares = sorted(shares, key=lambda r: (r[name_at], r[step_at]))
+    names = sorted({s.name for s in spans} | {r[name_at] for r in shares})
     palette = colors()
     color = {n: palette[i % len(palette)] for i, n in enumerate(names)}
 
@@ -118,7 +120,8 @@ def plot_spans(store: "Reader", run: str, *, step: int | None = None) -> "go.Fig
                         row_heights=[gantt_px, bars_px],
                         subplot_titles=(label(f"step {step}: spans in nesting order"),
                                         "share of step time, top-level spans, every step"))
-    go = plotly_go()
+    import plotly.graph_objects as go
+
     row_of = {id(s): i for i, s in enumerate(spans)}
     for n in names:
         mine = [s for s in spans if s.name == n]
@@ -142,10 +145,8 @@ def plot_spans(store: "Reader", run: str, *, step: int | None = None) -> "go.Fig
     fig.update_xaxes(row=1, col=1, title_text=f"seconds since step {step} began")
 
     reduced = len(steps) > MAX_BARS
-    for (n,), cols in groups(shares.sort_by([("name", "ascending"), ("step", "ascending")]),
-                              ["name"]):
-        x, y = cols["step"], floats(cols["share"])
-        secs = floats(cols["seconds"])
+    for (n,), cols in groups(columns, shares, ["name"]):
+        x, y, secs = cols["step"], _nan(cols["share"]), _nan(cols["seconds"])
         if reduced:
             x, y, secs = _bucket_mean(x, y, secs, len(steps))
         fig.add_trace(go.Bar(
@@ -162,14 +163,18 @@ def plot_spans(store: "Reader", run: str, *, step: int | None = None) -> "go.Fig
         "share = span seconds / the step's time/total (or its top-level spans' sum)",
         f"bars average every {math.ceil(len(steps) / MAX_BARS)} consecutive steps"
         if reduced else ""])
-    layout(fig, label(f"Spans of {run_name}"), sub, xaxis="", yaxis="",
-            legend_title="top-level span", height=gantt_px + bars_px + 220)
+    fig.update_layout(layout(label(f"Spans of {run_name}"), sub, xaxis="", yaxis="",
+                             legend_title="top-level span", height=gantt_px + bars_px + 220))
     fig.update_layout(xaxis_title=f"seconds since step {step} began", yaxis_title="",
                       margin={"t": 120})
     return fig
 
 
-def _bucket_mean(x: "np.ndarray", y: "np.ndarray", secs: "np.ndarray",
+def _nan(values: Sequence[Any]) -> list[float]:
+    return [math.nan if v is None else float(v) for v in values]
+
+
+def _bucket_mean(x: Sequence[Any], y: Sequence[float], secs: Sequence[float],
                  n_steps: int) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
     """Average consecutive steps into buckets so at most MAX_BARS bars remain (x = first step)."""
     import numpy as np
@@ -179,4 +184,5 @@ def _bucket_mean(x: "np.ndarray", y: "np.ndarray", secs: "np.ndarray",
     keys, first = np.unique(bucket, return_index=True)
     bounds = list(first) + [len(x)]
     mean = lambda v: np.array([np.nanmean(v[a:b]) for a, b in zip(bounds[:-1], bounds[1:])])  # noqa: E731
+    y, secs = np.asarray(y, dtype=float), np.asarray(secs, dtype=float)
     return np.asarray(x)[first], mean(y), mean(secs)
