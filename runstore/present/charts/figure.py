@@ -66,10 +66,14 @@ def _package_data() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "package_data"
 
 
+def _plotly_js_path() -> Path:
+    return _package_data() / "plotly.min.js"
+
+
 @lru_cache(maxsize=None)
 def plotly_js() -> str:
     """The installed plotly package's plotly.js (what `plotly.offline.get_plotlyjs` returns)."""
-    return (_package_data() / "plotly.min.js").read_text(encoding="utf-8")
+    return _plotly_js_path().read_text(encoding="utf-8")
 
 
 @lru_cache(maxsize=None)
@@ -130,18 +134,34 @@ def _div(div_id: str, data: str, layout: str, height: Any, load: str) -> str:
             f"{data}, {layout}, {json.dumps(PLOTLY_CONFIG)})}};</script></div>")
 
 
-def document(chart: Chart | Any, div_id: str = "chart") -> str:
-    """The chart as one self-contained HTML page (plotly.js inlined)."""
+_JS = "\0plotly.js\0"  # where plotly.js goes in the page (NUL: in no JSON, no markup)
+
+
+def _page(chart: Chart | Any, div_id: str) -> tuple[str, str]:
+    """The page before plotly.js and after it."""
     data, layout, height = _parts(chart)
     load = ("<script>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>"
-            f"<script>{plotly_js()}</script>")
-    return ('<!doctype html>\n<html>\n<head>\n<meta charset="utf-8" />\n'
+            f"<script>{_JS}</script>")
+    page = ('<!doctype html>\n<html>\n<head>\n<meta charset="utf-8" />\n'
             "<style>html, body {height: 100%;}</style>\n</head>\n<body>\n"
             f"{_div(div_id, data, layout, height, load)}\n</body>\n</html>")
+    head, tail = page.split(_JS)
+    return head, tail
+
+
+def document(chart: Chart | Any, div_id: str = "chart") -> str:
+    """The chart as one self-contained HTML page (plotly.js inlined)."""
+    head, tail = _page(chart, div_id)
+    return head + plotly_js() + tail
 
 
 def write_html(chart: Chart | Any, path: str | Path) -> Path:
-    """Write `document(chart)` to `path` (UTF-8) and return the path."""
+    """Write `document(chart)` to `path` (UTF-8) and return the path; plotly.js is copied
+    as the package's bytes, never decoded."""
     out = Path(path)
-    out.write_text(document(chart), encoding="utf-8")
+    head, tail = _page(chart, "chart")
+    with out.open("wb") as f:
+        f.write(head.encode("utf-8"))
+        f.write(_plotly_js_path().read_bytes())
+        f.write(tail.encode("utf-8"))
     return out
