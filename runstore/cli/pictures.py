@@ -1,6 +1,6 @@
 """`runstore plot`, `report`, `trace`: commands that draw charts, write the report, export traces.
 
-The metric, KL and reward charts are written from their plain data (`present.charts`'
+The charts are written from their plain data (`present.charts`'
 `*_chart`, the charts the `Store`'s `plot_*` Figures are made of), so a command that writes
 one imports no plotly Python package, pyarrow or numpy.
 """
@@ -118,7 +118,9 @@ def plot_spans(ctx: click.Context, run: str, step: int | None, output: str) -> N
     \b
         runstore plot spans gsm8k_tool_rl/sweep/lr_1e-4/seed_0 --step 10 -o spans.html
     """
-    write_chart(open_store(ctx).plot_spans(run, step=step), output)
+    from ..present.charts import spans_chart
+
+    write_chart(spans_chart(open_store(ctx), run, step=step), output)
 
 
 @click.command()

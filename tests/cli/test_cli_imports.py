@@ -10,10 +10,9 @@ the answer needs today: `sql`, `runs`, `check` of threshold rules and `views` pr
 rows and need none, nor do `keys` (it adds up the per-key summary's plain rows), `diff` and
 `trace`; a `--where` is parsed by sqlglot; `compare` and trend rules compute with polars
 (they read their statements as fixed text, without sqlglot), and both read their frames
-from DuckDB and print them without pyarrow (nor numpy, which pyarrow loads). `plot` (the
-metric, KL and reward charts) and `report` write their HTML from the charts' plain data,
-with plotly.js read as a file: no plotly Python package, numpy, pyarrow or polars (a
-smoothing weight computes with polars). Not a timed test: it counts modules, never seconds.
+from DuckDB and print them without pyarrow (nor numpy, which pyarrow loads). `plot` and
+`report` write their HTML from the charts' plain data, with plotly.js read as a file: no
+plotly Python package, numpy, pyarrow or polars (a smoothing weight computes with polars). Not a timed test: it counts modules, never seconds.
 """
 
 from __future__ import annotations
@@ -77,6 +76,7 @@ def imported(store: Path, args: list[str], tmp: Path) -> tuple[set[str], int]:
      {"polars"}, 0),
     (["plot", "kl", "-o", "kl.html"], set(), 0),
     (["plot", "rewards", "--color-by", "model_name", "-o", "r.html"], set(), 0),
+    (["plot", "spans", RUN, "-o", "s.html"], set(), 0),
     (["report", "-o", "report.html"], set(), 0),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
 def test_a_read_command_imports_only_what_it_needs(shared_demo_store: Path, tmp_path: Path,

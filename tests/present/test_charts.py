@@ -1011,6 +1011,7 @@ def newplot_args(text: str, div_id: str = "chart") -> tuple[Any, Any, Any]:
                              color_by="learning_rate", smooth=0.5)),
     (["kl", "--threshold", "0.002"], lambda s: s.plot_kl(threshold=0.002)),
     (["rewards", "--color-by", "model_name"], lambda s: s.plot_rewards(color_by="model_name")),
+    (["spans", "sl/*", "--step", "2"], lambda s: s.plot_spans("sl/*", step=2)),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
 def test_cli_html_carries_the_figure_of_the_python_api(demo_tree: tuple[Path, runstore.Store],
                                                        tmp_path: Path, args: list[str],
@@ -1041,6 +1042,21 @@ def test_kl_threshold_line_is_plotlys_hline(demo_tree: tuple[Path, runstore.Stor
                                 annotation_position="top left").to_dict()["layout"]
     assert chart["layout"]["shapes"] == fig["shapes"]
     assert chart["layout"]["annotations"] == fig["annotations"]
+
+
+@pytest.mark.parametrize("heights", [[240, 300], [1000, 300], [16 * 200 + 40, 300]])
+def test_spans_chart_rows_are_plotlys_subplots(heights: list[int]) -> None:
+    """The two plots of the timing chart sit where plotly's make_subplots puts them."""
+    from plotly.subplots import make_subplots
+
+    from runstore.present.charts.spans import _two_rows
+
+    spacing = 0.1 * 600 / sum(heights)
+    want = make_subplots(rows=2, cols=1, vertical_spacing=spacing, row_heights=heights,
+                         subplot_titles=("a &lt; b", "c")).to_dict()["layout"]
+    axes, notes = _two_rows(heights, spacing, ("a &lt; b", "c"))
+    assert axes == {k: want[k] for k in ("xaxis", "yaxis", "xaxis2", "yaxis2")}
+    assert notes == want["annotations"]
 
 
 def test_palettes_and_scale_are_plotlys() -> None:

@@ -4,8 +4,8 @@ Contract
 --------
 * `plot_metric(store, keys, runs=, color_by=, smooth=)`, `plot_kl(store, runs=, threshold=)`,
   `plot_rewards(store, runs=, color_by=)` and `plot_spans(store, run, step=)` return a
-  `plotly.graph_objects.Figure`. The first three are made once, as plain data: `metric_chart`,
-  `kl_chart` and `reward_chart` take the same arguments and return the chart as the dict
+  `plotly.graph_objects.Figure`. Each is made once, as plain data: `metric_chart`,
+  `kl_chart`, `reward_chart` and `spans_chart` take the same arguments and return the chart as the dict
   plotly.js reads (`{"data": [...], "layout": {...}}`, `figure.py`), and the Figure is
   `go.Figure` of that dict (`to_figure`). `write_html(chart, path)` writes a chart (the dict,
   or a Figure) as one self-contained HTML file without importing plotly's Python package:
@@ -36,9 +36,9 @@ Contract
 
 The package: `figure.py` (a chart as plain data; the HTML writer and the Figure),
 `lines.py` (what every chart shares), `metrics.py` (metric, KL and reward charts),
-`spans.py` (the timing chart, built as a Figure with plotly's subplots). The metric, KL and
-reward charts read their statements as plain rows: without a smoothing weight they import
-neither plotly, polars, pyarrow nor numpy (numpy only to cut a line past `max_points`).
+`spans.py` (the timing chart). The charts read their statements as plain rows: without a
+smoothing weight they import neither plotly, polars, pyarrow nor numpy (numpy only to cut a
+line past `max_points` or to average the bars of a run past `MAX_BARS` steps).
 """
 
 from .figure import (PLOTLY_CONFIG, Chart, div_html, document, plotly_js, to_figure,
@@ -47,10 +47,11 @@ from .lines import (MAX_POINTS, UNSET, UNSET_COLOR, Coloring, downsample, keep_i
                     run_colors)
 from .metrics import (REWARD_KEY, kl_chart, kl_series, metric_chart, metric_series, plot_kl,
                       plot_metric, plot_rewards, reward_chart, reward_series)
-from .spans import MAX_BARS, SpanRow, nesting_order, plot_spans, span_shares
+from .spans import MAX_BARS, SpanRow, nesting_order, plot_spans, span_shares, spans_chart
 
 __all__ = ["MAX_BARS", "MAX_POINTS", "PLOTLY_CONFIG", "REWARD_KEY", "UNSET", "UNSET_COLOR",
            "Chart", "Coloring", "SpanRow", "div_html", "document", "downsample", "keep_indices",
            "kl_chart", "kl_series", "label", "metric_chart", "metric_series", "nesting_order",
            "plot_kl", "plot_metric", "plot_rewards", "plot_spans", "plotly_js", "reward_chart",
-           "reward_series", "run_colors", "span_shares", "to_figure", "write_html"]
+           "reward_series", "run_colors", "span_shares", "spans_chart", "to_figure",
+           "write_html"]
