@@ -1003,6 +1003,23 @@ def newplot_args(text: str, div_id: str = "chart") -> tuple[Any, Any, Any]:
     return out[0], out[1], out[2]
 
 
+def typed_arrays_as_lists(value: Any) -> Any:
+    """plotly's JSON with its typed arrays (`{"dtype", "bdata"}`, numpy columns in base64)
+    read back as lists, NaN as null: what plotly.js draws from them."""
+    import base64
+
+    if isinstance(value, dict) and "bdata" in value and "dtype" in value:
+        arr = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        if "shape" in value:
+            arr = arr.reshape([int(n) for n in str(value["shape"]).split(",")])
+        return [None if isinstance(v, float) and math.isnan(v) else v for v in arr.tolist()]
+    if isinstance(value, dict):
+        return {k: typed_arrays_as_lists(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [typed_arrays_as_lists(v) for v in value]
+    return value
+
+
 @pytest.mark.parametrize("args,figure", [
     (["metric", REWARD], lambda s: s.plot_metric(REWARD)),
     (["metric", REWARD, "optim/kl_sample_train_v1", "--runs", "math_rl_sweep/*", "--color-by",
@@ -1026,7 +1043,7 @@ def test_cli_html_carries_the_figure_of_the_python_api(demo_tree: tuple[Path, ru
     result = cli(store, "plot", *args, "-o", str(out))
     assert result.exit_code == 0, result.output
     data, layout, config = newplot_args(out.read_text())
-    want = json.loads(pio.to_json(figure(store)))
+    want = typed_arrays_as_lists(json.loads(pio.to_json(figure(store))))
     assert data and data == want["data"]
     assert layout == want["layout"] and layout["template"]["layout"]["plot_bgcolor"] == "white"
     assert config == charts.PLOTLY_CONFIG

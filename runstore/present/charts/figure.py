@@ -41,13 +41,34 @@ _SWAP = (("<", "\\u003c"), (">", "\\u003e"), ("/", "\\u002f"))
 _NONFINITE = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
 
 
+# Trace columns a Figure holds as numpy arrays when they are all numbers (plotly validates a
+# list element by element, a numpy array at once: seconds for a chart of 100 long runs).
+_COLUMNS = ("x", "y", "base")
+
+
 def to_figure(chart: Chart | Any) -> "go.Figure":
-    """The plotly Figure of `chart` (a Figure is returned as it is)."""
+    """The plotly Figure of `chart` (a Figure is returned as it is): its numeric `x`, `y` and
+    `base` columns as numpy arrays (a missing value, None, as NaN: both are a gap)."""
     import plotly.graph_objects as go
 
     if isinstance(chart, go.Figure):
         return chart
-    return go.Figure(chart)
+    return go.Figure({**chart, "data": [_numpy_columns(t) for t in chart.get("data", [])]})
+
+
+def _numpy_columns(trace: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+
+    out = dict(trace)
+    for key in _COLUMNS:
+        values = out.get(key)
+        if not isinstance(values, list) or not values:
+            continue
+        if all(type(v) is int for v in values):
+            out[key] = np.array(values, dtype=np.int64)
+        elif all(v is None or type(v) in (int, float) for v in values):
+            out[key] = np.array(values, dtype=float)  # None becomes NaN
+    return out
 
 
 def as_chart(chart: Chart | Any) -> Chart:

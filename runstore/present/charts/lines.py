@@ -22,6 +22,7 @@ import html
 import math
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -233,14 +234,16 @@ def groups(names: Sequence[str], rows: Sequence[tuple[Any, ...]],
            keys: Sequence[str]) -> list[tuple[tuple[Any, ...], dict[str, list[Any]]]]:
     """Split ordered rows (of columns `names`) into runs of equal `keys`; each part as lists."""
     at = [list(names).index(k) for k in keys]
+    key = itemgetter(*at)
+    marks = list(map(key, rows))
+    starts = [0] + [i for i in range(1, len(rows)) if marks[i] != marks[i - 1]] + [len(rows)]
     out: list[tuple[tuple[Any, ...], dict[str, list[Any]]]] = []
-    start = 0
-    for i in range(1, len(rows) + 1):
-        if i == len(rows) or any(rows[i][j] != rows[start][j] for j in at):
-            part = rows[start:i]
-            out.append((tuple(rows[start][j] for j in at),
-                        {c: [r[k] for r in part] for k, c in enumerate(names)}))
-            start = i
+    for a, b in zip(starts[:-1], starts[1:]):
+        if a == b:
+            continue
+        columns = zip(*rows[a:b])
+        out.append((tuple(rows[a][j] for j in at),
+                    {c: list(values) for c, values in zip(names, columns)}))
     return out
 
 

@@ -2,11 +2,12 @@
 
 Contract: `metric_chart`, `kl_chart` and `reward_chart` take a store (a `Reader`) and return
 the chart as plain data (`figure.py`: what the CLI and the report write as HTML), drawn from
-one read-only statement of `sql/statements/charts.sql` (`charts.metric_series` over
-`metrics`, `kl_series` over `metric_kl`, what `kl_steps` shows, `charts.reward_series` over
+one read-only statement of `sql/statements/charts.sql` (`charts.metric_lines`, the rows
+of `charts.metric_series` over `metrics` as one row per line, `kl_series` over `metric_kl`, what `kl_steps` shows, `charts.reward_series` over
 `reward_trends`), read as plain rows, plus `run_colors` for the colouring; `plot_metric`,
 `plot_kl` and `plot_rewards` are the same charts as plotly Figures (`figure.to_figure`).
-`metric_series` and `reward_series` give those statements' rows as Arrow tables.
+`metric_series`, `kl_series` and `reward_series` give those statements' rows as Arrow tables
+(`kl_series` flattened, in the chart's order: `kl_run_order`, `step_order`).
 `plot_metric` refuses a key no run has logged (`keys.require`, `UnknownKey`); an empty
 result is `scope.no_data_error`. Smoothing (`smooth=W`) computes with polars; the rest
 imports neither polars, pyarrow nor numpy (numpy only to cut a line past its budget).
@@ -17,7 +18,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ...errors import QueryError
-from ...query.rows import Rows
 from ...query.statements import named
 from ..scope import ids, no_data_error
 from .figure import Chart, to_figure
@@ -73,16 +73,19 @@ def metric_chart(store: "Reader", keys: str | Sequence[str], *, runs: str | None
     names = _check_keys(keys)
     require(store, names)
     params = {"keys": names, "runs": ids(store, runs)}
-    if weight is None:
-        columns, rows = statement_rows(store, "charts.metric_series", params)
+    if weight is None:  # one row per line
+        columns, rows = statement_rows(store, "charts.metric_lines", params)
+        at = {c: i for i, c in enumerate(columns)}
+        parts = [((r[at["run_label"]], r[at["key"]]),
+                  {"step": r[at["step_list"]], "value": r[at["value_list"]]}) for r in rows]
     else:
         columns, rows = _smoothed(store, params, weight)
-    if not rows:
+        parts = [((run, key), cols) for (run, _, key), cols in
+                 groups(columns, rows, ["run_label", "run_id", "key"])]
+    if not parts:
         raise no_data_error(store, runs, f"logs a numeric value for {', '.join(names)} — "
                              "list the keys with `runstore sql \"select distinct key from "
                              "metrics order by 1\"`")
-    parts = [((run, key), cols) for (run, _, key), cols in
-             groups(columns, rows, ["run_label", "run_id", "key"])]
     run_names = [run for (run, _), _ in parts]
     coloring = run_colors(store, run_names, color_by, runs)
     lines = Lines(coloring, max_points, per_run_legend=len(set(run_names)) <= 40)
@@ -125,59 +128,76 @@ def _smoothed(store: "Reader", params: dict[str, Any],
 
 
 def kl_series(store: "Reader", runs: str | None = None,
-              threshold: float | None = None) -> Rows:
+              threshold: float | None = None) -> Any:
     """KL per run and step as the merge rules keep it (`metric_kl`, what `kl_steps` shows),
-    flagged as `kl_health` flags (the statement's `over_threshold`): plain rows
-    (`query.rows.Rows`) `run_id, run_label, step, v1, v2, flagged, threshold`, ordered by run
-    and step, flagged runs last (`threshold` NaN when no threshold is set)."""
-    import math
+    flagged as `kl_health` flags (the statement's `over_threshold`): Arrow `run_id, run_label,
+    step, v1, v2, flagged, threshold`, ordered by run (`kl_run_order`) and step
+    (`step_order`). `kl_chart` reads the same statement as plain rows, in the same order."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     params: dict[str, Any] = {"runs": ids(store, runs)}
     if threshold is not None:
         params["kl_threshold"] = threshold
-    columns, per_run = statement_rows(store, "charts.kl_series", params)  # one row per run
-    at = {c: i for i, c in enumerate(columns)}
-    value = per_run[0][at["threshold"]] if per_run else None
-    # Unflagged runs first, then by label: ordered here, where the 100-odd rows are sorted by
-    # two keys (DuckDB's ORDER BY would carry the lists through its sort).
-    ordered = sorted(per_run, key=lambda r: (bool(r[at["flagged"]]), r[at["run_label"]],
-                                             r[at["run_id"]]))
-    steps = [s for r in ordered for s in r[at["steps"]]]
-    lengths = [len(r[at["steps"]]) for r in ordered]
-    which = [i for i, n in enumerate(lengths) for _ in range(n)]
-    v1 = [v for r in ordered for v in r[at["v1"]]]
-    v2 = [v for r in ordered for v in r[at["v2"]]]
-    order = step_order(steps, lengths)
-    if order is not None:
-        taken = order.tolist()
-        steps, v1, v2 = ([values[i] for i in taken] for values in (steps, v1, v2))
-        which = [which[i] for i in taken]  # steps move within their run only
-    thr = math.nan if value is None else value
-    data = [(ordered[w][at["run_id"]], ordered[w][at["run_label"]], step, a, b,
-             bool(ordered[w][at["flagged"]]), thr)
-            for w, step, a, b in zip(which, steps, v1, v2)]
-    return Rows(["run_id", "run_label", "step", "v1", "v2", "flagged", "threshold"],
-                [False, False, True, True, True, False, True], data)
+    per_run = store.arrow(named("charts.kl_series"), params)  # one row per run
+    value = per_run.column("threshold")[0].as_py() if per_run.num_rows else None
+    # Each row's number of steps, and where its values start once the lists are flattened.
+    counts = pc.list_value_length(per_run.column("steps")).to_numpy(zero_copy_only=False)
+    starts = np.cumsum(counts) - counts
+    flat = {c: pc.list_flatten(per_run.column(c)) for c in ("steps", "v1", "v2")}
+    flagged = per_run.column("flagged").to_numpy(zero_copy_only=False).astype(bool)
+    order = np.array(kl_run_order(flagged.tolist(), per_run.column("run_label").to_pylist(),
+                                  per_run.column("run_id").to_pylist()), dtype=np.int64)
+    # Each run's values sliced without a copy, in the runs' order.
+    columns = {c: pa.chunked_array(
+                   [piece for i in order for piece in values.slice(starts[i], counts[i]).chunks],
+                   type=values.type)
+               for c, values in flat.items()}
+    lengths = counts[order]
+    steps_in_order = step_order(columns["steps"].to_numpy(), lengths)
+    if steps_in_order is not None:
+        taken = pa.array(steps_in_order)
+        columns = {c: values.take(taken) for c, values in columns.items()}
+    n = int(lengths.sum())
+    which = pa.array(np.repeat(order.astype(np.int32), lengths))
+    return pa.table({
+        "run_id": per_run.column("run_id").take(which),
+        "run_label": per_run.column("run_label").take(which),
+        "step": columns["steps"], "v1": columns["v1"], "v2": columns["v2"],
+        "flagged": pa.array(np.repeat(flagged[order], lengths)),
+        "threshold": pa.array(np.full(n, np.nan if value is None else value))})
 
 
-def step_order(steps: Sequence[int], lengths: Sequence[int]) -> "Any | None":
+def kl_run_order(flagged: Sequence[Any], labels: Sequence[str],
+                 run_ids: Sequence[str]) -> list[int]:
+    """The order the KL chart draws its runs in: unflagged runs first (later traces are drawn
+    on top), then by label and run_id. Ordered here, where the 100-odd runs are sorted by a
+    few keys (DuckDB's ORDER BY would carry each run's lists through its sort)."""
+    return sorted(range(len(labels)), key=lambda i: (bool(flagged[i]), labels[i], run_ids[i]))
+
+
+def step_order(steps: Any, lengths: Any) -> "Any | None":
     """The order that sorts `steps` (runs of `lengths` values one after another) by step within
-    each run, keeping the runs' order and, among equal steps, the given order (a numpy array);
-    None when they already are (the common case: the ingest writes each read of a file by
-    step), which is found without numpy."""
-    start, unordered = 0, False
-    for n in lengths:
-        run = steps[start:start + n]
-        if any(b < a for a, b in zip(run[:-1], run[1:])):
-            unordered = True
-            break
-        start += n
-    if not unordered:
-        return None
+    each run, keeping the runs' order and, among equal steps, the given order; None when they
+    already are (the common case: the ingest writes each read of a file by step)."""
     import numpy as np
 
-    run_of = np.repeat(np.arange(len(lengths)), lengths)
-    return np.lexsort((np.asarray(steps), run_of))  # stable: equal keys keep their order
+    steps = np.asarray(steps)
+    if len(steps) < 2:
+        return None
+    down = np.diff(steps) < 0
+    starts = np.cumsum(lengths)[:-1]  # where each run after the first begins
+    down[starts[starts > 0] - 1] = False  # a run may start below the last one's end
+    if not down.any():
+        return None
+    run = np.repeat(np.arange(len(lengths)), lengths)
+    return np.lexsort((steps, run))  # stable: equal keys keep their order
+
+
+def _in_order(steps: Sequence[int]) -> bool:
+    """Whether one run's steps never go down (then `step_order` has nothing to do)."""
+    return all(a <= b for a, b in zip(steps, steps[1:]))
 
 
 def plot_kl(store: "Reader", *, runs: str | None = None, threshold: float | None = None,
@@ -189,24 +209,35 @@ def plot_kl(store: "Reader", *, runs: str | None = None, threshold: float | None
 def kl_chart(store: "Reader", *, runs: str | None = None, threshold: float | None = None,
              max_points: int = MAX_POINTS) -> Chart:
     """KL v1 (solid) and v2 (dotted) per run, the threshold dashed, flagged runs on top."""
-    table = kl_series(store, runs, threshold)
-    if table.num_rows == 0:
+    params: dict[str, Any] = {"runs": ids(store, runs)}
+    if threshold is not None:
+        params["kl_threshold"] = threshold
+    columns, per_run = statement_rows(store, "charts.kl_series", params)  # one row per run
+    if not per_run:
         raise no_data_error(store, runs, "logs KL (optim/kl_sample_train_v1/v2 or the "
                                           "unprefixed names)")
-    thr = float(table.data[0][-1])
-    parts = [((run,), cols) for (run, _), cols in
-             groups(table.column_names, table.data, ["run_label", "run_id"])]
-    flagged = [run for (run,), cols in parts if cols["flagged"][0]]
-    coloring = run_colors(store, [run for (run,), _ in parts])
-    many = len(parts) > 40
+    at = {c: i for i, c in enumerate(columns)}
+    value = per_run[0][at["threshold"]]
+    thr = float("nan") if value is None else float(value)
+    order = kl_run_order([r[at["flagged"]] for r in per_run], [r[at["run_label"]] for r in per_run],
+                         [r[at["run_id"]] for r in per_run])
+    ordered = [per_run[i] for i in order]
+    flagged = [r[at["run_label"]] for r in ordered if r[at["flagged"]]]
+    coloring = run_colors(store, [r[at["run_label"]] for r in ordered])
+    many = len(ordered) > 40
     lines = Lines(coloring, max_points)
-    for (run,), cols in parts:  # unflagged first: later traces are drawn on top
-        is_flagged = run in flagged
+    for r in ordered:  # unflagged first: later traces are drawn on top
+        run, steps, v1, v2 = (r[at[c]] for c in ("run_label", "steps", "v1", "v2"))
+        if not _in_order(steps):
+            taken = step_order(steps, [len(steps)]).tolist()
+            steps, v1, v2 = ([values[i] for i in taken] for values in (steps, v1, v2))
+        is_flagged = bool(r[at["flagged"]])
         name = ("⚑ " if is_flagged else "") + run
-        has_v1 = any(v is not None for v in cols["v1"])
-        for kind, column, dash in (("kl_v1", "v1", "solid"), ("kl_v2", "v2", "dot")):
+        has_v1 = any(v is not None for v in v1)
+        for kind, column, values, dash in (("kl_v1", "v1", v1, "solid"),
+                                           ("kl_v2", "v2", v2, "dot")):
             # A step without this family's value is skipped; a NaN one is drawn as a gap.
-            kept = [(s, v) for s, v in zip(cols["step"], cols[column]) if v is not None]
+            kept = [(s, v) for s, v in zip(steps, values) if v is not None]
             if not kept:
                 continue
             lines.add(run, kind, kind, [s for s, _ in kept], [v for _, v in kept], name=name,
@@ -220,7 +251,7 @@ def kl_chart(store: "Reader", *, runs: str | None = None, threshold: float | Non
         title = f"KL sample→train — flagged: {shown}{more}"
     else:
         title = f"KL sample→train — no run above {thr:g}"
-    sub = subtitle([f"{len(parts)} run{'s' if len(parts) != 1 else ''}",
+    sub = subtitle([f"{len(ordered)} run{'s' if len(ordered) != 1 else ''}",
                      "v1 solid, v2 dotted", f"threshold {thr:g} dashed",
                      "flagged runs drawn on top (⚑)",
                      "NaN and ±Infinity leave gaps",
