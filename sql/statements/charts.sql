@@ -70,6 +70,17 @@ from reward_trends as t
 where ($runs is null or list_contains($runs, t.run_id))
 order by t.run_label, t.run_id, t.step
 
+-- name: reward_lines
+-- The rows of `reward_series` as lines: one row per run, its steps, rewards and reward_ma10
+-- as three lists in step order (nulls kept in place).
+select t.run_id, t.run_label, list(t.step order by t.step) as step_list,
+       list(t.reward order by t.step) as reward_list,
+       list(t.reward_ma10 order by t.step) as ma10_list
+from reward_trends as t
+where ($runs is null or list_contains($runs, t.run_id))
+group by t.run_id, t.run_label
+order by t.run_label, t.run_id
+
 -- name: span_steps
 -- The steps of run `$run` (a run_id) that have timing spans.
 select distinct step from spans where run_id = $run order by step

@@ -2,12 +2,13 @@
 
 Contract: `metric_chart`, `kl_chart` and `reward_chart` take a store (a `Reader`) and return
 the chart as plain data (`figure.py`: what the CLI and the report write as HTML), drawn from
-one read-only statement of `sql/statements/charts.sql` (`charts.metric_lines`, the rows
-of `charts.metric_series` over `metrics` as one row per line, `kl_series` over `metric_kl`, what `kl_steps` shows, `charts.reward_series` over
-`reward_trends`), read as plain rows, plus `run_colors` for the colouring; `plot_metric`,
-`plot_kl` and `plot_rewards` are the same charts as plotly Figures (`figure.to_figure`).
-`metric_series`, `kl_series` and `reward_series` give those statements' rows as Arrow tables
-(`kl_series` flattened, in the chart's order: `kl_run_order`, `step_order`).
+one read-only statement of `sql/statements/charts.sql`, read as plain rows, one row per line:
+`metric_lines` (the rows of `metric_series`, over `metrics`), `kl_series` (over `metric_kl`,
+what `kl_steps` shows) and `reward_lines` (the rows of `reward_series`, over
+`reward_trends`), plus `run_colors` for the colouring; `plot_metric`, `plot_kl` and
+`plot_rewards` are the same charts as plotly Figures (`figure.to_figure`). `metric_series`,
+`kl_series` and `reward_series` give those statements' rows as Arrow tables (`kl_series`
+flattened, in the chart's order: `kl_run_order`, `step_order`).
 `plot_metric` refuses a key no run has logged (`keys.require`, `UnknownKey`); an empty
 result is `scope.no_data_error`. Smoothing (`smooth=W`) computes with polars; the rest
 imports neither polars, pyarrow nor numpy (numpy only to cut a line past its budget).
@@ -282,17 +283,17 @@ def plot_rewards(store: "Reader", *, runs: str | None = None, color_by: str | No
 def reward_chart(store: "Reader", *, runs: str | None = None, color_by: str | None = None,
                  max_points: int = MAX_POINTS) -> Chart:
     """`reward_trends`: the reward of every step (faint) and its 10-step moving average."""
-    columns, rows = statement_rows(store, "charts.reward_series", {"runs": ids(store, runs)})
-    if not rows:
+    columns, parts = statement_rows(store, "charts.reward_lines", {"runs": ids(store, runs)})
+    if not parts:
         raise no_data_error(store, runs, f"logs {REWARD_KEY}")
-    parts = [((run,), cols) for (run, _), cols in groups(columns, rows, ["run_label", "run_id"])]
-    coloring = run_colors(store, [run for (run,), _ in parts], color_by, runs)
+    at = {c: i for i, c in enumerate(columns)}
+    coloring = run_colors(store, [r[at["run_label"]] for r in parts], color_by, runs)
     lines = Lines(coloring, max_points, per_run_legend=len(parts) <= 40)
-    for (run,), cols in parts:
-        x = cols["step"]
-        lines.add(run, REWARD_KEY, "reward", x, cols["reward"], width=1.0,
+    for r in parts:  # one row per run
+        run, x = r[at["run_label"]], r[at["step_list"]]
+        lines.add(run, REWARD_KEY, "reward", x, r[at["reward_list"]], width=1.0,
                   opacity=0.3, legend=False, hover=hover_text(run, "reward"))
-        lines.add(run, REWARD_KEY, "reward_ma10", x, cols["reward_ma10"],
+        lines.add(run, REWARD_KEY, "reward_ma10", x, r[at["ma10_list"]],
                   hover=hover_text(run, "reward_ma10"))
     sub = subtitle([f"{len(parts)} run{'s' if len(parts) != 1 else ''}"
                      + (f" matching {label(runs)}" if runs else ""),
