@@ -1,4 +1,9 @@
-"""`runstore plot`, `report`, `trace`: commands that draw charts, write the report, export traces."""
+"""`runstore plot`, `report`, `trace`: commands that draw charts, write the report, export traces.
+
+The charts are written from their plain data (`present.charts`'
+`*_chart`, the charts the `Store`'s `plot_*` Figures are made of), so a command that writes
+one imports no plotly Python package, pyarrow or numpy.
+"""
 
 from __future__ import annotations
 
@@ -45,9 +50,11 @@ def plot_metric(ctx: click.Context, keys: tuple[str, ...], runs: str | None,
         runstore plot metric env/all/reward/total --runs 'math_rl_sweep/*' \\
             --color-by learning_rate --smooth 0.8 -o reward.html
     """
+    from ..present.charts import metric_chart
+
     store = open_store(ctx)
-    write_chart(store.plot_metric(list(keys), runs=runs, color_by=color_by, smooth=smooth),
-                output)
+    write_chart(metric_chart(store, list(keys), runs=runs, color_by=color_by,
+                             smooth=smooth), output)
     for note in store.key_notes(list(keys), runs=runs):
         click.echo(note, err=True)
 
@@ -68,7 +75,9 @@ def plot_kl(ctx: click.Context, runs: str | None, threshold: float | None, outpu
         runstore plot kl -o kl.html
         runstore plot kl --runs 'gsm8k_tool_rl/*' --threshold 0.005 -o kl.html
     """
-    write_chart(open_store(ctx).plot_kl(runs=runs, threshold=threshold), output)
+    from ..present.charts import kl_chart
+
+    write_chart(kl_chart(open_store(ctx), runs=runs, threshold=threshold), output)
 
 
 @plot.command("rewards")
@@ -87,7 +96,9 @@ def plot_rewards(ctx: click.Context, runs: str | None, color_by: str | None,
     \b
         runstore plot rewards --color-by model_name -o rewards.html
     """
-    write_chart(open_store(ctx).plot_rewards(runs=runs, color_by=color_by), output)
+    from ..present.charts import reward_chart
+
+    write_chart(reward_chart(open_store(ctx), runs=runs, color_by=color_by), output)
 
 
 @plot.command("spans")
@@ -107,7 +118,9 @@ def plot_spans(ctx: click.Context, run: str, step: int | None, output: str) -> N
     \b
         runstore plot spans gsm8k_tool_rl/sweep/lr_1e-4/seed_0 --step 10 -o spans.html
     """
-    write_chart(open_store(ctx).plot_spans(run, step=step), output)
+    from ..present.charts import spans_chart
+
+    write_chart(spans_chart(open_store(ctx), run, step=step), output)
 
 
 @click.command()

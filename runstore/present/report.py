@@ -2,7 +2,7 @@
 
 Contract: `build(store, runs=None)` returns the report as HTML text and `write(store, path,
 runs=None)` writes it (`store`: a `query.reader.Reader`, such as a `Store`). The file opens with no network: plotly.js is inlined once in the head
-(each chart is a `<div>` plus a `Plotly.newPlot` call, written with `include_plotlyjs=False`),
+(each chart is a `<div>` plus a `Plotly.newPlot` call, `charts.div_html`),
 there are no external stylesheets, fonts or images. Sections, each from the canned views
 (`sql/statements/report.sql`; `runs` is a scope of runs, `analysis.runs`: a name, run_id,
 directory or GLOB, applied to every section; runs are shown by `run_label`):
@@ -10,17 +10,19 @@ directory or GLOB, applied to every section; runs are shown by `run_label`):
 1. the store, the run filter, the `kl_threshold` in force and the time of the last ingest
    (the manifest's `last_ingest`);
 2. run summary (`run_summary`);
-3. KL health: `kl_health`, flagged runs first, and the KL chart (`charts.plot_kl`);
-4. reward trends (`charts.plot_rewards`);
+3. KL health: `kl_health`, flagged runs first, and the KL chart (`charts.kl_chart`);
+4. reward trends (`charts.reward_chart`);
 5. the slowest spans of each run (`slowest_spans`, the `top_spans` first by total time);
 6. latest checkpoints (`latest_checkpoints`).
 
-Every value written into the page is HTML-escaped (figure JSON is escaped by plotly: `<`, `>`
-and `/` become `\\u003c`, `\\u003e`, `\\u002f`, so no value can close a `<script>`). To keep the
+Every value written into the page is HTML-escaped (figure JSON is escaped as plotly escapes
+it, `charts.figure`: `<`, `>` and `/` become `\\u003c`, `\\u003e`, `\\u002f`, so no value can close a `<script>`). To keep the
 file usable with hundreds of runs, each chart's lines share a budget of `CHART_POINTS` points
 (downsampled as `charts.keep_indices` does, and said so in the chart's subtitle), tables
 scroll inside their section, and one filter box hides the rows of every table whose run name
 does not contain what is typed (a few lines of inline JavaScript; the page works without it).
+The tables are read as plain rows and the charts as plain data: writing the report imports
+neither plotly's Python package, pyarrow nor numpy (numpy only to cut a line past its budget).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..errors import QueryError
 from ..numbers import nonfinite_name
+from ..query.rows import Rows, from_relation
 from ..query.statements import named
 from . import charts
 from .scope import ids, no_data_error
@@ -64,7 +67,7 @@ def _cell(value: Any) -> tuple[str, str]:
     return str(value), ""
 
 
-def table_html(table: "pa.Table", columns: Sequence[str], *, flag: str | None = None,
+def table_html(table: "pa.Table | Rows", columns: Sequence[str], *, flag: str | None = None,
                empty: str = "nothing to show") -> str:
     """An HTML table of `columns` of `table`; rows whose `flag` column is true get a class."""
     if table.num_rows == 0:
@@ -84,10 +87,10 @@ def table_html(table: "pa.Table", columns: Sequence[str], *, flag: str | None = 
             f'<tbody>{"".join(body)}</tbody></table></div>')
 
 
-def figure_html(fig: Any, div_id: str) -> str:
-    """One chart as a `<div>` and its `Plotly.newPlot` call; plotly.js is not included."""
-    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
-                       config=charts.PLOTLY_CONFIG)
+def figure_html(chart: Any, div_id: str) -> str:
+    """One chart (its plain data, or a Figure) as a `<div>` and its `Plotly.newPlot` call;
+    plotly.js is not included."""
+    return charts.div_html(chart, div_id)
 
 
 def _chart(build: Any, div_id: str) -> str:
@@ -161,25 +164,27 @@ FILTER_JS = """
 
 def build(store: "Reader", runs: str | None = None, *, top_spans: int = TOP_SPANS) -> str:
     """The report as one HTML document (see the module docstring)."""
-    from plotly.offline import get_plotlyjs
-
     e = html.escape
     params = {"runs": ids(store, runs)}
-    summary = store.arrow(named("report.summary"), params)
+
+    def rows(name: str, values: dict[str, Any]) -> "Rows | pa.Table":
+        return store.fetch(named(name), values, convert=from_relation)
+
+    summary = rows("report.summary", params)
     if summary.num_rows == 0:
         raise no_data_error(store, runs, "")
-    kl = store.arrow(named("report.kl"), params)
-    spans = store.arrow(named("report.spans"), {**params, "top": top_spans})
-    checkpoints = store.arrow(named("report.checkpoints"), params)
+    kl = rows("report.kl", params)
+    spans = rows("report.spans", {**params, "top": top_spans})
+    checkpoints = rows("report.checkpoints", params)
     threshold = store.settings().get("kl_threshold")
     n_runs = summary.num_rows
     flagged = [r["run_label"] for r in kl.select(["run_label", "flagged"]).to_pylist()
                if r["flagged"]]
 
-    kl_chart = _chart(lambda: charts.plot_kl(store, runs=runs,
+    kl_chart = _chart(lambda: charts.kl_chart(store, runs=runs,
                                              max_points=_line_budget(2 * max(1, kl.num_rows))),
                       "chart-kl")
-    reward_chart = _chart(lambda: charts.plot_rewards(store, runs=runs,
+    reward_chart = _chart(lambda: charts.reward_chart(store, runs=runs,
                                                       max_points=_line_budget(2 * n_runs)),
                           "chart-rewards")
 
@@ -214,7 +219,7 @@ def build(store: "Reader", runs: str | None = None, *, top_spans: int = TOP_SPAN
         f"<title>runstore report{e(' — ' + runs) if runs else ''}</title>",
         f"<style>{CSS}</style>",
         # plotly.js, once for every chart; inlined so the file opens with no network.
-        f'<script type="text/javascript">{get_plotlyjs()}</script>',
+        f'<script type="text/javascript">{charts.plotly_js()}</script>',
         "</head><body>",
         "<header><h1>runstore report</h1><dl class=\"meta\">",
         "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in meta),

@@ -20,6 +20,18 @@ where list_contains($keys, m.key) and m.value is not null
   and ($runs is null or list_contains($runs, m.run_id))
 order by m.run_label, m.run_id, list_position($keys, m.key), m.step
 
+-- name: metric_lines
+-- The rows of `metric_series` as lines: one row per run and key, its steps and values as two
+-- lists in step order, the keys in the order given (what a chart draws, read as plain rows
+-- without a Python row per point).
+select m.run_id, m.run_label, m.key, list(m.step order by m.step) as step_list,
+       list(m.value order by m.step) as value_list
+from metrics as m
+where list_contains($keys, m.key) and m.value is not null
+  and ($runs is null or list_contains($runs, m.run_id))
+group by m.run_id, m.run_label, m.key
+order by m.run_label, m.run_id, list_position($keys, m.key)
+
 -- name: kl_series
 -- KL per step of the runs `$runs` matches, from `metric_kl` (the KL values that count, as the
 -- merge rules kept them at ingest: what `kl_steps` shows): one row per run that logs KL, its
@@ -57,6 +69,17 @@ select t.run_id, t.run_label, t.step, t.reward, t.reward_ma10
 from reward_trends as t
 where ($runs is null or list_contains($runs, t.run_id))
 order by t.run_label, t.run_id, t.step
+
+-- name: reward_lines
+-- The rows of `reward_series` as lines: one row per run, its steps, rewards and reward_ma10
+-- as three lists in step order (nulls kept in place).
+select t.run_id, t.run_label, list(t.step order by t.step) as step_list,
+       list(t.reward order by t.step) as reward_list,
+       list(t.reward_ma10 order by t.step) as ma10_list
+from reward_trends as t
+where ($runs is null or list_contains($runs, t.run_id))
+group by t.run_id, t.run_label
+order by t.run_label, t.run_id
 
 -- name: span_steps
 -- The steps of run `$run` (a run_id) that have timing spans.

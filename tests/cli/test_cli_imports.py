@@ -10,8 +10,9 @@ the answer needs today: `sql`, `runs`, `check` of threshold rules and `views` pr
 rows and need none, nor do `keys` (it adds up the per-key summary's plain rows), `diff` and
 `trace`; a `--where` is parsed by sqlglot; `compare` and trend rules compute with polars
 (they read their statements as fixed text, without sqlglot), and both read their frames
-from DuckDB and print them without pyarrow (nor numpy, which pyarrow loads). Not a
-timed test: it counts modules, never seconds.
+from DuckDB and print them without pyarrow (nor numpy, which pyarrow loads). `plot` and
+`report` write their HTML from the charts' plain data, with plotly.js read as a file: no
+plotly Python package, numpy, pyarrow or polars (a smoothing weight computes with polars). Not a timed test: it counts modules, never seconds.
 """
 
 from __future__ import annotations
@@ -68,6 +69,15 @@ def imported(store: Path, args: list[str], tmp: Path) -> tuple[set[str], int]:
     (["check", "--rule", "drop(env/all/reward/total) > 0.2"], {"polars"}, 1),
     (["check", "--rule", "stale > 1", "--no-default-rules"], {"polars"}, 1),
     (["doctor"], POLARS | {"sqlglot"}, 1),
+    (["plot", "metric", "env/all/reward/total", "-o", "p.html"], set(), 0),
+    (["plot", "metric", "env/all/reward/total", "optim/kl_sample_train_v1", "--runs", "gsm8k*",
+      "--color-by", "learning_rate", "-o", "p.html"], set(), 0),
+    (["plot", "metric", "env/all/reward/total", "--smooth", "0.6", "-o", "p.html"],
+     {"polars"}, 0),
+    (["plot", "kl", "-o", "kl.html"], set(), 0),
+    (["plot", "rewards", "--color-by", "model_name", "-o", "r.html"], set(), 0),
+    (["plot", "spans", RUN, "-o", "s.html"], set(), 0),
+    (["report", "-o", "report.html"], set(), 0),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
 def test_a_read_command_imports_only_what_it_needs(shared_demo_store: Path, tmp_path: Path,
                                                    args: list[str], allowed: set[str],
@@ -79,12 +89,12 @@ def test_a_read_command_imports_only_what_it_needs(shared_demo_store: Path, tmp_
 
 
 def test_the_report_names_a_heavy_import(shared_demo_store: Path, tmp_path: Path) -> None:
-    """The reading above sees a heavy package when a command does import one (plot writes
-    plotly's HTML), so an empty set above is a finding, not a blind spot."""
+    """The reading above sees a heavy package when a command does import one (a smoothed
+    chart computes with polars), so an empty set above is a finding, not a blind spot."""
     names, status = imported(shared_demo_store, ["plot", "metric", "env/all/reward/total",
-                                                 "-o", "p.html"], tmp_path)
+                                                 "--smooth", "0.6", "-o", "p.html"], tmp_path)
     assert status == 0
-    assert "plotly" in names
+    assert "polars" in names
 
 
 # The store's write side: a read command reads a snapshot and never loads these.

@@ -983,3 +983,122 @@ def test_plot_commands_have_examples() -> None:
 def test_chromium_install_step_in_run_sh() -> None:
     text = (Path(__file__).parents[1] / "run.sh").read_text()
     assert "apt-get install -y -qq chromium" in text and "set -euo pipefail" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# The HTML the CLI writes, against plotly's own reading of the Figure
+
+
+def newplot_args(text: str, div_id: str = "chart") -> tuple[Any, Any, Any]:
+    """The data, layout and config of the page's `Plotly.newPlot("div_id", ...)` call."""
+    head = f'Plotly.newPlot("{div_id}", '
+    assert text.count(head) == 1
+    at = text.index(head) + len(head)
+    decoder = json.JSONDecoder()
+    out = []
+    for _ in range(3):
+        value, at = decoder.raw_decode(text, at)
+        out.append(value)
+        at = re.compile(r",\s*").match(text, at).end() if len(out) < 3 else at
+    return out[0], out[1], out[2]
+
+
+def typed_arrays_as_lists(value: Any) -> Any:
+    """plotly's JSON with its typed arrays (`{"dtype", "bdata"}`, numpy columns in base64)
+    read back as lists, NaN as null: what plotly.js draws from them."""
+    import base64
+
+    if isinstance(value, dict) and "bdata" in value and "dtype" in value:
+        arr = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        if "shape" in value:
+            arr = arr.reshape([int(n) for n in str(value["shape"]).split(",")])
+        return [None if isinstance(v, float) and math.isnan(v) else v for v in arr.tolist()]
+    if isinstance(value, dict):
+        return {k: typed_arrays_as_lists(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [typed_arrays_as_lists(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("args,figure", [
+    (["metric", REWARD], lambda s: s.plot_metric(REWARD)),
+    (["metric", REWARD, "optim/kl_sample_train_v1", "--runs", "math_rl_sweep/*", "--color-by",
+      "learning_rate", "--smooth", "0.5"],
+     lambda s: s.plot_metric([REWARD, "optim/kl_sample_train_v1"], runs="math_rl_sweep/*",
+                             color_by="learning_rate", smooth=0.5)),
+    (["kl", "--threshold", "0.002"], lambda s: s.plot_kl(threshold=0.002)),
+    (["rewards", "--color-by", "model_name"], lambda s: s.plot_rewards(color_by="model_name")),
+    (["spans", "sl/*", "--step", "2"], lambda s: s.plot_spans("sl/*", step=2)),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_cli_html_carries_the_figure_of_the_python_api(demo_tree: tuple[Path, runstore.Store],
+                                                       tmp_path: Path, args: list[str],
+                                                       figure: Any) -> None:
+    """The page `runstore plot` writes without plotly's Python package holds the figure that
+    plotly itself writes for the `Store.plot_*` Figure (`plotly.io.to_json`: the template
+    written out, NaN as null), and plotly's config."""
+    import plotly.io as pio
+
+    _, store = demo_tree
+    out = tmp_path / "chart.html"
+    result = cli(store, "plot", *args, "-o", str(out))
+    assert result.exit_code == 0, result.output
+    data, layout, config = newplot_args(out.read_text())
+    want = typed_arrays_as_lists(json.loads(pio.to_json(figure(store))))
+    assert data and data == want["data"]
+    assert layout == want["layout"] and layout["template"]["layout"]["plot_bgcolor"] == "white"
+    assert config == charts.PLOTLY_CONFIG
+
+
+def test_kl_threshold_line_is_plotlys_hline(demo_tree: tuple[Path, runstore.Store]) -> None:
+    import plotly.graph_objects as go
+
+    _, store = demo_tree
+    chart = charts.kl_chart(store, threshold=0.002)
+    fig = go.Figure().add_hline(y=0.002, line_dash="dash", line_color="#d62728",
+                                line_width=1.5, annotation_text="kl_threshold 0.002",
+                                annotation_position="top left").to_dict()["layout"]
+    assert chart["layout"]["shapes"] == fig["shapes"]
+    assert chart["layout"]["annotations"] == fig["annotations"]
+
+
+@pytest.mark.parametrize("heights", [[240, 300], [1000, 300], [16 * 200 + 40, 300]])
+def test_spans_chart_rows_are_plotlys_subplots(heights: list[int]) -> None:
+    """The two plots of the timing chart sit where plotly's make_subplots puts them."""
+    from plotly.subplots import make_subplots
+
+    from runstore.present.charts.spans import _two_rows
+
+    spacing = 0.1 * 600 / sum(heights)
+    want = make_subplots(rows=2, cols=1, vertical_spacing=spacing, row_heights=heights,
+                         subplot_titles=("a &lt; b", "c")).to_dict()["layout"]
+    axes, notes = _two_rows(heights, spacing, ("a &lt; b", "c"))
+    assert axes == {k: want[k] for k in ("xaxis", "yaxis", "xaxis2", "yaxis2")}
+    assert notes == want["annotations"]
+
+
+def test_palettes_and_scale_are_plotlys() -> None:
+    from plotly.colors import qualitative, sample_colorscale
+
+    from runstore.present.charts.lines import colors, sample_viridis
+
+    assert colors() == list(qualitative.Plotly) + list(qualitative.Alphabet)
+    points = [0.0, 0.45, 0.9, 1.0] + [0.9 * i / (n - 1) for n in range(2, 40) for i in range(n)]
+    assert sample_viridis(points) == sample_colorscale("Viridis", points)
+
+
+def test_cli_plot_page_draws_its_traces_in_chromium(chromium: str,
+                                                    demo_tree: tuple[Path, runstore.Store],
+                                                    tmp_path: Path) -> None:
+    """The page `runstore plot metric` writes draws one line per run that logs the key (the
+    runs counted from the source files), with no JavaScript error."""
+    root, store = demo_tree
+    out = tmp_path / "reward.html"
+    result = cli(store, "plot", "metric", REWARD, "-o", str(out))
+    assert result.exit_code == 0, result.output
+    page = tmp_path / "page.html"
+    page.write_text(out.read_text().replace("<head>", "<head>" + HOOK, 1))
+    dump = dump_dom(page)
+    assert not re.search(r"<title>(JS-ERROR|XSS)", dump.dom), "an error or an alert"
+    assert "Uncaught" not in dump.log, dump.log[-2000:]
+    drawn = re.findall(r'<g class="trace scatter[^"]*"', dump.dom)
+    assert len(drawn) == len(series(root, REWARD)) > 1

@@ -1,4 +1,4 @@
-"""What every chart shares: downsampling, colours, line traces, layout, files.
+"""What every chart shares: downsampling, colours, line traces, layout, the rows they read.
 
 Contract: `keep_indices(y, max_points)` picks the points of a line to draw (at most
 `max_points`: equal buckets of steps, each keeping its minimum and maximum, plus the first
@@ -6,27 +6,33 @@ and last point, so spikes and the global extremes survive); `downsample` applies
 y (smoothing is `analysis.smooth`'s, the one every chart uses). `label`
 escapes text for plotly's pseudo-HTML. `run_colors` gives each run a colour, by run or by the
 value of a config key (numbers on an ordered scale, text on a qualitative palette, runs
-without the key in grey). `Lines` adds line traces that carry `meta = {"run_name", "key",
-"kind"}` (`run_name` holds the run's `run_label`) and remembers whether any was
-downsampled; `groups` splits an ordered Arrow table into runs of equal keys as numpy columns; `write_html` writes one self-contained file.
-plotly and numpy are imported inside the functions that need them.
+without the key in grey): plotly's `Plotly` and `Alphabet` palettes and its `Viridis` scale,
+sampled as `plotly.colors.sample_colorscale` samples it, written out here so a chart is made
+without importing plotly. `Lines` adds line traces (plain dicts, `figure.py`) that carry
+`meta = {"run_name", "key", "kind"}` (`run_name` holds the run's `run_label`) and remembers
+whether any was downsampled; `layout` is a chart's layout; `statement_rows` reads a
+statement as plain rows and `groups` splits ordered rows into runs of equal keys as lists.
+numpy is imported only to cut a line longer than its budget (`keep_indices`); plotly is not
+imported here.
 """
 
 from __future__ import annotations
 
 import html
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ...analysis.runs import scope_ids
 from ...errors import QueryError
+from ...query.rows import from_relation
 from ...query.statements import named
 
 if TYPE_CHECKING:
     import numpy as np
-    import plotly.graph_objects as go
 
     from ...query.reader import Reader
 
@@ -98,13 +104,13 @@ def keep_mask(values: "np.ndarray", run_start: "np.ndarray", run_len: "np.ndarra
     return keep
 
 
-def downsample(x: Any, y: Any, max_points: int = MAX_POINTS) -> tuple["np.ndarray", "np.ndarray", bool]:
-    """`(x, y, reduced)`: the points `keep_indices` keeps, and whether any were dropped."""
-    import numpy as np
-
-    xs, ys = np.asarray(x), np.asarray(y, dtype=float)
-    idx = keep_indices(ys, max_points)
-    return xs[idx], ys[idx], len(idx) < len(ys)
+def downsample(x: Any, y: Any, max_points: int = MAX_POINTS) -> tuple[list[Any], list[Any], bool]:
+    """`(x, y, reduced)`: the points `keep_indices` keeps, as lists, and whether any were
+    dropped (a line within the budget is kept whole without numpy)."""
+    if len(y) <= max_points:
+        return list(x), list(y), False
+    idx = keep_indices([math.nan if v is None else v for v in y], max_points).tolist()
+    return [x[i] for i in idx], [y[i] for i in idx], len(idx) < len(y)
 
 
 def label(text: Any) -> str:
@@ -112,16 +118,39 @@ def label(text: Any) -> str:
     return html.escape(str(text), quote=False).replace("%{", "%&#123;")
 
 
-def plotly_go() -> Any:
-    import plotly.graph_objects as go
-
-    return go
+# plotly.colors.qualitative.Plotly and .Alphabet, and plotly.colors.sequential.Viridis.
+PLOTLY = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692",
+          "#B6E880", "#FF97FF", "#FECB52")
+ALPHABET = ("#AA0DFE", "#3283FE", "#85660D", "#782AB6", "#565656", "#1C8356", "#16FF32",
+            "#F7E1A0", "#E2E2E2", "#1CBE4F", "#C4451C", "#DEA0FD", "#FE00FA", "#325A9B",
+            "#FEAF16", "#F8A19F", "#90AD1C", "#F6222E", "#1CFFCE", "#2ED9FF", "#B10DA1",
+            "#C075A6", "#FC1CBF", "#B00068", "#FBE426", "#FA0087")
+VIRIDIS = ("#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779",
+           "#6ece58", "#b5de2b", "#fde725")
 
 
 def colors() -> list[str]:
-    from plotly.colors import qualitative
+    return list(PLOTLY) + list(ALPHABET)
 
-    return list(qualitative.Plotly) + list(qualitative.Alphabet)
+
+def sample_viridis(points: Sequence[float]) -> list[str]:
+    """`plotly.colors.sample_colorscale("Viridis", points)`: each point in [0, 1] as the
+    `rgb(r, g, b)` between the scale's two nearest colours, computed as plotly computes it
+    (components in [0, 1], then times 255 rounded half to even from their shortest text)."""
+    from decimal import ROUND_HALF_EVEN, Decimal
+
+    scale = [i * (1.0 / (len(VIRIDIS) - 1)) for i in range(len(VIRIDIS))]
+    rgb = [tuple(int(c[i:i + 2], 16) / 255.0 for i in (1, 3, 5)) for c in VIRIDIS]
+    out = []
+    for point in points:
+        high = bisect_left(scale, point)
+        low = high - 1  # plotly's own indexing: at 0 this is the last colour, weighted 0
+        t = (point - scale[low]) / (scale[high] - scale[low])
+        mixed = [a + t * float(b - a) for a, b in zip(rgb[low], rgb[high])]
+        parts = [int(Decimal(str(c * 255.0)).quantize(Decimal("1"), rounding=ROUND_HALF_EVEN))
+                 for c in mixed]
+        out.append("rgb(%s, %s, %s)" % tuple(parts))
+    return out
 
 
 @dataclass
@@ -143,7 +172,8 @@ def run_colors(store: "Reader", run_names: Sequence[str], color_by: str | None =
         palette = colors()
         return Coloring({n: palette[i % len(palette)] for i, n in enumerate(names)})
     scope = scope_ids(store, runs)  # type: ignore[arg-type]
-    rows = store.arrow(named("charts.run_config"), {"key": color_by, "runs": scope}).to_pylist()
+    rows = store.fetch(named("charts.run_config"), {"key": color_by, "runs": scope},
+                       convert=from_relation).to_pylist()
     found = {r["run_label"]: r for r in rows if r["value"] is not None}
     if not any(n in found for n in names):
         raise QueryError(f"no plotted run has the config key {color_by!r} — list the keys with "
@@ -155,10 +185,8 @@ def run_colors(store: "Reader", run_names: Sequence[str], color_by: str | None =
     if numeric:
         by_label = {labels[n]: v["value_num"] for n, v in values.items()}
         order = sorted(by_label, key=lambda lab: by_label[lab])
-        from plotly.colors import sample_colorscale
-
         stops = [0.45] if len(order) == 1 else [0.9 * i / (len(order) - 1) for i in range(len(order))]
-        color_of = dict(zip(order, sample_colorscale("Viridis", stops)))
+        color_of = dict(zip(order, sample_viridis(stops)))
     else:
         order = sorted(set(labels.values()))
         palette = colors()
@@ -181,44 +209,42 @@ def downsample_note(reduced: bool, max_points: int) -> str:
             "bucket's min and max")
 
 
-def layout(fig: "go.Figure", title: str, subtitle: str, *, xaxis: str, yaxis: str,
-            legend_title: str | None = None, height: int = 560) -> None:
-    fig.update_layout(
-        template=TEMPLATE, height=height, hovermode="closest",
-        title={"text": title, "subtitle": {"text": subtitle}, "x": 0.01, "xanchor": "left"},
-        margin={"t": 90, "l": 70, "r": 20, "b": 50},
-        xaxis_title=xaxis, yaxis_title=yaxis,
-        legend={"title": {"text": legend_title or ""}, "groupclick": "togglegroup"})
+def layout(title: str, subtitle: str, *, xaxis: str, yaxis: str,
+           legend_title: str | None = None, height: int = 560) -> dict[str, Any]:
+    """A chart's layout: plotly_white, the title and its subtitle, axis titles, the legend."""
+    return {
+        "template": TEMPLATE, "height": height, "hovermode": "closest",
+        "title": {"text": title, "subtitle": {"text": subtitle}, "x": 0.01, "xanchor": "left"},
+        "margin": {"t": 90, "l": 70, "r": 20, "b": 50},
+        "xaxis": {"title": {"text": xaxis}}, "yaxis": {"title": {"text": yaxis}},
+        "legend": {"title": {"text": legend_title or ""}, "groupclick": "togglegroup"}}
 
 
-def groups(table: Any, keys: Sequence[str]) -> list[tuple[tuple[Any, ...], dict[str, "np.ndarray"]]]:
-    """Split an ordered Arrow table into runs of equal `keys`; each part as numpy columns."""
-    import numpy as np
+def statement_rows(store: "Reader", name: str, params: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The statement `name`'s column names and rows, as plain Python values (no pyarrow for
+    plain column types: `query.rows.from_relation`)."""
+    result = store.fetch(named(name), params, convert=from_relation)
+    if hasattr(result, "data"):
+        return list(result.column_names), result.data
+    columns = [c.to_pylist() for c in result.columns]
+    return list(result.column_names), list(zip(*columns))
 
-    n = table.num_rows
-    if n == 0:
-        return []
-    # A column with nulls becomes an object array holding None: to_numpy() would turn a null
-    # float into NaN, and a NaN value (drawn as a gap) is not a missing one (not drawn at all).
-    cols = {c: (np.array(col.to_pylist(), dtype=object) if col.null_count
-                else col.to_numpy(zero_copy_only=False))
-            for c, col in zip(table.column_names, table.columns)}
-    change = np.zeros(n, dtype=bool)
-    change[0] = True
-    for k in keys:
-        change[1:] |= cols[k][1:] != cols[k][:-1]
-    starts = np.flatnonzero(change).tolist() + [n]
-    out = []
+
+def groups(names: Sequence[str], rows: Sequence[tuple[Any, ...]],
+           keys: Sequence[str]) -> list[tuple[tuple[Any, ...], dict[str, list[Any]]]]:
+    """Split ordered rows (of columns `names`) into runs of equal `keys`; each part as lists."""
+    at = [list(names).index(k) for k in keys]
+    key = itemgetter(*at)
+    marks = list(map(key, rows))
+    starts = [0] + [i for i in range(1, len(rows)) if marks[i] != marks[i - 1]] + [len(rows)]
+    out: list[tuple[tuple[Any, ...], dict[str, list[Any]]]] = []
     for a, b in zip(starts[:-1], starts[1:]):
-        out.append((tuple(cols[k][a] for k in keys), {c: v[a:b] for c, v in cols.items()}))
+        if a == b:
+            continue
+        columns = zip(*rows[a:b])
+        out.append((tuple(rows[a][j] for j in at),
+                    {c: list(values) for c, values in zip(names, columns)}))
     return out
-
-
-def floats(values: Any) -> "np.ndarray":
-    import numpy as np
-
-    return np.array([math.nan if v is None else v for v in values.tolist()], dtype=float) \
-        if values.dtype == object else values.astype(float)
 
 
 def hover_text(run: str, key: str | None, what: str = "value") -> str:
@@ -229,18 +255,19 @@ def hover_text(run: str, key: str | None, what: str = "value") -> str:
 class Lines:
     """Collects line traces, downsampling each one and remembering whether any was reduced."""
 
-    def __init__(self, fig: "go.Figure", coloring: Coloring, max_points: int, *,
+    def __init__(self, coloring: Coloring, max_points: int, *,
                  per_run_legend: bool = True) -> None:
-        self.fig = fig
+        self.data: list[dict[str, Any]] = []
         self.coloring = coloring
         self.max_points = max_points
         self.per_run_legend = per_run_legend
         self.reduced = False
         self.legend_seen: set[str] = set()
 
-    def add(self, run: str, key: str, kind: str, x: Any, y: Any, *, name: str | None = None,
-            dash: str = "solid", width: float = 1.6, opacity: float = 1.0, legend: bool = True,
-            hover: str | None = None, legendrank: int | None = None) -> None:
+    def add(self, run: str, key: str, kind: str, x: Sequence[Any], y: Sequence[Any], *,
+            name: str | None = None, dash: str = "solid", width: float = 1.6,
+            opacity: float = 1.0, legend: bool = True, hover: str | None = None,
+            legendrank: int | None = None) -> None:
         xs, ys, reduced = downsample(x, y, self.max_points)
         self.reduced |= reduced
         color = self.coloring.color[run]
@@ -256,27 +283,10 @@ class Lines:
             legend_name = name if name is not None else run
             show = legend and self.per_run_legend
             rank = legendrank if legendrank is not None else 1000
-        self.fig.add_trace(plotly_go().Scatter(
-            x=xs, y=ys, mode="lines", name=label(legend_name), legendgroup=group,
-            showlegend=show, legendrank=rank, opacity=opacity,
-            line={"color": color, "dash": dash, "width": width},
-            hovertemplate=hover or hover_text(run, key),
-            meta={"run_name": run, "key": key, "kind": kind}))
+        self.data.append({
+            "type": "scatter", "x": xs, "y": ys, "mode": "lines", "name": label(legend_name),
+            "legendgroup": group, "showlegend": show, "legendrank": rank, "opacity": opacity,
+            "line": {"color": color, "dash": dash, "width": width},
+            "hovertemplate": hover or hover_text(run, key),
+            "meta": {"run_name": run, "key": key, "kind": kind}})
 
-
-def isnull(values: "np.ndarray") -> "np.ndarray":
-    import numpy as np
-
-    if values.dtype == object:
-        return np.array([v is None for v in values.tolist()], dtype=bool)
-    return np.zeros(len(values), dtype=bool)
-
-
-PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
-
-
-def write_html(fig: "go.Figure", path: str | Path) -> Path:
-    """One self-contained HTML file (plotly.js inlined: it opens with no network)."""
-    out = Path(path)
-    fig.write_html(out, include_plotlyjs=True, full_html=True, config=PLOTLY_CONFIG)
-    return out

@@ -1,10 +1,17 @@
 """Charts of metrics over steps: any metric (`plot_metric`), KL (`plot_kl`), reward (`plot_rewards`).
 
-Contract: each takes a store (a `Reader`) and returns a plotly Figure drawn from one read-only
-statement of `sql/statements/charts.sql` (`metric_series` over `metrics`, `kl_series` over
-`metric_kl`, what `kl_steps` shows, `reward_series` over `reward_trends`), plus `run_colors`
-for the colouring. `plot_metric` refuses a key no run has logged (`keys.require`,
-`UnknownKey`); an empty result is `scope.no_data_error`.
+Contract: `metric_chart`, `kl_chart` and `reward_chart` take a store (a `Reader`) and return
+the chart as plain data (`figure.py`: what the CLI and the report write as HTML), drawn from
+one read-only statement of `sql/statements/charts.sql`, read as plain rows, one row per line:
+`metric_lines` (the rows of `metric_series`, over `metrics`), `kl_series` (over `metric_kl`,
+what `kl_steps` shows) and `reward_lines` (the rows of `reward_series`, over
+`reward_trends`), plus `run_colors` for the colouring; `plot_metric`, `plot_kl` and
+`plot_rewards` are the same charts as plotly Figures (`figure.to_figure`). `metric_series`,
+`kl_series` and `reward_series` give those statements' rows as Arrow tables (`kl_series`
+flattened, in the chart's order: `kl_run_order`, `step_order`).
+`plot_metric` refuses a key no run has logged (`keys.require`, `UnknownKey`); an empty
+result is `scope.no_data_error`. Smoothing (`smooth=W`) computes with polars; the rest
+imports neither polars, pyarrow nor numpy (numpy only to cut a line past its budget).
 """
 
 from __future__ import annotations
@@ -14,8 +21,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 from ...errors import QueryError
 from ...query.statements import named
 from ..scope import ids, no_data_error
-from .lines import (DASHES, MAX_POINTS, Lines, downsample_note, floats, groups, hover_text,
-                    isnull, label, layout, plotly_go, run_colors, subtitle)
+from .figure import Chart, to_figure
+from .lines import (DASHES, MAX_POINTS, Lines, downsample_note, groups, hover_text, label,
+                    layout, run_colors, statement_rows, subtitle)
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -47,6 +55,14 @@ def _check_keys(keys: str | Sequence[str]) -> list[str]:
 def plot_metric(store: "Reader", keys: str | Sequence[str], *, runs: str | None = None,
                 color_by: str | None = None, smooth: float | None = None,
                 max_points: int = MAX_POINTS) -> "go.Figure":
+    """`metric_chart` as a plotly Figure."""
+    return to_figure(metric_chart(store, keys, runs=runs, color_by=color_by, smooth=smooth,
+                                  max_points=max_points))
+
+
+def metric_chart(store: "Reader", keys: str | Sequence[str], *, runs: str | None = None,
+                 color_by: str | None = None, smooth: float | None = None,
+                 max_points: int = MAX_POINTS) -> Chart:
     """One line per run and key over steps (live values of the `metrics` view); a key that no
     run in the store has logged is an `UnknownKey` error (see `keys.require`). `smooth=W`
     adds each line smoothed with runstore's one smoothing (`analysis.smooth`, the debiased
@@ -57,27 +73,31 @@ def plot_metric(store: "Reader", keys: str | Sequence[str], *, runs: str | None 
     weight = None if smooth is None else check_weight(smooth) or None  # 0: the raw values
     names = _check_keys(keys)
     require(store, names)
-    table = metric_series(store, names, runs)
-    if table.num_rows == 0:
+    params = {"keys": names, "runs": ids(store, runs)}
+    if weight is None:  # one row per line
+        columns, rows = statement_rows(store, "charts.metric_lines", params)
+        at = {c: i for i, c in enumerate(columns)}
+        parts = [((r[at["run_label"]], r[at["key"]]),
+                  {"step": r[at["step_list"]], "value": r[at["value_list"]]}) for r in rows]
+    else:
+        columns, rows = _smoothed(store, params, weight)
+        parts = [((run, key), cols) for (run, _, key), cols in
+                 groups(columns, rows, ["run_label", "run_id", "key"])]
+    if not parts:
         raise no_data_error(store, runs, f"logs a numeric value for {', '.join(names)} — "
                              "list the keys with `runstore sql \"select distinct key from "
                              "metrics order by 1\"`")
-    if weight is not None:
-        table = _smoothed(table, weight)
-    parts = [((run, key), cols) for (run, _, key), cols in
-             groups(table, ["run_label", "run_id", "key"])]
     run_names = [run for (run, _), _ in parts]
     coloring = run_colors(store, run_names, color_by, runs)
-    fig = plotly_go().Figure()
-    lines = Lines(fig, coloring, max_points, per_run_legend=len(set(run_names)) <= 40)
+    lines = Lines(coloring, max_points, per_run_legend=len(set(run_names)) <= 40)
     for (run, key), cols in parts:
         dash = DASHES[names.index(key) % len(DASHES)]
-        x, y = cols["step"], floats(cols["value"])
+        x, y = cols["step"], cols["value"]
         name = run if len(names) == 1 else f"{run} · {key}"
         if weight is not None:
             lines.add(run, key, "raw", x, y, name=name, dash=dash, width=1.0, opacity=0.25,
                       legend=False)
-            lines.add(run, key, "ema", x, floats(cols["smoothed"]), name=name, dash=dash,
+            lines.add(run, key, "ema", x, cols["smoothed"], name=name, dash=dash,
                       hover=hover_text(run, key, f"EMA {weight:g}"))
         else:
             lines.add(run, key, "raw", x, y, name=name, dash=dash)
@@ -90,29 +110,30 @@ def plot_metric(store: "Reader", keys: str | Sequence[str], *, runs: str | None 
         f"coloured by config {label(color_by)}" if color_by else "",
         f"smoothed: debiased EMA, weight {weight:g} (raw values faint)" if weight else "",
         downsample_note(lines.reduced, max_points)])
-    layout(fig, title, sub, xaxis="step", yaxis=label(names[0]) if len(names) == 1 else "value",
-            legend_title=label(color_by) if color_by else "run")
-    return fig
+    return {"data": lines.data,
+            "layout": layout(title, sub, xaxis="step",
+                             yaxis=label(names[0]) if len(names) == 1 else "value",
+                             legend_title=label(color_by) if color_by else "run")}
 
 
-def _smoothed(table: Any, weight: float) -> Any:
-    """`table` (run_id, run_label, key, step, value; ordered by run, key, step) with
-    `smoothed`, each line's debiased EMA (`analysis.smooth.ema`)."""
-    import polars as pl
-
+def _smoothed(store: "Reader", params: dict[str, Any],
+              weight: float) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """`charts.metric_series` (run_id, run_label, key, step, value; ordered by run, key, step)
+    with `smoothed`, each line's debiased EMA (`analysis.smooth.ema`), as plain rows."""
     from ...analysis.smooth import ema
+    from ...query.result import frame
 
-    df = pl.from_arrow(table)
-    assert isinstance(df, pl.DataFrame)
-    return df.with_columns(ema("value", weight).over(["run_id", "key"]).alias("smoothed")) \
-        .to_arrow()
+    df = frame(store, named("charts.metric_series"), params)
+    df = df.with_columns(ema("value", weight).over(["run_id", "key"]).alias("smoothed"))
+    return list(df.columns), df.rows()
 
 
 def kl_series(store: "Reader", runs: str | None = None,
               threshold: float | None = None) -> Any:
     """KL per run and step as the merge rules keep it (`metric_kl`, what `kl_steps` shows),
     flagged as `kl_health` flags (the statement's `over_threshold`): Arrow `run_id, run_label,
-    step, v1, v2, flagged, threshold`, ordered by run and step, flagged runs last."""
+    step, v1, v2, flagged, threshold`, ordered by run (`kl_run_order`) and step
+    (`step_order`). `kl_chart` reads the same statement as plain rows, in the same order."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -127,13 +148,9 @@ def kl_series(store: "Reader", runs: str | None = None,
     starts = np.cumsum(counts) - counts
     flat = {c: pc.list_flatten(per_run.column(c)) for c in ("steps", "v1", "v2")}
     flagged = per_run.column("flagged").to_numpy(zero_copy_only=False).astype(bool)
-    # Unflagged runs first, then by label: ordered here, where the 100-odd rows are sorted by
-    # two keys and each run's values are sliced without a copy (DuckDB's ORDER BY would
-    # carry the lists through its sort).
-    order = pc.sort_indices(pa.table({"flagged": flagged, "run_label": per_run.column("run_label"),
-                                      "run_id": per_run.column("run_id")}),
-                            sort_keys=[("flagged", "ascending"), ("run_label", "ascending"),
-                                       ("run_id", "ascending")]).to_numpy()
+    order = np.array(kl_run_order(flagged.tolist(), per_run.column("run_label").to_pylist(),
+                                  per_run.column("run_id").to_pylist()), dtype=np.int64)
+    # Each run's values sliced without a copy, in the runs' order.
     columns = {c: pa.chunked_array(
                    [piece for i in order for piece in values.slice(starts[i], counts[i]).chunks],
                    type=values.type)
@@ -153,12 +170,21 @@ def kl_series(store: "Reader", runs: str | None = None,
         "threshold": pa.array(np.full(n, np.nan if value is None else value))})
 
 
+def kl_run_order(flagged: Sequence[Any], labels: Sequence[str],
+                 run_ids: Sequence[str]) -> list[int]:
+    """The order the KL chart draws its runs in: unflagged runs first (later traces are drawn
+    on top), then by label and run_id. Ordered here, where the 100-odd runs are sorted by a
+    few keys (DuckDB's ORDER BY would carry each run's lists through its sort)."""
+    return sorted(range(len(labels)), key=lambda i: (bool(flagged[i]), labels[i], run_ids[i]))
+
+
 def step_order(steps: Any, lengths: Any) -> "Any | None":
     """The order that sorts `steps` (runs of `lengths` values one after another) by step within
     each run, keeping the runs' order and, among equal steps, the given order; None when they
     already are (the common case: the ingest writes each read of a file by step)."""
     import numpy as np
 
+    steps = np.asarray(steps)
     if len(steps) < 2:
         return None
     down = np.diff(steps) < 0
@@ -170,49 +196,77 @@ def step_order(steps: Any, lengths: Any) -> "Any | None":
     return np.lexsort((steps, run))  # stable: equal keys keep their order
 
 
+def _in_order(steps: Sequence[int]) -> bool:
+    """Whether one run's steps never go down (then `step_order` has nothing to do)."""
+    return all(a <= b for a, b in zip(steps, steps[1:]))
+
+
 def plot_kl(store: "Reader", *, runs: str | None = None, threshold: float | None = None,
             max_points: int = MAX_POINTS) -> "go.Figure":
+    """`kl_chart` as a plotly Figure."""
+    return to_figure(kl_chart(store, runs=runs, threshold=threshold, max_points=max_points))
+
+
+def kl_chart(store: "Reader", *, runs: str | None = None, threshold: float | None = None,
+             max_points: int = MAX_POINTS) -> Chart:
     """KL v1 (solid) and v2 (dotted) per run, the threshold dashed, flagged runs on top."""
-    table = kl_series(store, runs, threshold)
-    if table.num_rows == 0:
+    params: dict[str, Any] = {"runs": ids(store, runs)}
+    if threshold is not None:
+        params["kl_threshold"] = threshold
+    columns, per_run = statement_rows(store, "charts.kl_series", params)  # one row per run
+    if not per_run:
         raise no_data_error(store, runs, "logs KL (optim/kl_sample_train_v1/v2 or the "
                                           "unprefixed names)")
-    thr = float(table.column("threshold")[0].as_py())
-    parts = [((run,), cols) for (run, _), cols in groups(table, ["run_label", "run_id"])]
-    flagged = [run for (run,), cols in parts if bool(cols["flagged"][0])]
-    coloring = run_colors(store, [run for (run,), _ in parts])
-    many = len(parts) > 40
-    fig = plotly_go().Figure()
-    lines = Lines(fig, coloring, max_points)
-    for (run,), cols in parts:  # unflagged first: later traces are drawn on top
-        is_flagged = run in flagged
-        x = cols["step"]
+    at = {c: i for i, c in enumerate(columns)}
+    value = per_run[0][at["threshold"]]
+    thr = float("nan") if value is None else float(value)
+    order = kl_run_order([r[at["flagged"]] for r in per_run], [r[at["run_label"]] for r in per_run],
+                         [r[at["run_id"]] for r in per_run])
+    ordered = [per_run[i] for i in order]
+    flagged = [r[at["run_label"]] for r in ordered if r[at["flagged"]]]
+    coloring = run_colors(store, [r[at["run_label"]] for r in ordered])
+    many = len(ordered) > 40
+    lines = Lines(coloring, max_points)
+    for r in ordered:  # unflagged first: later traces are drawn on top
+        run, steps, v1, v2 = (r[at[c]] for c in ("run_label", "steps", "v1", "v2"))
+        if not _in_order(steps):
+            taken = step_order(steps, [len(steps)]).tolist()
+            steps, v1, v2 = ([values[i] for i in taken] for values in (steps, v1, v2))
+        is_flagged = bool(r[at["flagged"]])
         name = ("⚑ " if is_flagged else "") + run
-        for kind, column, dash in (("kl_v1", "v1", "solid"), ("kl_v2", "v2", "dot")):
-            y = floats(cols[column])
-            keep = ~isnull(cols[column])
-            if not keep.any():
+        has_v1 = any(v is not None for v in v1)
+        for kind, column, values, dash in (("kl_v1", "v1", v1, "solid"),
+                                           ("kl_v2", "v2", v2, "dot")):
+            # A step without this family's value is skipped; a NaN one is drawn as a gap.
+            kept = [(s, v) for s, v in zip(steps, values) if v is not None]
+            if not kept:
                 continue
-            lines.add(run, kind, kind, x[keep], y[keep], name=name, dash=dash,
-                      legend=(kind == "kl_v1" or not (~isnull(cols["v1"])).any())
+            lines.add(run, kind, kind, [s for s, _ in kept], [v for _, v in kept], name=name,
+                      dash=dash, legend=(kind == "kl_v1" or not has_v1)
                       and (is_flagged or not many),
                       hover=hover_text(run, "KL " + column), width=2.4 if is_flagged else 1.2,
                       opacity=1.0 if is_flagged else 0.55, legendrank=1 if is_flagged else 1000)
-    fig.add_hline(y=thr, line_dash="dash", line_color="#d62728", line_width=1.5,
-                  annotation_text=f"kl_threshold {thr:g}", annotation_position="top left")
     if flagged:
         shown = ", ".join(label(f) for f in flagged[:3])
         more = f" and {len(flagged) - 3} more" if len(flagged) > 3 else ""
         title = f"KL sample→train — flagged: {shown}{more}"
     else:
         title = f"KL sample→train — no run above {thr:g}"
-    sub = subtitle([f"{len(parts)} run{'s' if len(parts) != 1 else ''}",
+    sub = subtitle([f"{len(ordered)} run{'s' if len(ordered) != 1 else ''}",
                      "v1 solid, v2 dotted", f"threshold {thr:g} dashed",
                      "flagged runs drawn on top (⚑)",
                      "NaN and ±Infinity leave gaps",
                      downsample_note(lines.reduced, max_points)])
-    layout(fig, title, sub, xaxis="step", yaxis="KL", legend_title="run")
-    return fig
+    chart_layout = layout(title, sub, xaxis="step", yaxis="KL", legend_title="run")
+    # The threshold across the plot, labelled at its left end: what plotly's
+    # `Figure.add_hline(annotation_position="top left")` adds.
+    chart_layout["shapes"] = [{"type": "line", "xref": "x domain", "x0": 0, "x1": 1,
+                               "yref": "y", "y0": thr, "y1": thr,
+                               "line": {"color": "#d62728", "dash": "dash", "width": 1.5}}]
+    chart_layout["annotations"] = [{"text": f"kl_threshold {thr:g}", "showarrow": False,
+                                    "xref": "x domain", "x": 0, "xanchor": "left",
+                                    "yref": "y", "y": thr, "yanchor": "bottom"}]
+    return {"data": lines.data, "layout": chart_layout}
 
 
 def reward_series(store: "Reader", runs: str | None = None) -> Any:
@@ -222,25 +276,30 @@ def reward_series(store: "Reader", runs: str | None = None) -> Any:
 
 def plot_rewards(store: "Reader", *, runs: str | None = None, color_by: str | None = None,
                  max_points: int = MAX_POINTS) -> "go.Figure":
+    """`reward_chart` as a plotly Figure."""
+    return to_figure(reward_chart(store, runs=runs, color_by=color_by, max_points=max_points))
+
+
+def reward_chart(store: "Reader", *, runs: str | None = None, color_by: str | None = None,
+                 max_points: int = MAX_POINTS) -> Chart:
     """`reward_trends`: the reward of every step (faint) and its 10-step moving average."""
-    table = reward_series(store, runs)
-    if table.num_rows == 0:
+    columns, parts = statement_rows(store, "charts.reward_lines", {"runs": ids(store, runs)})
+    if not parts:
         raise no_data_error(store, runs, f"logs {REWARD_KEY}")
-    parts = [((run,), cols) for (run, _), cols in groups(table, ["run_label", "run_id"])]
-    coloring = run_colors(store, [run for (run,), _ in parts], color_by, runs)
-    fig = plotly_go().Figure()
-    lines = Lines(fig, coloring, max_points, per_run_legend=len(parts) <= 40)
-    for (run,), cols in parts:
-        x = cols["step"]
-        lines.add(run, REWARD_KEY, "reward", x, floats(cols["reward"]), width=1.0,
+    at = {c: i for i, c in enumerate(columns)}
+    coloring = run_colors(store, [r[at["run_label"]] for r in parts], color_by, runs)
+    lines = Lines(coloring, max_points, per_run_legend=len(parts) <= 40)
+    for r in parts:  # one row per run
+        run, x = r[at["run_label"]], r[at["step_list"]]
+        lines.add(run, REWARD_KEY, "reward", x, r[at["reward_list"]], width=1.0,
                   opacity=0.3, legend=False, hover=hover_text(run, "reward"))
-        lines.add(run, REWARD_KEY, "reward_ma10", x, floats(cols["reward_ma10"]),
+        lines.add(run, REWARD_KEY, "reward_ma10", x, r[at["ma10_list"]],
                   hover=hover_text(run, "reward_ma10"))
     sub = subtitle([f"{len(parts)} run{'s' if len(parts) != 1 else ''}"
                      + (f" matching {label(runs)}" if runs else ""),
                      "reward_ma10 (10-step mean) solid, each step's reward faint",
                      f"coloured by config {label(color_by)}" if color_by else "",
                      downsample_note(lines.reduced, max_points)])
-    layout(fig, label(f"Reward ({REWARD_KEY})"), sub, xaxis="step", yaxis="reward",
-            legend_title=label(color_by) if color_by else "run")
-    return fig
+    return {"data": lines.data,
+            "layout": layout(label(f"Reward ({REWARD_KEY})"), sub, xaxis="step",
+                             yaxis="reward", legend_title=label(color_by) if color_by else "run")}
