@@ -4,8 +4,9 @@
 
 On an open store, each question over `metrics` is timed beside the same question over
 `metrics_raw` (the bare scan of the key's rows, no latest-write rule): the mean of
-`env/all/reward/total` per run, the largest KL per run (two keys), and one key's curve for
-every run. With `--before REV`, the `metrics` view as sql/metrics.sql was at git revision REV
+`env/all/reward/total` per run, the largest KL per run (two keys), one key's curve for every
+run, and the mean of `env/all/reward/total` over each run's last 10 steps (bench_peers.py's
+question against trackio). With `--before REV`, the `metrics` view as sql/metrics.sql was at git revision REV
 is created beside it (as `metrics_before`, on the same connection) and timed in the same
 rounds. Each figure is the best of `--repeat` interleaved rounds; the table gives each as a
 ratio to its scan (target: at most ~2x).
@@ -27,6 +28,12 @@ QUESTIONS = {
                                    + "{live} group by 1",
     "one key's curve, every run": ("select run_id, step, value from {t} "
                                    "where key = 'env/all/reward/total'{live}"),
+    # bench_peers.py's question against trackio (by run_id here, as the others are).
+    "mean reward, each run's last 10 steps": (
+        "select run_id, avg(value) filter (where not isnan(value)) from ("
+        "select run_id, value, row_number() over (partition by run_id order by step desc) as k "
+        "from {t} where key = 'env/all/reward/total' and value is not null{live}) "
+        "where k <= 10 group by 1"),
 }
 RAW_LIVE = " and step is not null and not coalesce(pre_resume, false)"
 

@@ -2,7 +2,8 @@
 
 Contract: `writer_properties(table)` are the Parquet settings of a table's new files (Snappy,
 deltalake's default codec; no dictionary for float columns of nearly unique values; for the
-tables in `GROUP_ROWS_BY`, pages of at most `PAGE_ROWS` rows). `group_rows(data, column)`
+tables in `GROUP_ROWS_BY`, pages of at most `PAGE_ROWS` rows in row groups of at most
+`GROUP_ROWS` rows). `group_rows(data, column)`
 orders a table's rows by one column before it is written, so that a scan for a few values of
 it reads few pages. Neither changes a value: only where rows and pages lie.
 
@@ -11,6 +12,10 @@ scan for a few values of it (`key IN (...)`) reads few Parquet pages: DuckDB ski
 by the min/max statistics of the page index that deltalake writes. Compaction interleaves the
 merged files' rows in 8192-row batches; pages of at most PAGE_ROWS rows keep their min/max
 narrow there too (the default, 20,000 rows, made a `key IN` scan ~3x slower after compact).
+Row groups of GROUP_ROWS rows, not deltalake's ~1 M: a row group is DuckDB's unit of skipping
+by min/max and of work for a thread, and with a million rows each of a file's few row groups
+holds a third of its keys or more: a one-key question reads the key column of a million rows
+in every file, and DuckDB's threads share a handful of groups (bench/bench_layout.py; docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ else:  # imported on first use: opening a snapshot for a query needs none of it
 
 GROUP_ROWS_BY = {"metrics_raw": "key"}
 PAGE_ROWS = 8192
+GROUP_ROWS = 131072
 
 
 def group_rows(data: pa.Table, column: str) -> pa.Table:
@@ -78,5 +84,7 @@ def writer_properties(table: str) -> Any:
 
     plain = {c: ColumnProperties(dictionary_enabled=False) for c in _NO_DICTIONARY.get(table, ())}
     # Without a compression WriterProperties writes uncompressed files.
+    grouped = table in GROUP_ROWS_BY
     return WriterProperties(compression="SNAPPY", column_properties=plain or None,
-                            data_page_row_count_limit=PAGE_ROWS if table in GROUP_ROWS_BY else None)
+                            data_page_row_count_limit=PAGE_ROWS if grouped else None,
+                            max_row_group_size=GROUP_ROWS if grouped else None)

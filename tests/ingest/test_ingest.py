@@ -268,6 +268,24 @@ def test_metrics_raw_files_hold_rows_grouped_by_key(ingested) -> None:
         assert keys == sorted(keys), f
 
 
+def test_metrics_raw_row_groups_hold_at_most_group_rows(small_tree: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Row groups are what DuckDB skips by min/max and splits among threads (layout.py): the
+    # writer caps them at GROUP_ROWS rows (made small here, so the small tree needs several).
+    import pyarrow.parquet as pq
+
+    from runstore.storage import layout
+
+    monkeypatch.setattr(layout, "GROUP_ROWS", 256)
+    store = runstore.open(tmp_path / "store")
+    store.ingest([small_tree])
+    sizes = [pq.ParquetFile(f).metadata.row_group(i).num_rows
+             for f in table_files(store.path, store.manifest(), "metrics_raw")
+             for i in range(pq.ParquetFile(f).metadata.num_row_groups)]
+    assert len(sizes) > 1 and max(sizes) <= 256, sizes
+    assert_live_metrics(store, small_tree)
+
+
 @pytest.mark.parametrize("keys", [["b"] * 90 + ["a"] * 80 + ["c"] * 120 + ["a"] * 95,  # runs
                                   (["b"] * 120 + [None] * 130 + ["a"] * 140) * 2,  # nulls: last
                                   ["b", "a", "c"] * 300])  # one key per row: sorted instead
