@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import oracle
+from filekit import jsonl_lines, metric_rows_in_store, oracle_metric_rows, write_lines
 import runstore
 from storekit import DAY, age_tree, set_old_mtime
 from runstore import demo
@@ -100,39 +101,6 @@ def assert_live_metrics(store: runstore.Store, root: Path) -> None:
         f"only in files: {sorted(want.keys() - got.keys())[:5]}")
     bad = [(k, want[k], got[k]) for k in want if not same_value(want[k], *got[k])]
     assert not bad, f"{len(bad)} live values differ, e.g. {bad[:5]}"
-
-
-def metric_rows_in_store(store: runstore.Store, rid: str) -> list[tuple[Any, str, Any, int]]:
-    """(step, key, value, seq) of a run's live-file rows (not pre_resume), sorted."""
-    rows = store.arrow("select step, key, value, value_str, seq from metrics_raw "
-                       "where run_id = $rid and not pre_resume", {"rid": rid}).to_pylist()
-    return sorted(((r["step"], r["key"], r["value_str"] if r["value"] is None else r["value"],
-                    r["seq"]) for r in rows), key=_sort_key)
-
-
-def oracle_metric_rows(path: Path) -> list[tuple[Any, str, Any, int]]:
-    out = []
-    for step, key, v, line in oracle.metric_rows(path):
-        if isinstance(v, bool):
-            v = "true" if v else "false"
-        elif isinstance(v, (int, float)):
-            v = float(v)
-        out.append((step, key, v, line))
-    return sorted(out, key=_sort_key)
-
-
-def _sort_key(r: tuple[Any, str, Any, int]) -> tuple[int, str]:
-    return (r[3], r[1])
-
-
-def jsonl_lines(path: Path) -> list[bytes]:
-    """Complete lines (without their newline) of a JSON-lines file."""
-    data = path.read_bytes()
-    return data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]
-
-
-def write_lines(path: Path, lines: list[bytes]) -> None:
-    path.write_bytes(b"".join(line + b"\n" for line in lines))
 
 
 def warned_files(warnings: list[str]) -> set[str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -25,36 +24,10 @@ import runstore
 from runstore.ingest import changes
 from runstore.storage.manifest import read_manifest
 from runstore.storage.snapshot import open_parquet
+from filekit import (EDITED_KEY, RUN, big_metrics, changed_digit, edit_early, jsonl_lines,
+                     loss_digit, metric_rows_in_store, oracle_metric_rows, write_lines)
 from storekit import python_m
-from test_ingest import (counts, expected, jsonl_lines, metric_rows_in_store,
-                         oracle_metric_rows, run_id, write_lines)
-
-RUN = "a/rl_dirs"
-# A number on line 1 of each append-only file of the small tree's traced run, and the key
-# it belongs to: its last digit is what the edit changes.
-EDITED_KEY = {"metrics.jsonl": None, "timing_spans.jsonl": "duration",
-              "trace_events.jsonl": "ts", "checkpoints.jsonl": "batch"}
-
-
-def edit_line(line: bytes, key: str | None) -> bytes:
-    """`line` with the last digit of one number changed: same length, another value."""
-    pattern = rb'"[^"]*": -?\d+\.\d+' if key is None else rb'"' + key.encode() + rb'": -?\d+(\.\d+)?'
-    m = re.search(pattern, line)
-    assert m, line
-    end = m.end() - 1
-    digit = line[end] - 0x30
-    return line[:end] + bytes([0x30 + (digit + 1) % 10]) + line[end + 1:]
-
-
-def edit_early(path: Path) -> bytes:
-    """Edit line 1 of `path` in place (same size, same last 64 bytes); the old bytes."""
-    old = path.read_bytes()
-    lines = jsonl_lines(path)
-    lines[0] = edit_line(lines[0], EDITED_KEY[path.name])
-    write_lines(path, lines)
-    new = path.read_bytes()
-    assert len(new) == len(old) and new[-64:] == old[-64:] and new != old
-    return old
+from test_ingest import counts, expected, run_id
 
 
 def stored(store: runstore.Store, rid: str, name: str) -> list[tuple]:
@@ -156,14 +129,6 @@ def test_edit_and_append_in_a_small_file_is_reread(small_tree: Path, store_path:
     assert counts(store) == expected(small_tree)
 
 
-def big_metrics(path: Path) -> None:
-    """Make `path` a metrics file well past `PREFIX_HASH_MAX`."""
-    lines = [json.dumps({"step": i, "loss": 1.0 / (i + 1), "pad": "x" * 900}).encode()
-             for i in range(1400)]
-    write_lines(path, lines)
-    assert path.stat().st_size > changes.PREFIX_HASH_MAX
-
-
 def ledger_entry(store_path: Path, rid: str, rel_path: str) -> dict[str, Any]:
     """The newest snapshot's ledger row of one file of a run (internal), state parsed."""
     m = read_manifest(store_path)
@@ -172,24 +137,6 @@ def ledger_entry(store_path: Path, rid: str, rel_path: str) -> dict[str, Any]:
             if (r["run_id"], r["rel_path"]) == (rid, rel_path)]
     assert len(rows) == 1, rows
     return {**rows[0], "state": json.loads(rows[0]["state"])}
-
-
-def loss_digit(data: bytes, inside: bool, ranges: list[tuple[int, int]],
-               tail_from: int) -> int:
-    """Where the first decimal of a `"loss": d.ddd` value lies wholly inside one of `ranges`
-    (`inside`), or outside all of them and before `tail_from`: changing that digit changes
-    the value, not the length."""
-    for m in re.finditer(rb'"loss": (\d\.\d+)', data):
-        lo, hi = m.span(1)
-        hit = any(s <= lo and hi <= e for s, e in ranges)
-        clear = all(hi <= s or lo >= e for s, e in ranges) and hi <= tail_from
-        if (hit if inside else clear):
-            return lo + 2
-    raise AssertionError("no such value")
-
-
-def changed_digit(b: int) -> bytes:
-    return bytes([0x30 + (b - 0x30 + 1) % 10])
 
 
 def loss_on_line_at(path: Path, pos: int) -> tuple[int, float]:

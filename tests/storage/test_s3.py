@@ -333,8 +333,7 @@ def test_ingest_runs_from_s3(demo_tree: Path, bucket: str, tmp_path: Path) -> No
 def test_same_size_rewrite_on_s3_is_reread(demo_tree: Path, bucket: str, tmp_path: Path) -> None:
     """An object put again with the same size and the same last 64 bytes (one value edited
     early on): its change token (last-modified and ETag) moved, so it is read again whole."""
-    from test_ingest import metric_rows_in_store, oracle_metric_rows
-    from test_rewrites import edit_early
+    from filekit import edit_early, metric_rows_in_store, oracle_metric_rows
 
     upload(demo_tree, f"s3://{bucket}/runs")
     store = runstore.open(tmp_path / "store")
@@ -358,8 +357,8 @@ def test_large_object_on_s3_checked_by_sampled_blocks(small_tree: Path, bucket: 
     appended is read from the offset, after its sampled blocks are fetched by range; one put
     again with a same-length edit inside a sampled block, and a line appended, is read whole."""
     from runstore.ingest import changes
-    from test_ingest import metric_rows_in_store, oracle_metric_rows
-    from test_rewrites import RUN, big_metrics, changed_digit, loss_digit
+    from filekit import (RUN, big_metrics, changed_digit, loss_digit, metric_rows_in_store,
+                         oracle_metric_rows)
 
     run = small_tree / RUN
     path = run / "metrics.jsonl"
