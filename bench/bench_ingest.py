@@ -1,6 +1,7 @@
 """Ingest benchmark: runstore's full ingest against DuckDB's own read_json, side by side.
 
     python bench/bench_ingest.py [--tree DIR] [--runs 100] [--steps 2000] [--repeat 2]
+    python bench/bench_ingest.py --tree DIR --families
 
 Writes the benchmark tree (100 RL runs × 2000 steps, ~60 metric keys a row, ~50 spans a step,
 rollouts and logtrees every 250 steps) unless DIR already holds one, then measures in one run,
@@ -16,6 +17,11 @@ The baseline and the full ingest alternate `--repeat` times; the ratio uses the 
 CPU time of both sides (user + system, every thread) is printed too: unlike wall time it
 hardly moves with the machine's load, so its ratio is the one to compare across machines.
 Prints a Markdown table for docs/benchmarks.md.
+
+`--families` runs the baseline alone, once, on the tree as it is (it only reads it), and prints
+the CPU seconds (every thread) of each family's read_json, and the bytes of the files it does
+not read at all (logtrees, `metrics.jsonl.pre_resume_*`, config, HTML, ...), which the ingest
+reads: what each side of the ratio pays for.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BASELINE = r"""
-import duckdb, sys, glob, os
+import duckdb, sys, glob, os, time
 root = sys.argv[1]
 families = {}
 for dirpath, _, files in os.walk(root):
@@ -42,7 +48,11 @@ for dirpath, _, files in os.walk(root):
             families.setdefault(fam, []).append(os.path.join(dirpath, f))
 con = duckdb.connect(":memory:")
 for i, (fam, paths) in enumerate(sorted(families.items())):
+    cpu = time.process_time()
     con.execute(f"create table t{i} as select * from read_json(?, format='newline_delimited', union_by_name=true)", [sorted(paths)])
+    if sys.argv[2:] == ["--families"]:
+        mb = sum(os.path.getsize(p) for p in paths) / 1e6
+        print(f"| {fam} | {len(paths)} | {mb:.0f} | {time.process_time() - cpu:.2f} |")
 """
 
 
@@ -63,6 +73,21 @@ def tree_bytes(root: Path, suffix: str = "") -> int:
     return sum(p.stat().st_size for p in root.rglob(f"*{suffix}") if p.is_file())
 
 
+def families(tree: Path) -> None:
+    """The baseline's CPU per file family, and what it leaves unread (see the module)."""
+    load = os.getloadavg()[0]
+    print("| family | files | MB | read_json CPU s |\n|---|---|---|---|", flush=True)
+    subprocess.run([sys.executable, "-c", BASELINE, str(tree), "--families"], check=True)
+    unread: dict[str, int] = {}
+    for p in tree.rglob("*"):
+        if p.is_file() and not p.name.endswith(".jsonl"):
+            kind = "*_logtree.json" if p.name.endswith("_logtree.json") else p.suffix or p.name
+            unread[kind] = unread.get(kind, 0) + p.stat().st_size
+    print("\nnot read by the baseline, MB: " + ", ".join(
+        f"{k} {v / 1e6:.0f}" for k, v in sorted(unread.items(), key=lambda kv: -kv[1])))
+    print(f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tree", type=Path, default=HERE / "out" / "tree")
@@ -72,7 +97,12 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=None,
                     help="where the stores and the tree's copy go (default: a temporary "
                          "directory); removed at the end")
+    ap.add_argument("--families", action="store_true",
+                    help="only the baseline, once, CPU per file family (see above)")
     args = ap.parse_args()
+    if args.families:
+        families(args.tree)
+        return
 
     from runstore import demo
 

@@ -11,7 +11,9 @@ hashes, the ledger file, the manifest). Each stage's wall seconds and the CPU se
 thread that ran it are summed wherever it ran: the read-ahead threads, the commit's table
 writers, the main thread. `--threads 0` (the default) reads every file inline, so the stages
 add up to the ingest's wall time; with the ingest's own read-ahead threads they overlap.
-Work deltalake does in its own threads is counted as the wall time the calling stage waited.
+Work deltalake does in its own threads is counted as the wall time the calling stage waited;
+their CPU (and that of any other thread not started from Python) is listed after the table, by
+thread name, where the system shows threads' CPU (Linux's /proc).
 """
 
 from __future__ import annotations
@@ -91,6 +93,21 @@ def instrument() -> set[str]:
     return missing
 
 
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of each of this process's live threads, summed by thread name (Linux's
+    /proc; empty elsewhere). Threads started from Python are named `python` there."""
+    out: dict[str, float] = defaultdict(float)
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    for task in Path("/proc/self/task").glob("*"):
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        out[name] += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return out
+
+
 def ingest(tree: Path, every: int, store: Path) -> tuple[float, float, int]:
     """A fresh ingest of every `every`-th run of `tree` into `store`: (wall s, process CPU s,
     runs)."""
@@ -120,7 +137,9 @@ def main() -> None:
         ingest(args.tree, args.every, store)  # warm: imports, page cache
         missing = instrument()
         _wall.clear(), _cpu.clear()
+        before = thread_cpu()
         wall, cpu, n = ingest(args.tree, args.every, store)
+        after = thread_cpu()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     import runstore
@@ -139,6 +158,11 @@ def main() -> None:
             print(f"| {stage} | {_wall[stage]:.3f} | {_cpu[stage]:.3f} | {_wall[stage] / wall:.0%} |")
     print(f"| everything else (imports, lock, staging, Python glue; waiting) | "
           f"{wall - top_wall:.3f} | {max(cpu - top_cpu, 0):.3f} | {(wall - top_wall) / wall:.0%} |")
+    others = {k: after[k] - before.get(k, 0.0) for k in after if k != "python"}
+    if others:
+        print("\nof everything else, CPU s of threads not started from Python (by name; "
+              "tokio-rt-worker: deltalake's Parquet/Delta writes): "
+              + ", ".join(f"{k} {v:.2f}" for k, v in sorted(others.items(), key=lambda kv: -kv[1])))
 
 
 if __name__ == "__main__":
