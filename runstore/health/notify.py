@@ -167,10 +167,10 @@ class _Sender(threading.Thread):
         try:
             tries, reason, after = 0, "", None
             for attempt in range(1 + owner.retries):
-                wait = max(owner.backoff * 2 ** (attempt - 1), after or 0.0) if attempt else 0.0
-                if wait > MAX_RETRY_AFTER_S:
+                if after is not None and after > MAX_RETRY_AFTER_S:
                     reason += f"; asked to wait {after:g} s, longer than {MAX_RETRY_AFTER_S:g} s"
                     break
+                wait = max(owner.backoff * 2 ** (attempt - 1), after or 0.0) if attempt else 0.0
                 if attempt and owner.closing.wait(wait):
                     reason += "; stopped retrying: closing"
                     break

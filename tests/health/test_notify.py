@@ -186,6 +186,22 @@ def test_a_retry_after_past_the_limit_is_left_to_the_next_check(server: tuple[st
     assert f"asked to wait {float(value):g} s, longer than 60 s" in warnings[0]
 
 
+def test_the_retry_after_limit_bounds_only_what_the_endpoint_asks(
+        server: tuple[str, Hook], monkeypatch: pytest.MonkeyPatch) -> None:
+    # A backoff of its own longer than the limit is still waited: the limit is on Retry-After.
+    from runstore.health import notify
+
+    monkeypatch.setattr(notify, "MAX_RETRY_AFTER_S", 0.05)
+    base, hook = server
+    warnings: list[str] = []
+    with Notifier([base + "/fail/1/long"], retries=1, backoff=0.1,
+                  on_warning=warnings.append) as n:
+        n.notify(alert())
+        assert wait_for(lambda: len(hook.accepted("/fail/1/long")) == 1)
+    times = [r["at"] for r in hook.received("/fail/1/long")]
+    assert len(times) == 2 and times[1] - times[0] >= 0.1 and warnings == []
+
+
 @pytest.mark.parametrize("value", ["soon", "-5", "\u00b2", ""])
 def test_an_unreadable_retry_after_falls_back_to_the_backoff(server: tuple[str, Hook],
                                                              value: str) -> None:
