@@ -756,6 +756,45 @@ class _Tables(HTMLParser):
             self.cell.append(data)
 
 
+_JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-2**53, 2**53), st.text(max_size=5),
+                       st.floats(allow_nan=True, allow_infinity=True))
+_ARGS = st.recursive(_JSON_LEAF, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+    max_leaves=12)
+
+
+def _named(value: Any) -> Any:
+    """What a strict JSON reader should see: non-finite floats as their names."""
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, float) and value in (math.inf, -math.inf):
+        return "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {k: _named(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_named(v) for v in value]
+    return value
+
+
+def _no_constants(name: str) -> Any:
+    raise AssertionError(f"bare {name} in the trace JSON")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["step", "loss", "note", "nested"]), _ARGS,
+                                max_size=4), max_size=6))
+def test_trace_json_is_strict_with_non_finite_args_named(argsets: list[dict[str, Any]]) -> None:
+    """Every event's args, finite or not, nested or not, reach the file as strict JSON: a
+    non-finite number as its name, everything else as it was."""
+    events = [{"name": f"s{i}", "ph": "X", "pid": 1, "tid": 1, "ts": float(i), "dur": 1.0,
+               "args": args} for i, args in enumerate(argsets)]
+    text = perfetto.dumps(events)
+    assert json.loads(text, parse_constant=_no_constants) == _named(events)
+    body = [line for line in text.split("\n")[1:-2] if line]  # one event per line
+    assert [json.loads(line.removesuffix(","), parse_constant=_no_constants)
+            for line in body] == _named(events)
+
+
 def report_tables(text: str) -> dict[str, list[dict[str, str]]]:
     p = _Tables()
     p.feed(text)
