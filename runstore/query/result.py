@@ -84,11 +84,9 @@ def polars_frame(data: Any) -> "pl.DataFrame":
     import polars as pl
     try:
         return pl.DataFrame(data)
-    except (KeyboardInterrupt, SystemExit):
+    except (KeyboardInterrupt, SystemExit, MemoryError):
         raise
     except BaseException as e:  # polars panics (pyo3's PanicException) on types it lacks
-        if isinstance(e, MemoryError):
-            raise
         why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
         raise QueryError(f"polars cannot hold this result ({why}): cast the column (an "
                          "interval to varchar, say), or use store.arrow()") from e

@@ -4,8 +4,8 @@
 describe need no latest-write rule: one live file (every `source_id` the same, none unknown),
 every read's steps after the ones before (`steps_exact`), and as many stepped writes as steps.
 The `metrics` view, `run_summary` and the doctor all read it; here it is held to a Python
-statement of the same sentence on random groups of summary rows, through a real query
-connection (where the macro is created), grouped as the view groups them.
+statement of the same sentence on random groups of summary rows, in a DuckDB connection where
+`macros.create` (what every query connection runs) has made it, grouped as the view groups them.
 """
 
 from __future__ import annotations

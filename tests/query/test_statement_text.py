@@ -158,6 +158,12 @@ def rows(store: runstore.Store, sql: str, params: dict[str, Any]) -> list[tuple[
     return sorted(map(repr, store.rows(sql, params).to_pylist()))  # type: ignore[arg-type]
 
 
+def agrees(store: runstore.Store, text: str, built: str, params: dict[str, Any]) -> None:
+    """The text and sqlglot's tree are one statement, and both answer the same rows."""
+    same_statement(text, built)
+    assert rows(store, text, params) == rows(store, built, params)
+
+
 SETTINGS = settings(max_examples=examples(60), deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -172,8 +178,7 @@ def test_runs_query_is_the_statement_sqlglot_builds(store: runstore.Store, facts
                                              max_size=4, unique=True))
     text, params = frames.runs_query(kind=kind, runs=runs, columns=columns)
     built = built_runs(kind, runs, columns)
-    same_statement(text, built)
-    assert rows(store, text, params) == rows(store, built, params)
+    agrees(store, text, built, params)
 
 
 @SETTINGS
@@ -186,8 +191,7 @@ def test_logged_keys_query_is_the_statement_sqlglot_builds(store: runstore.Store
                                           min_size=1, max_size=4))
     text, params = frames.logged_keys_query(keys, runs=runs, summarised=summarised)
     built = built_logged_keys(keys, runs, summarised)
-    same_statement(text, built)
-    assert rows(store, text, params) == rows(store, built, params)
+    agrees(store, text, built, params)
 
 
 @pytest.mark.parametrize("text_of,built_of", [
@@ -203,8 +207,7 @@ def test_a_scoped_query_is_the_statement_sqlglot_builds(store: runstore.Store, f
                                           max_size=4))
     text, params = text_of(runs)
     built = built_of(runs)
-    same_statement(text, built)
-    assert rows(store, text, params) == rows(store, built, params)
+    agrees(store, text, built, params)
 
 
 @SETTINGS
@@ -217,9 +220,8 @@ def test_family_series_query_is_the_statement_sqlglot_builds(store: runstore.Sto
                               unique=True))
     text, params = frames.family_series_query(runs, since_step=since is not None)
     built = built_family_series(runs, since is not None)
-    same_statement(text, built)
     params = {**params, "keys": keys, **({} if since is None else {"since_step": since})}
-    assert rows(store, text, params) == rows(store, built, params)
+    agrees(store, text, built, params)
 
 
 RUN_COLUMNS = ["run_id", "run_name", "run_label", "kind", "model_name", "learning_rate"]
@@ -248,12 +250,11 @@ def test_config_rows_query_is_the_statement_sqlglot_builds(store: runstore.Store
     runs = data.draw(st.none() | st.lists(st.sampled_from(facts["ids"]), max_size=4))
     text, params = frames.config_rows_query(runs, keys=keyed)
     built = built_config_rows(runs, keyed)
-    same_statement(text, built)
     if keyed:
         config_keys = store.sql("select distinct key from config order by 1")["key"].to_list()
         params["keys"] = data.draw(st.lists(st.sampled_from(config_keys) | st.text(max_size=8),
                                             max_size=4))
-    assert rows(store, text, params) == rows(store, built, params)
+    agrees(store, text, built, params)
 
 
 @SETTINGS
@@ -266,11 +267,10 @@ def test_metric_values_query_is_the_statement_sqlglot_builds(store: runstore.Sto
     ids = data.draw(st.lists(st.sampled_from(facts["ids"]), min_size=1, max_size=5,
                              unique=True))
     text, built = frames.metric_values_query(len(keys)), built_metric_values(len(keys))
-    same_statement(text, built)
     params = {**{f"k{i}": k for i, k in enumerate(keys)}, "ids": ids,
               "codes": data.draw(st.lists(st.integers(0, 3), min_size=len(ids),
                                           max_size=len(ids)))}
-    assert rows(store, text, params) == rows(store, built, params)
+    agrees(store, text, built, params)
 
 
 def test_in_scope_is_the_condition_sqlglot_builds() -> None:
