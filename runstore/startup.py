@@ -13,11 +13,18 @@ exits with it) and a second ends the process at once, `interrupted`, 130, up to 
 interpreter's finalization, during which SIGINT is ignored. Python's default handler would
 raise `KeyboardInterrupt` wherever the interpreter then was, and its finalization puts the
 OS default back: either ends the process by the signal.
+
+In the command's process, DuckDB's Python module is also imported whole (`HELD_IMPORTS`): a
+SIGINT that arrives while its native part initializes is held until the import has finished,
+then delivered to the handler in force. A `KeyboardInterrupt` raised inside that
+initialization (nanobind creating DuckDB's enums) aborts the process with "Critical nanobind
+error" and a traceback, or is lost.
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib.abc
 import os
 import signal
 import sys
@@ -25,13 +32,65 @@ import threading
 from typing import Any, Callable
 
 
+# Extension modules whose initialization a KeyboardInterrupt aborts (nanobind's enum_create
+# turns an exception into a fatal error). pyarrow and polars propagate it as usual.
+HELD_IMPORTS = frozenset({"duckdb"})
+
+
 def quiet_interrupts() -> None:
     """Ctrl-C while the `runstore` command starts: `interrupted`, exit 130 (see the module)."""
-    if not _is_the_command() or threading.current_thread() is not threading.main_thread() \
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    if not _is_the_command() or threading.current_thread() is not threading.main_thread():
+        return
+    if not any(isinstance(f, _HeldImports) for f in sys.meta_path):
+        sys.meta_path.insert(0, _HeldImports())
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         return
     signal.signal(signal.SIGINT, _interrupted)
     atexit.register(_ignore_at_exit)
+
+
+class _HeldImports(importlib.abc.MetaPathFinder):
+    """Finds the modules of `HELD_IMPORTS` through the other finders and loads them whole."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name not in HELD_IMPORTS:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _HeldLoader(spec.loader)
+                return spec
+        return None
+
+
+class _HeldLoader(importlib.abc.Loader):
+    """The module's own loader, its `exec_module` run with SIGINT held (see the module)."""
+
+    def __init__(self, loader: Any):
+        self._loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            self._loader.exec_module(module)  # only the main thread is interrupted
+            return
+        held: list[int] = []
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+        try:
+            self._loader.exec_module(module)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            if held:
+                signal.raise_signal(signal.SIGINT)  # now, to the handler in force
+
+    def __getattr__(self, name: str) -> Any:  # resource readers and the rest: the loader's
+        return getattr(self._loader, name)
 
 
 def _is_the_command() -> bool:

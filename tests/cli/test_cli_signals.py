@@ -239,6 +239,38 @@ def test_ctrl_c_while_the_command_starts(store: Path) -> None:
     assert stopped  # at least one signal came while it started
 
 
+# Sends SIGINT to its own process from inside DuckDB's import, while nanobind creates the
+# `ExplainType` enum (`enum`'s functional API, called from DuckDB's native initialization).
+SIGINT_INSIDE_DUCKDB_INIT = """
+import enum, os, signal, sys
+create = enum.EnumType._create_
+def interrupted_create(cls, class_name, *args, **kwargs):
+    if class_name == "ExplainType":
+        os.kill(os.getpid(), signal.SIGINT)
+    return create(cls, class_name, *args, **kwargs)
+enum.EnumType._create_ = interrupted_create
+sys.orig_argv = [sys.executable, "-m", "runstore"]  # this process is the runstore command
+from runstore.cli import main
+{call}
+"""
+
+
+@pytest.mark.parametrize("when", ["starting", "in the command"])
+def test_ctrl_c_inside_duckdbs_native_import_is_held_until_it_ends(store: Path,
+                                                                     when: str) -> None:
+    """A SIGINT while DuckDB's native module initializes, inside a command (the store's first
+    query imports it), is held until the import ends: a KeyboardInterrupt raised there aborts
+    the process ("Critical nanobind error" and a traceback, status -6; seen once in CI). The
+    command says `interrupted` and exits 130. Before the command's own handling (`import
+    duckdb` first thing) the start-up handler ends the process at once, raising nothing."""
+    call = ("import duckdb" if when == "starting"
+            else f"main(['--store', {str(store)!r}, 'runs'])")
+    proc = subprocess.run([sys.executable, "-c", SIGINT_INSIDE_DUCKDB_INIT.format(call=call)],
+                          capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stderr.strip()) == (130, "interrupted"), proc.stderr[-2000:]
+    assert proc.stdout == ""
+
+
 def test_a_second_ctrl_c_ends_a_query_that_does_not_stop(store: Path) -> None:
     """When the interrupt does not reach the query (simulated: `cancel_running` finds it but
     does not interrupt it), the second SIGINT ends the process at once."""
