@@ -291,7 +291,8 @@ _FUNCTION = re.compile(r'"function_name":' + _STRING)
 # (its alias, sample and query location come first; none holds a function).
 _TABLE_FUNCTION = re.compile(r'"type":"TABLE_FUNCTION".*?"function_name":' + _STRING, re.S)
 _TABLE = re.compile(r'"table_name":' + _STRING)
-_CTE = re.compile(r'\{"key":' + _STRING + r',"value":\{"aliases"')
+# A table named with its schema or catalog (`main.kl_health`): only a created view has one.
+_QUALIFIED = re.compile(r'"(?:schema|catalog)_name":"(?!")')
 
 
 def _unescape(text: str) -> str:
@@ -318,14 +319,48 @@ def _offence(tree: str) -> str | None:
 
 
 def _reads(tree: str) -> frozenset[str] | None:
-    """The tables and views the query names (CTEs left out); None when it may read others
-    (catalog functions, files, system views): the caller then provides every table."""
+    """The tables and views the query reads (see `_tables`); None when it may read others
+    (catalog functions, files, system views) or names a table with its schema or catalog
+    (`main.kl_health`, which a CTE cannot stand for): the caller then creates every table."""
     functions = {_unescape(f).lower() for f in _FUNCTION.findall(tree)}
-    if any(f.startswith(("duckdb_", "pragma_")) for f in functions):
+    if any(f.startswith(("duckdb_", "pragma_")) for f in functions) or _QUALIFIED.search(tree):
         return None
-    ctes = {_unescape(c) for c in _CTE.findall(tree)}
-    return frozenset(n for n in (_unescape(t) for t in _TABLE.findall(tree))
-                     if n and n not in ctes)
+    return _read_tables(tree)
+
+
+def _read_tables(tree: str) -> frozenset[str] | None:
+    if '"cte_map":{"map":[{' not in tree:  # no CTE anywhere: every name is a read
+        return frozenset(n for n in map(_unescape, _TABLE.findall(tree)) if n)
+    try:
+        found: set[str] = set()
+        _tables(json.loads(tree), frozenset(), found)
+    except RecursionError:
+        return None
+    return frozenset(found)
+
+
+def _tables(node: Any, hidden: frozenset[str], found: set[str]) -> None:
+    """Into `found`, the tables `node` (a part of DuckDB's serialized parse tree) names that
+    no CTE in scope defines (`hidden`, lower-cased). A CTE covers its query and the CTEs after
+    it, not itself nor anything outside its query: in `select ... from kl_health, (with
+    kl_health as (...) select ...)` the first `kl_health` is the view; in `with runs as
+    (select ... from runs) ...` the inner `runs` is the table."""
+    if isinstance(node, list):
+        for item in node:
+            _tables(item, hidden, found)
+        return
+    if not isinstance(node, dict):
+        return
+    ctes = node.get("cte_map")
+    for entry in ctes.get("map", []) if isinstance(ctes, dict) else []:
+        _tables(entry.get("value"), hidden, found)
+        hidden = hidden | {str(entry.get("key", "")).lower()}
+    name = node.get("table_name")  # a table, or what a SHOW names (`show tables`: all)
+    if isinstance(name, str) and name and name.lower() not in hidden:
+        found.add(name)
+    for key, value in node.items():
+        if key != "cte_map" and isinstance(value, (dict, list)):
+            _tables(value, hidden, found)
 
 
 def references(con: Any, sql: str) -> frozenset[str]:
@@ -342,8 +377,10 @@ def references_each(con: Any, sqls: list[str]) -> list[frozenset[str]]:
     for sql, tree in zip(sqls, trees):
         if tree.startswith('{"error":true'):
             raise QueryError(f"DuckDB cannot parse this view body: {sql[:80]}")
-        out.append(frozenset(n for n in (_unescape(t) for t in _TABLE.findall(tree))
-                             if n and n not in {_unescape(c) for c in _CTE.findall(tree)}))
+        names = _read_tables(tree)
+        if names is None:
+            raise QueryError(f"this view body nests too deeply to read: {sql[:80]}")
+        out.append(names)
     return out
 
 
