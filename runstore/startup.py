@@ -77,8 +77,11 @@ class _HeldLoader(importlib.abc.Loader):
         return self._loader.create_module(spec)
 
     def exec_module(self, module: Any) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            self._loader.exec_module(module)  # only the main thread is interrupted
+        if threading.current_thread() is not threading.main_thread() \
+                or signal.getsignal(signal.SIGINT) is None:
+            # Only the main thread is interrupted; a handler not set from Python (None)
+            # could not be put back.
+            self._loader.exec_module(module)
             return
         held: list[int] = []
         previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
