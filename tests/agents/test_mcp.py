@@ -253,6 +253,21 @@ def test_bad_arguments_say_what_to_send(session: McpSession, tool: str, args: di
     assert "errors.pydantic.dev" not in line and "Error executing tool" not in line
 
 
+@pytest.mark.parametrize("word", ["null", "true", "false"])
+def test_a_text_argument_is_the_text_sent_even_when_it_reads_as_json(
+        session: McpSession, store: Path, n_runs: int, word: str) -> None:
+    # Clients send lists as JSON text (`'["a", "b"]'`), which the SDK decodes; a string that
+    # spells a JSON scalar is still the string: `like="null"` searches for "null", it is not
+    # "no filter", and `runs="null"` names a run, it is not "every run".
+    keys = csv_rows(cli(store, "keys", "--like", word, "-F", "csv").stdout)[1:]
+    said = session.ok("metric_keys", {"like": word})
+    assert said.startswith(f"{len(keys)} metric keys containing {word!r}:"), said
+    assert f"no run matches --runs {word!r}" in session.error("list_runs", {"runs": word})
+    assert f"no view or table {word!r}" in session.error("views", {"name": word})
+    everything = session.ok("list_runs", {"where": "true", "columns": ["run_label"]})
+    assert everything.startswith(f"{n_runs} runs matching where='true':"), everything
+
+
 def test_every_tool_refuses_an_unknown_argument(session: McpSession) -> None:
     for t in session.tools():
         line = session.error(t.name, {"bogus_argument": 1})
