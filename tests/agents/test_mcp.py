@@ -268,6 +268,25 @@ def test_a_text_argument_is_the_text_sent_even_when_it_reads_as_json(
     assert everything.startswith(f"{n_runs} runs matching where='true':"), everything
 
 
+def test_every_offset_the_schema_admits_is_answered_and_a_larger_one_refused(
+        session: McpSession) -> None:
+    # An offset past the last row is a notice, however large; one past what a 64-bit row
+    # number holds is refused as the schema says, never an "unexpected" error.
+    needs = {"compare_runs": {"runs": "gsm8k_tool_rl/*"},
+             "metric_history": {"keys": "optim/entropy"},
+             "rollouts": {"run": RL_RUN, "iteration": 20}, "search_transcripts": {"text": "e"},
+             "slowest_spans": {"run": "sl/*"}, "step_timeline": {"run": "sl/*"},
+             "sql": {"query": "select 1 as x"}}
+    offsets = {t.name: t.input_schema["properties"]["offset"] for t in session.tools()
+               if "offset" in t.input_schema["properties"]}
+    assert len(offsets) == 11
+    for tool, schema in offsets.items():
+        assert schema.get("maximum") == 2**63 - 1, (tool, schema)
+        session.ok(tool, {**needs.get(tool, {}), "offset": 2**63 - 1, "limit": 1})
+        line = session.error(tool, {**needs.get(tool, {}), "offset": 2**63, "limit": 1})
+        assert "offset: Input should be less than or equal to" in line, line
+
+
 def test_every_tool_refuses_an_unknown_argument(session: McpSession) -> None:
     for t in session.tools():
         line = session.error(t.name, {"bogus_argument": 1})
