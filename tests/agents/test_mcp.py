@@ -135,6 +135,16 @@ def test_markdown_answers_are_the_cli_markdown(session: McpSession, store: Path)
     assert "-Infinity" in session.ok("sql", {"query": "select '-inf'::double as x"})
 
 
+@pytest.mark.parametrize("fmt", ["csv", "markdown"])
+def test_dates_past_python_years_are_the_cli_text(session: McpSession, store: Path,
+                                                  fmt: str) -> None:
+    # DuckDB's infinities and years past 9999: Python's datetime cannot hold them. The CLI
+    # reads these plain columns as DuckDB's Python values, the tool as Arrow (its worker's).
+    query = ("select 'infinity'::timestamp as t, '-infinity'::date as d, "
+             "date '5877642-06-25' as far, timestamp '294247-01-10 04:00:54' as late")
+    text = session.ok("sql", {"query": query, "format": fmt})
+    assert text == cli(store, "sql", query, "-F", fmt).stdout
+
 def test_check_has_the_cli_rows_and_says_its_exit_status(session: McpSession, store: Path) -> None:
     text = session.ok("check", {"format": "csv"})
     result = cli(store, "check", "-F", "csv")
