@@ -239,6 +239,8 @@ def test_compare_runs_has_the_diff_rows(session: McpSession, store: Path) -> Non
     ("metric_history", {"keys": "optim/entropy", "x": "epoch"}, "x: Input should be 'step'"),
     ("metric_history", {"keys": "optim/entropy", "smooth": 1.5}, "smooth: Input should be less"),
     ("metric_history", {"keys": [f"k{i}" for i in range(11)]}, "give 1 to 10 keys"),
+    ("metric_history", {"keys": "optim/entropy", "x_min": "nan"},
+     "x_min is a number on the x axis, got nan"),
     ("check", {"rules": ["optim/entropy <> 3"]}, "`runstore check` would exit 2"),
     ("check", {"threshold": "high"}, "threshold: Input should be a valid number"),
     ("rollouts", {"run": RL_RUN, "iteration": -1}, "iteration: Input should be greater"),
