@@ -280,6 +280,16 @@ def test_a_text_argument_is_the_text_sent_even_when_it_reads_as_json(
     assert everything.startswith(f"{n_runs} runs matching where='true':"), everything
 
 
+def test_views_and_docs_find_a_name_in_any_case_as_sql_does(session: McpSession,
+                                                           store: Path) -> None:
+    # DuckDB's names ignore case: `select * from KL_Health` reads kl_health, so its documentation
+    # is found under that spelling too.
+    assert cli(store, "sql", "select count(*) as n from KL_Health").exit_code == 0
+    for spelled, name in (("KL_Health", "kl_health"), ("RUNS", "runs")):
+        assert session.ok("views", {"name": spelled}) == session.ok("views", {"name": name})
+        assert session.ok("sql", {"docs": [spelled]}) == session.ok("sql", {"docs": [name]})
+
+
 def test_every_offset_the_schema_admits_is_answered_and_a_larger_one_refused(
         session: McpSession) -> None:
     # An offset past the last row is a notice, however large; one past what a 64-bit row

@@ -12,7 +12,7 @@ huge result costs the server nothing. On request (`docs`) it also returns the do
 of the views and tables named, so an agent can write correct SQL. An error says what DuckDB
 or the guard said, and where to read the views' columns. `views` lists the canned views
 (name, purpose, columns) and the tables, or documents one of them (columns with their
-comments, the view's SQL on request).
+comments, the view's SQL on request); a name is found in any case, as SQL finds it.
 """
 
 from __future__ import annotations
@@ -106,6 +106,7 @@ class SqlTools(Toolbox):
             out.line(f"## {tables.num_rows} tables")
             return out.table(tables, Page(0, tables.num_rows, tables.num_rows),
                              what="tables").render()
+        name = _named(name, [*views, *store.tables()])
         if name in views:
             out.text(_view_doc(views[name], include_sql))
             return out.render()
@@ -117,6 +118,12 @@ class SqlTools(Toolbox):
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise QueryError(f"no view or table {name!r}; {hint}(`views` without a name lists them)")
+
+
+def _named(name: str, known: list[str]) -> str:
+    """`name` as the store spells it: DuckDB's names ignore case (`KL_Health` reads kl_health),
+    so its documentation does too."""
+    return next((k for k in known if k.lower() == name.lower()), name)
 
 
 def _cut(text: str, most: int = DESCRIPTION_SHOWN) -> str:
@@ -146,7 +153,7 @@ def _docs(store: Any, names: list[str]) -> str:
     views = {v.name: v for v in store.views()}
     chosen = list(views) if names == ["*"] else names
     parts = []
-    for name in chosen:
+    for name in (_named(n, [*views, *store.tables()]) for n in chosen):
         if name in views:
             parts.append(_view_doc(views[name], include_sql=False))
         elif name in store.tables():
