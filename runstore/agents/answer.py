@@ -6,7 +6,8 @@ renders `-F markdown` / `-F csv` (NaN and ±Infinity as text, six significant di
 markdown), and bounded twice:
 
 * rows: a tool shows at most `limit` rows from `offset` (`Page`); the rest are named in a
-  notice under the table: "rows 1–50 of 1,234 (limit=50): ask again with offset=50";
+  notice under the table: "rows 1–50 of 1,234 (limit=50): ask again with offset=50"; a table
+  without rows keeps its header (the columns) above "(no rows)";
 * characters: the whole answer holds at most `max_chars` characters (`DEFAULT_CHARS` unless
   the call or `runstore mcp --max-chars` says otherwise; `MIN_CHARS`..`MAX_CHARS`). A table
   keeps the whole rows that fit and says where it stopped and which offset continues it; any
@@ -136,7 +137,7 @@ def _render_table(t: _Table, room: int) -> tuple[str, str | None, bool]:
     head, rows = lines[:2 if t.fmt == "markdown" else 1], lines[2 if t.fmt == "markdown" else 1:]
     page, n = t.page, len(rows)
     if n == 0:
-        return _empty(t)
+        return _empty(t, head)
     shown, size = 0, sum(len(h) + 1 for h in head)
     for row in rows:
         if size + len(row) + 1 > room and shown:
@@ -164,12 +165,14 @@ def _render_table(t: _Table, room: int) -> tuple[str, str | None, bool]:
     return "\n".join(body), notice, shown == n
 
 
-def _empty(t: _Table) -> tuple[str, str | None, bool]:
+def _empty(t: _Table, head: list[str]) -> tuple[str, str | None, bool]:
+    """A table without rows: its header (the columns, as the CLI prints them) and `(no rows)`;
+    past the last page, only the notice saying so."""
     total = t.page.total
     if total and t.page.offset >= total:
         return "", (f"(offset={t.page.offset} is past the last of the {total:,} {t.what}: "
                     f"ask with an offset below {total:,})"), True
-    return f"(no {t.what})", None, True
+    return "\n".join([*(head if t.table.column_names else []), f"(no {t.what})"]), None, True
 
 
 def _lines(table: "Rows | pa.Table", fmt: Format) -> list[str]:

@@ -136,6 +136,18 @@ def test_markdown_answers_are_the_cli_markdown(session: McpSession, store: Path)
 
 
 @pytest.mark.parametrize("fmt", ["csv", "markdown"])
+def test_an_empty_answer_keeps_the_cli_header(session: McpSession, store: Path, fmt: str) -> None:
+    # `limit 0` is how one asks for a result's columns: the header is the answer.
+    query = "select * from kl_health limit 0"
+    head = cli(store, "sql", query, "-F", fmt).stdout
+    assert head.count("\n") == (2 if fmt == "markdown" else 1)
+    assert session.ok("sql", {"query": query, "format": fmt}) == head + "(no rows)\n"
+    keys = session.ok("metric_keys", {"like": "no-such-key", "format": fmt})
+    assert keys.split("\n", 1)[1] == cli(store, "keys", "--like", "no-such-key", "-F",
+                                         fmt).stdout + "(no keys)\n"
+
+
+@pytest.mark.parametrize("fmt", ["csv", "markdown"])
 def test_dates_past_python_years_are_the_cli_text(session: McpSession, store: Path,
                                                   fmt: str) -> None:
     # DuckDB's infinities and years past 9999: Python's datetime cannot hold them. The CLI
