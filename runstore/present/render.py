@@ -7,8 +7,8 @@ Contract: `render(table, fmt, width=None, wide=False, whole=())` returns text fo
 are NaN or infinite are written as the bare tokens `NaN`, `Infinity`, `-Infinity` in JSON
 (as the source files write them) and as text elsewhere; timestamps as ISO-8601 (those
 Python's datetime cannot hold as DuckDB gives them: `infinity` as the largest datetime, year
-294247 as text); DECIMAL
-values as JSON numbers; any other value JSON cannot hold as its text.
+294247 and 24:00:00 as text); DECIMAL values as JSON numbers; any other value JSON cannot
+hold as its text.
 
 The table format is for people: it aligns columns, shows floats with 6 significant digits,
 fits `width` (the terminal's) and ends with the row count. Two kinds of cell are never cut:
@@ -122,16 +122,30 @@ def rows(table: pa.Table) -> list[dict[str, Any]]:
 def _pylist(table: "Rows | pa.Table") -> list[dict[str, Any]]:
     """The rows as dicts of Python values, alike for `Rows` and Arrow. Arrow cannot make a
     Python value of a date or timestamp outside years 1-9999 (DuckDB's infinities among
-    them); DuckDB's own conversion, which `Rows` hold, can (`datetime.max`, or the value's
-    text), so such a table is read back through DuckDB."""
-    try:
-        return table.to_pylist()
-    except OverflowError:
-        import duckdb
+    them) and makes DuckDB's end-of-day time 24:00:00 a midnight; DuckDB's own conversion,
+    which `Rows` hold, gives `datetime.max` or the value's text, so such a table is read back
+    through DuckDB."""
+    if isinstance(table, Rows) or not any(map(_day_end, table.columns)):
+        try:
+            return table.to_pylist()
+        except OverflowError:
+            pass
+    import duckdb
 
-        with duckdb.connect() as con:
-            rel = con.from_arrow(table)
-            return [dict(zip(rel.columns, r)) for r in rel.fetchall()]
+    with duckdb.connect() as con:
+        rel = con.from_arrow(table)
+        return [dict(zip(rel.columns, r)) for r in rel.fetchall()]
+
+
+def _day_end(column: "pa.ChunkedArray") -> bool:
+    """Whether a column holds a time of day of 24:00:00 (a top-level time column only)."""
+    if not pa.types.is_time(column.type):
+        return False
+    import pyarrow.compute as pc
+
+    per_day = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[column.type.unit] * 86400
+    latest = pc.max(column.cast(pa.int64())).as_py()
+    return latest is not None and latest >= per_day
 
 
 def render(table: "Rows | pa.Table", fmt: str, *, width: int | None = None,

@@ -150,12 +150,13 @@ def test_an_empty_answer_keeps_the_cli_header(session: McpSession, store: Path, 
 @pytest.mark.parametrize("fmt", ["csv", "markdown"])
 def test_dates_past_python_years_are_the_cli_text(session: McpSession, store: Path,
                                                   fmt: str) -> None:
-    # DuckDB's infinities and years past 9999: Python's datetime cannot hold them. The CLI
+    # DuckDB's infinities, years past 9999 and 24:00: Python's datetime cannot hold them. The CLI
     # reads these plain columns as DuckDB's Python values, the tool as Arrow (its worker's).
-    query = ("select 'infinity'::timestamp as t, '-infinity'::date as d, "
-             "date '5877642-06-25' as far, timestamp '294247-01-10 04:00:54' as late")
-    text = session.ok("sql", {"query": query, "format": fmt})
-    assert text == cli(store, "sql", query, "-F", fmt).stdout
+    for query in ("select 'infinity'::timestamp as t, '-infinity'::date as d, "
+                  "date '5877642-06-25' as far, timestamp '294247-01-10 04:00:54' as late",
+                  "select time '24:00:00' as day_end, time '12:00:00' as noon"):
+        text = session.ok("sql", {"query": query, "format": fmt})
+        assert text == cli(store, "sql", query, "-F", fmt).stdout
 
 def test_check_has_the_cli_rows_and_says_its_exit_status(session: McpSession, store: Path) -> None:
     text = session.ok("check", {"format": "csv"})
