@@ -207,6 +207,16 @@ def test_doctor_has_the_cli_rows_and_says_its_exit_status(session: McpSession,
     assert header[:2] == ["finding", "severity"] and ["kl_spike", "error"] == found[0][:2]
 
 
+def test_doctor_statements_are_whole_so_the_sql_tool_runs_them(session: McpSession,
+                                                               store: Path) -> None:
+    # The markdown answer (the default) cuts long text cells; a statement cut is no statement.
+    header, rows = table(session.ok("doctor", {"max_chars": answer.MAX_CHARS}))
+    full = csv_rows(cli(store, "doctor", "-F", "csv").stdout)
+    assert [r[header.index("statement")] for r in rows] == \
+        [r[full[0].index("statement")] for r in full[1:]]
+    assert any(len(r[header.index("statement")]) > 200 for r in rows)
+
+
 def test_compare_runs_has_the_diff_rows(session: McpSession, store: Path) -> None:
     runs = [FLAGGED, "gsm8k_tool_rl/sweep/lr_1e-4/seed_0"]
     text = session.ok("compare_runs", {"runs": runs, "format": "csv"})
