@@ -20,6 +20,7 @@ import pytest
 from mcpkit import REPO, McpSession, clean_env, csv_block, csv_rows, notice_offset, table
 
 import oracle
+import runstore
 from runstore.agents import answer
 from runstore.cli import agents as cli_agents
 from storekit import cli
@@ -215,6 +216,19 @@ def test_doctor_statements_are_whole_so_the_sql_tool_runs_them(session: McpSessi
     assert [r[header.index("statement")] for r in rows] == \
         [r[full[0].index("statement")] for r in full[1:]]
     assert any(len(r[header.index("statement")]) > 200 for r in rows)
+
+
+def test_snippets_hold_the_context_asked_for(session: McpSession, store: Path) -> None:
+    # context may be up to 2000 characters either side: the markdown answer must not cut the
+    # snippet back to its 200-character cell limit.
+    expected = runstore.open(store).search("the", context=300, limit=4)["snippet"].to_list()
+    assert max(map(len, expected)) > 200
+    header, rows = table(session.ok("search_transcripts", {"text": "the", "context": 300,
+                                                           "limit": 4,
+                                                           "max_chars": answer.MAX_CHARS}))
+    markdown = str.maketrans({"\n": "⏎", "\r": "", "\t": " "})
+    assert [r[header.index("snippet")] for r in rows] == \
+        [e.translate(markdown).strip() for e in expected]
 
 
 def test_compare_runs_has_the_diff_rows(session: McpSession, store: Path) -> None:

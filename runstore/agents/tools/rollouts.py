@@ -7,7 +7,7 @@ Contract: `rollouts` without an iteration lists what a run logged per split and 
 A conversation the tree ties only to a group (not to one trajectory) is shown once, under
 its group, and says so. `search_transcripts` is a page of the messages whose text contains
 some text across every run (or a scope), with a snippet around the first match
-(`Store.search`).
+(`Store.search`), whole in markdown too (`context` says how long it is).
 """
 
 from __future__ import annotations
@@ -125,8 +125,8 @@ class RolloutTools(Toolbox):
                                           f"contain {text!r}" + (f" (role {role})" if role else "")
                                           + ":")
         table = found.drop("n_total").to_arrow()
-        return out.table(table, Page(offset, limit, total), fmt=format,
-                         what="messages").render()
+        return out.table(table, Page(offset, limit, total), fmt=format, what="messages",
+                         whole=("snippet",)).render()  # as long as `context` asked
 
 
 def _messages(m: "pl.DataFrame") -> str:
