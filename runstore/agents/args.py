@@ -43,8 +43,9 @@ MaxChars = Annotated[Optional[int], Field(
                 "stopped and how to ask for the rest.", examples=[8000])]
 
 TextFormat = Annotated[Literal["markdown", "csv"], Field(
-    description="Tables as markdown (six significant digits) or as CSV with a header line "
-                "(every digit). NaN and ±Infinity are written as text either way.")]
+    description="Tables as markdown (six significant digits; a text cell over 200 characters "
+                "cut with …) or as CSV with a header line (every digit, every character). NaN "
+                "and ±Infinity are written as text either way.")]
 
 
 def limit(default: int, most: int, what: str = "rows") -> object:
