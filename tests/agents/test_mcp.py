@@ -327,6 +327,18 @@ def test_views_and_docs_find_a_name_in_any_case_as_sql_does(session: McpSession,
         assert session.ok("sql", {"docs": [spelled]}) == session.ok("sql", {"docs": [name]})
 
 
+def test_a_long_argument_does_not_crowd_out_the_answer(session: McpSession, n_runs: int) -> None:
+    # A title repeats what was asked; a 5,000-character argument must not fill a 1,000-character
+    # answer and leave out what the store holds.
+    long = "zz" * 2500
+    for tool, args, says in (("metric_keys", {"like": long}, "0 metric keys containing 'zzzz"),
+                             ("search_transcripts", {"text": long}, "0 messages contain 'zzzz"),
+                             ("list_runs", {"where": f"run_name <> '{long}'"}, f"{n_runs} runs matching")):
+        text = session.ok(tool, {**args, "max_chars": 1000})
+        assert text.startswith(says) and "reached its character cap" not in text.split("\n")[0]
+        assert len(text.split("\n")[0]) < 200, text
+
+
 def test_every_offset_the_schema_admits_is_answered_and_a_larger_one_refused(
         session: McpSession) -> None:
     # An offset past the last row is a notice, however large; one past what a 64-bit row

@@ -19,7 +19,7 @@ from pydantic import Field
 from ..answer import Answer, Page
 from ..args import MaxChars, Offset, Run, Runs, TextFormat, limit
 from .base import Toolbox, tool
-from .common import page, run_header
+from .common import page, run_header, said
 
 if TYPE_CHECKING:
     import polars as pl
@@ -122,7 +122,7 @@ class RolloutTools(Toolbox):
         else:
             total = int(found["n_total"][0]) if found.height else 0
         out = self.answer(max_chars).line(f"{total} message{'s' if total != 1 else ''} "
-                                          f"contain {text!r}" + (f" (role {role})" if role else "")
+                                          f"contain {said(text)}" + (f" (role {role})" if role else "")
                                           + ":")
         table = found.drop("n_total").to_arrow()
         return out.table(table, Page(offset, limit, total), fmt=format, what="messages",

@@ -26,6 +26,7 @@ from ...errors import QueryError
 from ..answer import Page
 from ..args import MaxChars, Offset, TextFormat, limit
 from .base import Toolbox, tool
+from .common import cut
 
 if TYPE_CHECKING:
     from ...query.views import View
@@ -98,7 +99,7 @@ class SqlTools(Toolbox):
         out = self.answer(max_chars)
         views = {v.name: v for v in store.views()}
         if name is None:
-            rows = [{"view": v.name, "purpose": _cut(v.description),
+            rows = [{"view": v.name, "purpose": cut(v.description, DESCRIPTION_SHOWN),
                      "columns": ", ".join(c for c, _ in v.columns)} for v in views.values()]
             out.line(f"## {len(rows)} canned views (`views` with name=... documents one)")
             out.table(pa.Table.from_pylist(rows), Page(0, len(rows), len(rows)), what="views")
@@ -124,10 +125,6 @@ def _named(name: str, known: list[str]) -> str:
     """`name` as the store spells it: DuckDB's names ignore case (`KL_Health` reads kl_health),
     so its documentation does too."""
     return next((k for k in known if k.lower() == name.lower()), name)
-
-
-def _cut(text: str, most: int = DESCRIPTION_SHOWN) -> str:
-    return text if len(text) <= most else text[:most - 1] + "…"
 
 
 def _view_doc(view: "View", include_sql: bool) -> str:
