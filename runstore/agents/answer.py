@@ -3,10 +3,12 @@
 Contract: an agent reads every character of an answer, so answers are text (markdown tables by
 default, or CSV with a header line; never JSON), rendered by `present.render` as the CLI
 renders `-F markdown` / `-F csv` (NaN and ±Infinity as text, six significant digits in
-markdown), and bounded twice:
+markdown; long text cut at 200 characters but in the columns a table names `whole`, such as
+the doctor's statements), and bounded twice:
 
 * rows: a tool shows at most `limit` rows from `offset` (`Page`); the rest are named in a
-  notice under the table: "rows 1–50 of 1,234 (limit=50): ask again with offset=50";
+  notice under the table: "rows 1–50 of 1,234 (limit=50): ask again with offset=50"; a table
+  without rows keeps its header (the columns) above "(no rows)";
 * characters: the whole answer holds at most `max_chars` characters (`DEFAULT_CHARS` unless
   the call or `runstore mcp --max-chars` says otherwise; `MIN_CHARS`..`MAX_CHARS`). A table
   keeps the whole rows that fit and says where it stopped and which offset continues it; any
@@ -50,6 +52,7 @@ class _Table:
     fmt: Format
     what: str  # what a row is, plural ("runs", "rows")
     more: str  # how to ask for the rest, with {offset} for the next offset
+    whole: tuple[str, ...] = ()  # columns whose values markdown never cuts (besides render's)
 
 
 @dataclass
@@ -72,9 +75,11 @@ class Answer:
         return self
 
     def table(self, table: "Rows | pa.Table", page: Page, *, fmt: Format = "markdown",
-              what: str = "rows", more: str = "ask again with offset={offset}") -> "Answer":
-        """The page's rows (`table` holds only them) as a markdown or CSV table."""
-        self.parts.append(("table", _Table(table, page, fmt, what, more)))
+              what: str = "rows", more: str = "ask again with offset={offset}",
+              whole: tuple[str, ...] = ()) -> "Answer":
+        """The page's rows (`table` holds only them) as a markdown or CSV table; `whole`
+        names columns whose values are never cut (as `render`'s identifying columns)."""
+        self.parts.append(("table", _Table(table, page, fmt, what, more, whole)))
         return self
 
     def note(self, text: str) -> "Answer":
@@ -132,11 +137,11 @@ class Answer:
 
 def _render_table(t: _Table, room: int) -> tuple[str, str | None, bool]:
     """(the table's text within `room` characters, its notice, whether every row fitted)."""
-    lines = _lines(t.table, t.fmt)
+    lines = _lines(t.table, t.fmt, t.whole)
     head, rows = lines[:2 if t.fmt == "markdown" else 1], lines[2 if t.fmt == "markdown" else 1:]
     page, n = t.page, len(rows)
     if n == 0:
-        return _empty(t)
+        return _empty(t, head)
     shown, size = 0, sum(len(h) + 1 for h in head)
     for row in rows:
         if size + len(row) + 1 > room and shown:
@@ -164,22 +169,24 @@ def _render_table(t: _Table, room: int) -> tuple[str, str | None, bool]:
     return "\n".join(body), notice, shown == n
 
 
-def _empty(t: _Table) -> tuple[str, str | None, bool]:
+def _empty(t: _Table, head: list[str]) -> tuple[str, str | None, bool]:
+    """A table without rows: its header (the columns, as the CLI prints them) and `(no rows)`;
+    past the last page, only the notice saying so."""
     total = t.page.total
     if total and t.page.offset >= total:
         return "", (f"(offset={t.page.offset} is past the last of the {total:,} {t.what}: "
                     f"ask with an offset below {total:,})"), True
-    return f"(no {t.what})", None, True
+    return "\n".join([*(head if t.table.column_names else []), f"(no {t.what})"]), None, True
 
 
-def _lines(table: "Rows | pa.Table", fmt: Format) -> list[str]:
+def _lines(table: "Rows | pa.Table", fmt: Format, whole: tuple[str, ...] = ()) -> list[str]:
     """The header line(s) then one line per row. Markdown rows are one line each (render
     escapes line breaks); a CSV row with a line break in a value spans several lines, so CSV
     rows are rendered one at a time."""
     from ..present.render import render
 
     if fmt == "markdown":
-        return render(table, "markdown").rstrip("\n").split("\n")
+        return render(table, "markdown", whole=whole).rstrip("\n").split("\n")
     head = render(table.slice(0, 0), "csv").rstrip("\n")
     rows = [render(table.slice(i, 1), "csv")[len(head) + 1:].rstrip("\n")
             for i in range(table.num_rows)]

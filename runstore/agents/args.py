@@ -5,7 +5,8 @@ description, the examples and the bounds that the tool's published input schema 
 (MCP `tools/list`) and that the SDK validates a call against. A RUN names exactly one run and
 a scope any number of runs, as everywhere in runstore (`analysis.runs`, the one RUN
 resolution); `Limit`, `Offset` and `MaxChars` are the bounds of every answer
-(`agents.answer`). Nothing here imports more than pydantic, which the MCP SDK imports anyway.
+(`agents.answer`); an offset is a row number, so at most an int64's largest value (what polars
+and DuckDB take). Nothing here imports more than pydantic, which the MCP SDK imports anyway.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import Field
 
+from ..numbers import INT64_MAX
 from .answer import MAX_CHARS, MIN_CHARS
 
 RUN_TEXT = ("a run_id (or a unique prefix of 4+ characters), a run_name, the run's directory, "
@@ -30,8 +32,9 @@ Runs = Annotated[Optional[Union[str, list[str]]], Field(
     examples=["math_rl_sweep/*", ["gsm8k_tool_rl/sweep/lr_1e-3/seed_0", "sl/*"]])]
 
 Offset = Annotated[int, Field(
-    ge=0, description="Skip this many rows first. A cut answer ends with a notice saying which "
-                      "offset continues it.", examples=[0, 50])]
+    ge=0, le=INT64_MAX,
+    description="Skip this many rows first. A cut answer ends with a notice saying which offset "
+                "continues it.", examples=[0, 50])]
 
 MaxChars = Annotated[Optional[int], Field(
     ge=MIN_CHARS, le=MAX_CHARS,
@@ -40,8 +43,9 @@ MaxChars = Annotated[Optional[int], Field(
                 "stopped and how to ask for the rest.", examples=[8000])]
 
 TextFormat = Annotated[Literal["markdown", "csv"], Field(
-    description="Tables as markdown (six significant digits) or as CSV with a header line "
-                "(every digit). NaN and ±Infinity are written as text either way.")]
+    description="Tables as markdown (six significant digits; a text cell over 200 characters "
+                "cut with …) or as CSV with a header line (every digit, every character). NaN "
+                "and ±Infinity are written as text either way.")]
 
 
 def limit(default: int, most: int, what: str = "rows") -> object:

@@ -11,7 +11,9 @@ them.
 A call is checked before it runs (`CallCheck`): an unknown tool or argument name, or a value
 the schema refuses, is an error result that names what is wrong and what to send instead
 (the closest tool or argument name; the values the argument takes), never the SDK's generic
-message. Tools run on worker threads, so one slow query does not stop the server from reading
+message. A string argument is the text sent: the SDK decodes one that is JSON text of a list
+or an object (clients send lists so), but not one that spells a scalar (`"null"`, `"true"`
+stay text, so `like="null"` searches for "null" rather than dropping the filter). Tools run on worker threads, so one slow query does not stop the server from reading
 the next message; all of them share one `Store`, opened on the first call (so `initialize`
 is answered before DuckDB, polars or pyarrow are imported) and kept: every query reads the
 newest snapshot, so an ingest that commits while the server runs is seen by the next call.
@@ -24,6 +26,7 @@ never opened.
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 from typing import TYPE_CHECKING, Any
 
@@ -60,8 +63,30 @@ def tools(state: State) -> list["Tool"]:
                                       description=inspect.cleandoc(method.__doc__ or ""),
                                       annotations=hints, structured_output=False)
             made.parameters["additionalProperties"] = False
+            made.fn_metadata = _text_stays_text(made.fn_metadata)
             out.append(made)
     return out
+
+
+def _text_stays_text(metadata: Any) -> Any:
+    """`metadata` (the SDK's `FuncMetadata`) reading arguments as the module says."""
+    from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+
+    return _reader()(**{k: getattr(metadata, k) for k in FuncMetadata.model_fields})
+
+
+@functools.cache
+def _reader() -> type:
+    """The SDK's `FuncMetadata` but for strings: of those it decodes as JSON, only a list or
+    an object replaces the string sent (a class made on first use: mcp is imported late)."""
+    from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+
+    class TextStaysText(FuncMetadata):
+        def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+            decoded = super().pre_parse_json(data)
+            return {k: v if isinstance(v, (list, dict)) else data[k] for k, v in decoded.items()}
+
+    return TextStaysText
 
 
 class CallCheck:

@@ -18,7 +18,8 @@ ordered by run (label), key (as given), then step.
 * `smooth=W`: `smoothed`, the debiased EMA with weight W over each line's points in step order
   (`analysis.smooth`, the one smoothing of charts and `compare`), computed on every point
   before the range and the downsampling cut any.
-* `x_min`/`x_max`: only points with the x value in that range (inclusive).
+* `x_min`/`x_max`: only points with the x value in that range (inclusive); a bound is a
+  number, not NaN.
 * Downsampling: a line (a run and a key) with more than `max_points` points in range keeps at
   most that many: equal buckets of consecutive points, each keeping its minimum and its
   maximum, plus the first and the last point (`present.charts.lines.keep_mask`, the one
@@ -33,6 +34,7 @@ matches no run a `QueryError`. polars and numpy are imported inside the function
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..analysis.runs import Scope
@@ -69,7 +71,8 @@ def history(store: "Reader", keys: str | Sequence[str], *, runs: Scope = None, x
         raise UsageError(f"max_points is a whole number from 4 to {MAX_POINTS}, got {max_points!r}")
     weight = None if smooth is None else check_weight(smooth)
     for name, bound in (("x_min", x_min), ("x_max", x_max)):
-        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float))):
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float))
+                                  or math.isnan(bound)):  # NaN bounds nothing: no point passes
             raise UsageError(f"{name} is a number on the x axis, got {bound!r}")
     ids = scope_ids(store, runs)
     keys_mod.require(store, names)

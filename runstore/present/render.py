@@ -5,8 +5,10 @@ Contract: `render(table, fmt, width=None, wide=False, whole=())` returns text fo
 (one array of objects), `jsonl` and `markdown`; `write_parquet(table, path)` writes `parquet`.
 `format_for(path)` names the format a file name asks for (`.json` → json, …). Floats that
 are NaN or infinite are written as the bare tokens `NaN`, `Infinity`, `-Infinity` in JSON
-(as the source files write them) and as text elsewhere; timestamps as ISO-8601; DECIMAL
-values as JSON numbers; any other value JSON cannot hold as its text.
+(as the source files write them) and as text elsewhere; timestamps as ISO-8601 (those
+Python's datetime cannot hold as DuckDB gives them: `infinity` as the largest datetime, year
+294247 and 24:00:00 as text); DECIMAL values as JSON numbers; any other value JSON cannot
+hold as its text.
 
 The table format is for people: it aligns columns, shows floats with 6 significant digits,
 fits `width` (the terminal's) and ends with the row count. Two kinds of cell are never cut:
@@ -114,7 +116,36 @@ def _text(v: Any) -> str:
 
 
 def rows(table: pa.Table) -> list[dict[str, Any]]:
-    return [{k: _plain(v) for k, v in r.items()} for r in table.to_pylist()]
+    return [{k: _plain(v) for k, v in r.items()} for r in _pylist(table)]
+
+
+def _pylist(table: "Rows | pa.Table") -> list[dict[str, Any]]:
+    """The rows as dicts of Python values, alike for `Rows` and Arrow. Arrow cannot make a
+    Python value of a date or timestamp outside years 1-9999 (DuckDB's infinities among
+    them) and makes DuckDB's end-of-day time 24:00:00 a midnight; DuckDB's own conversion,
+    which `Rows` hold, gives `datetime.max` or the value's text, so such a table is read back
+    through DuckDB."""
+    if isinstance(table, Rows) or not any(map(_day_end, table.columns)):
+        try:
+            return table.to_pylist()
+        except OverflowError:
+            pass
+    import duckdb
+
+    with duckdb.connect() as con:
+        rel = con.from_arrow(table)
+        return [dict(zip(rel.columns, r)) for r in rel.fetchall()]
+
+
+def _day_end(column: "pa.ChunkedArray") -> bool:
+    """Whether a column holds a time of day of 24:00:00 (a top-level time column only)."""
+    if not pa.types.is_time(column.type):
+        return False
+    import pyarrow.compute as pc
+
+    per_day = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[column.type.unit] * 86400
+    latest = pc.max(column.cast(pa.int64())).as_py()
+    return latest is not None and latest >= per_day
 
 
 def render(table: "Rows | pa.Table", fmt: str, *, width: int | None = None,
@@ -130,7 +161,7 @@ def render(table: "Rows | pa.Table", fmt: str, *, width: int | None = None,
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(table.column_names)
-        for r in table.to_pylist():
+        for r in _pylist(table):
             w.writerow([_text(r[c]) for c in table.column_names])
         return buf.getvalue()
     if fmt == "markdown":
@@ -200,7 +231,7 @@ def _markdown(table: pa.Table, identifying: frozenset[str]) -> str:
     names = table.column_names
     limits = [None if n in identifying else MARKDOWN_CELL for n in names]
     out = ["| " + " | ".join(names) + " |", "|" + "|".join("---" for _ in names) + "|"]
-    for r in table.to_pylist():
+    for r in _pylist(table):
         out.append("| " + " | ".join(_cut_end(r[c], lim).replace("|", "\\|")
                                       for c, lim in zip(names, limits)) + " |")
     return "\n".join(out) + "\n"
@@ -239,7 +270,7 @@ def distinct_width(header: str, others: Sequence[str]) -> int:
 
 def _table(table: pa.Table, width: int, wide: bool, identifying: frozenset[str]) -> str:
     cols = _Columns(table, identifying)
-    data = table.to_pylist()
+    data = _pylist(table)
     if wide:
         widths = [max([len(n)] + [len(_cell(r[n], None)) for r in data]) for n in cols.names]
         return _grid(cols, data, widths, [None] * len(widths), 6, table.num_rows)

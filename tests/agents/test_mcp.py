@@ -20,6 +20,7 @@ import pytest
 from mcpkit import REPO, McpSession, clean_env, csv_block, csv_rows, notice_offset, table
 
 import oracle
+import runstore
 from runstore.agents import answer
 from runstore.cli import agents as cli_agents
 from storekit import cli
@@ -135,6 +136,29 @@ def test_markdown_answers_are_the_cli_markdown(session: McpSession, store: Path)
     assert "-Infinity" in session.ok("sql", {"query": "select '-inf'::double as x"})
 
 
+@pytest.mark.parametrize("fmt", ["csv", "markdown"])
+def test_an_empty_answer_keeps_the_cli_header(session: McpSession, store: Path, fmt: str) -> None:
+    # `limit 0` is how one asks for a result's columns: the header is the answer.
+    query = "select * from kl_health limit 0"
+    head = cli(store, "sql", query, "-F", fmt).stdout
+    assert head.count("\n") == (2 if fmt == "markdown" else 1)
+    assert session.ok("sql", {"query": query, "format": fmt}) == head + "(no rows)\n"
+    keys = session.ok("metric_keys", {"like": "no-such-key", "format": fmt})
+    assert keys.split("\n", 1)[1] == cli(store, "keys", "--like", "no-such-key", "-F",
+                                         fmt).stdout + "(no keys)\n"
+
+
+@pytest.mark.parametrize("fmt", ["csv", "markdown"])
+def test_dates_past_python_years_are_the_cli_text(session: McpSession, store: Path,
+                                                  fmt: str) -> None:
+    # DuckDB's infinities, years past 9999 and 24:00: Python's datetime cannot hold them. The CLI
+    # reads these plain columns as DuckDB's Python values, the tool as Arrow (its worker's).
+    for query in ("select 'infinity'::timestamp as t, '-infinity'::date as d, "
+                  "date '5877642-06-25' as far, timestamp '294247-01-10 04:00:54' as late",
+                  "select time '24:00:00' as day_end, time '12:00:00' as noon"):
+        text = session.ok("sql", {"query": query, "format": fmt})
+        assert text == cli(store, "sql", query, "-F", fmt).stdout
+
 def test_check_has_the_cli_rows_and_says_its_exit_status(session: McpSession, store: Path) -> None:
     text = session.ok("check", {"format": "csv"})
     result = cli(store, "check", "-F", "csv")
@@ -184,6 +208,29 @@ def test_doctor_has_the_cli_rows_and_says_its_exit_status(session: McpSession,
     assert header[:2] == ["finding", "severity"] and ["kl_spike", "error"] == found[0][:2]
 
 
+def test_doctor_statements_are_whole_so_the_sql_tool_runs_them(session: McpSession,
+                                                               store: Path) -> None:
+    # The markdown answer (the default) cuts long text cells; a statement cut is no statement.
+    header, rows = table(session.ok("doctor", {"max_chars": answer.MAX_CHARS}))
+    full = csv_rows(cli(store, "doctor", "-F", "csv").stdout)
+    assert [r[header.index("statement")] for r in rows] == \
+        [r[full[0].index("statement")] for r in full[1:]]
+    assert any(len(r[header.index("statement")]) > 200 for r in rows)
+
+
+def test_snippets_hold_the_context_asked_for(session: McpSession, store: Path) -> None:
+    # context may be up to 2000 characters either side: the markdown answer must not cut the
+    # snippet back to its 200-character cell limit.
+    expected = runstore.open(store).search("the", context=300, limit=4)["snippet"].to_list()
+    assert max(map(len, expected)) > 200
+    header, rows = table(session.ok("search_transcripts", {"text": "the", "context": 300,
+                                                           "limit": 4,
+                                                           "max_chars": answer.MAX_CHARS}))
+    markdown = str.maketrans({"\n": "⏎", "\r": "", "\t": " "})
+    assert [r[header.index("snippet")] for r in rows] == \
+        [e.translate(markdown).strip() for e in expected]
+
+
 def test_compare_runs_has_the_diff_rows(session: McpSession, store: Path) -> None:
     runs = [FLAGGED, "gsm8k_tool_rl/sweep/lr_1e-4/seed_0"]
     text = session.ok("compare_runs", {"runs": runs, "format": "csv"})
@@ -229,6 +276,8 @@ def test_compare_runs_has_the_diff_rows(session: McpSession, store: Path) -> Non
     ("metric_history", {"keys": "optim/entropy", "x": "epoch"}, "x: Input should be 'step'"),
     ("metric_history", {"keys": "optim/entropy", "smooth": 1.5}, "smooth: Input should be less"),
     ("metric_history", {"keys": [f"k{i}" for i in range(11)]}, "give 1 to 10 keys"),
+    ("metric_history", {"keys": "optim/entropy", "x_min": "nan"},
+     "x_min is a number on the x axis, got nan"),
     ("check", {"rules": ["optim/entropy <> 3"]}, "`runstore check` would exit 2"),
     ("check", {"threshold": "high"}, "threshold: Input should be a valid number"),
     ("rollouts", {"run": RL_RUN, "iteration": -1}, "iteration: Input should be greater"),
@@ -251,6 +300,62 @@ def test_bad_arguments_say_what_to_send(session: McpSession, tool: str, args: di
     line = session.error(tool, args)
     assert says in line, line
     assert "errors.pydantic.dev" not in line and "Error executing tool" not in line
+
+
+@pytest.mark.parametrize("word", ["null", "true", "false"])
+def test_a_text_argument_is_the_text_sent_even_when_it_reads_as_json(
+        session: McpSession, store: Path, n_runs: int, word: str) -> None:
+    # Clients send lists as JSON text (`'["a", "b"]'`), which the SDK decodes; a string that
+    # spells a JSON scalar is still the string: `like="null"` searches for "null", it is not
+    # "no filter", and `runs="null"` names a run, it is not "every run".
+    keys = csv_rows(cli(store, "keys", "--like", word, "-F", "csv").stdout)[1:]
+    said = session.ok("metric_keys", {"like": word})
+    assert said.startswith(f"{len(keys)} metric keys containing {word!r}:"), said
+    assert f"no run matches --runs {word!r}" in session.error("list_runs", {"runs": word})
+    assert f"no view or table {word!r}" in session.error("views", {"name": word})
+    everything = session.ok("list_runs", {"where": "true", "columns": ["run_label"]})
+    assert everything.startswith(f"{n_runs} runs matching where='true':"), everything
+
+
+def test_views_and_docs_find_a_name_in_any_case_as_sql_does(session: McpSession,
+                                                           store: Path) -> None:
+    # DuckDB's names ignore case: `select * from KL_Health` reads kl_health, so its documentation
+    # is found under that spelling too.
+    assert cli(store, "sql", "select count(*) as n from KL_Health").exit_code == 0
+    for spelled, name in (("KL_Health", "kl_health"), ("RUNS", "runs")):
+        assert session.ok("views", {"name": spelled}) == session.ok("views", {"name": name})
+        assert session.ok("sql", {"docs": [spelled]}) == session.ok("sql", {"docs": [name]})
+
+
+def test_a_long_argument_does_not_crowd_out_the_answer(session: McpSession, n_runs: int) -> None:
+    # A title repeats what was asked; a 5,000-character argument must not fill a 1,000-character
+    # answer and leave out what the store holds.
+    long = "zz" * 2500
+    for tool, args, says in (("metric_keys", {"like": long}, "0 metric keys containing 'zzzz"),
+                             ("search_transcripts", {"text": long}, "0 messages contain 'zzzz"),
+                             ("list_runs", {"where": f"run_name <> '{long}'"}, f"{n_runs} runs matching")):
+        text = session.ok(tool, {**args, "max_chars": 1000})
+        assert text.startswith(says) and "reached its character cap" not in text.split("\n")[0]
+        assert len(text.split("\n")[0]) < 200, text
+
+
+def test_every_offset_the_schema_admits_is_answered_and_a_larger_one_refused(
+        session: McpSession) -> None:
+    # An offset past the last row is a notice, however large; one past what a 64-bit row
+    # number holds is refused as the schema says, never an "unexpected" error.
+    needs = {"compare_runs": {"runs": "gsm8k_tool_rl/*"},
+             "metric_history": {"keys": "optim/entropy"},
+             "rollouts": {"run": RL_RUN, "iteration": 20}, "search_transcripts": {"text": "e"},
+             "slowest_spans": {"run": "sl/*"}, "step_timeline": {"run": "sl/*"},
+             "sql": {"query": "select 1 as x"}}
+    offsets = {t.name: t.input_schema["properties"]["offset"] for t in session.tools()
+               if "offset" in t.input_schema["properties"]}
+    assert len(offsets) == 11
+    for tool, schema in offsets.items():
+        assert schema.get("maximum") == 2**63 - 1, (tool, schema)
+        session.ok(tool, {**needs.get(tool, {}), "offset": 2**63 - 1, "limit": 1})
+        line = session.error(tool, {**needs.get(tool, {}), "offset": 2**63, "limit": 1})
+        assert "offset: Input should be less than or equal to" in line, line
 
 
 def test_every_tool_refuses_an_unknown_argument(session: McpSession) -> None:

@@ -3,7 +3,9 @@
 Contract: `page(frame, offset, limit)` is a polars frame's rows `offset..offset+limit` as an
 Arrow table with the `Page` that says how many there are in all; `X` is the type of an x-axis
 argument (the axes `Store.history` and `Store.compare` take); `run_header(run)` names a
-resolved run as every answer does: its label and run_id.
+resolved run as every answer does: its label and run_id; `said(value)` is an argument as an
+answer's title repeats it (its repr, cut to `SAID` characters, so a long one does not crowd
+the answer out of its character cap); `cut(text, most)` is how either is shortened.
 """
 
 from __future__ import annotations
@@ -39,3 +41,15 @@ def page(frame: "pl.DataFrame", offset: int, limit: int) -> tuple["pa.Table", Pa
 
 def run_header(run: "Run") -> str:
     return f"{run.label} (run_id {run.run_id})"
+
+
+SAID = 80  # characters of an argument an answer's title repeats
+
+
+def said(value: object) -> str:
+    return cut(repr(value), SAID)
+
+
+def cut(text: str, most: int) -> str:
+    """`text`, or its first `most - 1` characters and `…`."""
+    return text if len(text) <= most else text[:most - 1] + "…"

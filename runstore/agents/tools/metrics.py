@@ -19,7 +19,7 @@ from ...errors import UsageError
 from ..answer import Page
 from ..args import MaxChars, Offset, Runs, TextFormat, limit
 from .base import Toolbox, tool
-from .common import Smooth, X, page
+from .common import Smooth, X, page, said
 
 KeyLimit = limit(100, 2000, "keys")
 PointLimit = limit(2000, 20000, "points")
@@ -52,8 +52,8 @@ class MetricTools(Toolbox):
         frame = self.store.keys(runs=runs, like=like)
         out = self.answer(max_chars).line(
             f"{frame.height} metric key{'s' if frame.height != 1 else ''}"
-            + (f" containing {like!r}" if like and "%" not in like else
-               f" matching {like!r}" if like else "") + ":")
+            + (f" containing {said(like)}" if like and "%" not in like else
+               f" matching {said(like)}" if like else "") + ":")
         return out.table(*page(frame, offset, limit), fmt=format, what="keys").render()
 
     @tool("Metric history")

@@ -7,7 +7,7 @@ Contract: `rollouts` without an iteration lists what a run logged per split and 
 A conversation the tree ties only to a group (not to one trajectory) is shown once, under
 its group, and says so. `search_transcripts` is a page of the messages whose text contains
 some text across every run (or a scope), with a snippet around the first match
-(`Store.search`).
+(`Store.search`), whole in markdown too (`context` says how long it is).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pydantic import Field
 from ..answer import Answer, Page
 from ..args import MaxChars, Offset, Run, Runs, TextFormat, limit
 from .base import Toolbox, tool
-from .common import page, run_header
+from .common import page, run_header, said
 
 if TYPE_CHECKING:
     import polars as pl
@@ -122,11 +122,11 @@ class RolloutTools(Toolbox):
         else:
             total = int(found["n_total"][0]) if found.height else 0
         out = self.answer(max_chars).line(f"{total} message{'s' if total != 1 else ''} "
-                                          f"contain {text!r}" + (f" (role {role})" if role else "")
+                                          f"contain {said(text)}" + (f" (role {role})" if role else "")
                                           + ":")
         table = found.drop("n_total").to_arrow()
-        return out.table(table, Page(offset, limit, total), fmt=format,
-                         what="messages").render()
+        return out.table(table, Page(offset, limit, total), fmt=format, what="messages",
+                         whole=("snippet",)).render()  # as long as `context` asked
 
 
 def _messages(m: "pl.DataFrame") -> str:

@@ -19,7 +19,7 @@ from pydantic import Field
 from ...errors import UsageError
 from ..args import MaxChars, Offset, Run, Runs, TextFormat, limit
 from .base import Toolbox, tool
-from .common import Smooth, X, page, run_header
+from .common import Smooth, X, page, run_header, said
 
 if TYPE_CHECKING:
     import polars as pl
@@ -81,7 +81,7 @@ class RunTools(Toolbox):
         if status:
             frame = frame.filter(pl.col("status") == status).select(asked)
         table, shown = page(frame, offset, limit)
-        what = ", ".join(f"{k}={v!r}" for k, v in (("runs", runs), ("kind", kind),
+        what = ", ".join(f"{k}={said(v)}" for k, v in (("runs", runs), ("kind", kind),
                                                     ("status", status), ("where", where)) if v)
         out = self.answer(max_chars)
         out.line(f"{frame.height} run{'s' if frame.height != 1 else ''}"

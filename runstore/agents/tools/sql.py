@@ -12,7 +12,7 @@ huge result costs the server nothing. On request (`docs`) it also returns the do
 of the views and tables named, so an agent can write correct SQL. An error says what DuckDB
 or the guard said, and where to read the views' columns. `views` lists the canned views
 (name, purpose, columns) and the tables, or documents one of them (columns with their
-comments, the view's SQL on request).
+comments, the view's SQL on request); a name is found in any case, as SQL finds it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ...errors import QueryError
 from ..answer import Page
 from ..args import MaxChars, Offset, TextFormat, limit
 from .base import Toolbox, tool
+from .common import cut
 
 if TYPE_CHECKING:
     from ...query.views import View
@@ -98,7 +99,7 @@ class SqlTools(Toolbox):
         out = self.answer(max_chars)
         views = {v.name: v for v in store.views()}
         if name is None:
-            rows = [{"view": v.name, "purpose": _cut(v.description),
+            rows = [{"view": v.name, "purpose": cut(v.description, DESCRIPTION_SHOWN),
                      "columns": ", ".join(c for c, _ in v.columns)} for v in views.values()]
             out.line(f"## {len(rows)} canned views (`views` with name=... documents one)")
             out.table(pa.Table.from_pylist(rows), Page(0, len(rows), len(rows)), what="views")
@@ -106,6 +107,7 @@ class SqlTools(Toolbox):
             out.line(f"## {tables.num_rows} tables")
             return out.table(tables, Page(0, tables.num_rows, tables.num_rows),
                              what="tables").render()
+        name = _named(name, [*views, *store.tables()])
         if name in views:
             out.text(_view_doc(views[name], include_sql))
             return out.render()
@@ -119,8 +121,10 @@ class SqlTools(Toolbox):
         raise QueryError(f"no view or table {name!r}; {hint}(`views` without a name lists them)")
 
 
-def _cut(text: str, most: int = DESCRIPTION_SHOWN) -> str:
-    return text if len(text) <= most else text[:most - 1] + "…"
+def _named(name: str, known: list[str]) -> str:
+    """`name` as the store spells it: DuckDB's names ignore case (`KL_Health` reads kl_health),
+    so its documentation does too."""
+    return next((k for k in known if k.lower() == name.lower()), name)
 
 
 def _view_doc(view: "View", include_sql: bool) -> str:
@@ -146,7 +150,7 @@ def _docs(store: Any, names: list[str]) -> str:
     views = {v.name: v for v in store.views()}
     chosen = list(views) if names == ["*"] else names
     parts = []
-    for name in chosen:
+    for name in (_named(n, [*views, *store.tables()]) for n in chosen):
         if name in views:
             parts.append(_view_doc(views[name], include_sql=False))
         elif name in store.tables():
