@@ -17,6 +17,7 @@ store's runstore.toml and setting (what `runstore check` and `ingest --watch` ru
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +67,8 @@ def _is_names(v: Any) -> bool:
 # The one schema of runstore.toml's `[check]` table: each key, the test of its value and what
 # the value must be (a `[[check.rule]]` table is read by `toml_rule`).
 SECTION: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "threshold": (lambda v: v is None or _is_number(v), "must be a number"),
+    "threshold": (lambda v: v is None or (_is_number(v) and math.isfinite(v)),
+                  "must be a number (not NaN or ±Infinity)"),
     "default_rules": (lambda v: v is None or isinstance(v, bool), "must be true or false"),
     "notify": (lambda v: isinstance(v, (str, list)), "is a list of webhook URLs"),
     "rule": (lambda v: isinstance(v, list), "rules are written as [[check.rule]] tables"),

@@ -131,6 +131,13 @@ def test_kl_store_setting_and_param_override(_awkward_template: Path, tmp_path: 
         store.set_setting("kl_threshold", "high")
     with pytest.raises(QueryError, match="must be a number"):
         rows(store, "select 1", {"kl_threshold": "high"})
+    for bad in (math.nan, math.inf, -math.inf, "nan", "-Infinity"):
+        # The manifest holds only finite numbers: a NaN stored would make the store unreadable.
+        with pytest.raises(QueryError, match=r"must be a number \(not NaN"):
+            store.set_setting("kl_threshold", bad)
+        with pytest.raises(QueryError, match=r"must be a number \(not NaN"):
+            rows(store, "select 1", {"kl_threshold": bad})
+    assert store.settings()["kl_threshold"] == 1.0
 
 
 def test_kl_nan_never_flags(awkward_store: runstore.Store) -> None:
