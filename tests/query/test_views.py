@@ -659,6 +659,23 @@ def logged_by(root: Path) -> dict[str, set[str]]:
     return found
 
 
+def test_a_key_in_another_case_is_the_first_suggestion(demo_store: runstore.Store,
+                                                       _demo_template: Path) -> None:
+    # Keys are case-sensitive; a key typed in another case is the likeliest slip, so the
+    # logged spellings that equal it but for case are what the error suggests.
+    from runstore.query import keys
+
+    logged = logged_by(_demo_template)
+    for typed, families in (("ENV/ALL/REWARD/TOTAL", False), ("Optim/Entropy", True)):
+        same = sorted(k for k in logged if k.lower() == typed.lower()
+                      or (families and k.lower() == typed.lower().removeprefix("optim/")))
+        assert same and typed not in logged
+        with pytest.raises(UnknownKey) as e:
+            keys.require(demo_store, [typed], families=families)
+        hint = str(e.value).split("did you mean ", 1)[1].split("?")[0].split(" or ")
+        assert hint[0] in same, (typed, str(e.value))
+
+
 def test_metrics_of_a_key_no_run_logs_is_an_error(demo_store: runstore.Store,
                                                   _demo_template: Path) -> None:
     from runstore.query import keys
