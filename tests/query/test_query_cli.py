@@ -24,6 +24,7 @@ import oracle
 import runstore
 from runstore.query.views import views
 from runstore.cli import main
+from runstore.errors import UsageError
 from storekit import cli as run
 
 
@@ -535,3 +536,15 @@ def test_an_unexpected_exception_is_one_error_line_and_debug_shows_it(
     # click's own errors keep their form: a usage error is exit 2 with click's message.
     usage = CliRunner().invoke(main, ["--store", str(store_dir), "sql", "--no-such-option"])
     assert usage.exit_code == 2 and "Error: unexpected" not in usage.stderr
+
+
+def test_runs_of_an_unknown_kind_is_an_error_not_no_runs(store_dir: Path) -> None:
+    # The CLI's --kind offers the kinds; the Python API took any text and found no run.
+    store = runstore.open(store_dir)
+    for bad in ("RL", "grpo", ""):
+        with pytest.raises(UsageError, match="rl, sl, dpo, unknown"):
+            store.runs(kind=bad)
+    kinds = {k for (k,) in store.sql("select kind from runs").rows()}
+    for kind in kinds:
+        assert store.runs(kind=kind).height == store.sql(
+            "select count(*) from runs where kind = $k", params={"k": kind}).item()

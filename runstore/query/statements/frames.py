@@ -38,6 +38,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ...errors import QueryError, UsageError
+from ...kinds import RUN_KINDS
 from .. import guard
 from ..views import view_columns
 from . import Statement
@@ -71,6 +72,8 @@ def runs_query(*, kind: str | None = None, runs: Sequence[str] | None = None,
     conditions: list[str] = []
     params: dict[str, Any] = {}
     if kind is not None:
+        if kind not in RUN_KINDS:
+            raise UsageError(f"kind is one of {', '.join(RUN_KINDS)}, got {kind!r}")
         conditions.append("kind = $kind")
         params["kind"] = kind
     if runs is not None:
