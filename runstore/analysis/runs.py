@@ -75,7 +75,12 @@ def _paths(pattern: str) -> list[str]:
 
 
 def _patterns(patterns: Scope, what: str) -> list[str]:
-    items = [patterns] if isinstance(patterns, str) else list(patterns or [])
+    """`patterns` as a non-empty list of non-empty texts; `QueryError` saying `what` they are
+    for anything else (a number, a list holding one: the Python API takes any value)."""
+    try:
+        items = [patterns] if isinstance(patterns, str) else list(patterns or [])
+    except TypeError:  # not iterable
+        items = []
     if not items or not all(isinstance(p, str) and p for p in items):
         raise QueryError(f"{what}, got {patterns!r}")
     return items
