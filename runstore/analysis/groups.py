@@ -79,7 +79,10 @@ def group_keys(group_by: GroupBy) -> list[str] | None:
     """`group_by` as a list of keys, `[AUTO]`, or None (one group per run)."""
     if group_by is None:
         return None
-    items = [group_by] if isinstance(group_by, str) else list(group_by)
+    try:
+        items = [group_by] if isinstance(group_by, str) else list(group_by)
+    except TypeError:  # the Python API takes any value
+        items = []
     if not items or not all(isinstance(k, str) and k for k in items):
         raise UsageError(f"group_by is a key, a list of keys or 'auto', got {group_by!r}")
     if AUTO in items and len(items) > 1:

@@ -214,6 +214,11 @@ def resolve_rules(*, threshold: float | None = None, rules: Iterable[RuleLike] |
     elif threshold is not None:
         raise UsageError("--threshold sets the default KL rule's threshold, which "
                          "--no-default-rules leaves out; give a --rule instead")
+    if isinstance(rules, (str, Rule, TrendRule)):
+        rules = [rules]
+    elif rules is not None and not isinstance(rules, Iterable):
+        raise UsageError(f"rules is a rule or a list of rules (text like \"optim/entropy < "
+                         f"0.05\", Rule or TrendRule objects), got {rules!r}")
     for r in [*config.rules, *(rules or [])]:
         if isinstance(r, str):
             r = parse_rule(r)

@@ -96,7 +96,11 @@ def _where(conditions: Sequence[str]) -> str:
 def _summary_columns(columns: Sequence[str]) -> list[str]:
     """`columns` checked against run_summary's; UsageError naming the closest otherwise."""
     known = summary_columns()
-    items = [columns] if isinstance(columns, str) else list(columns)
+    try:
+        items = [columns] if isinstance(columns, str) else list(columns)
+    except TypeError:  # the Python API takes any value
+        raise UsageError(f"columns is a list of run_summary's columns, got {columns!r}"
+                         ) from None
     if not items:
         raise UsageError(f"give at least one column; run_summary has {', '.join(known)}")
     for c in items:
