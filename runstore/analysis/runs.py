@@ -136,9 +136,9 @@ def resolve_one(store: "Reader", pattern: str) -> Run:
     return resolve(store, [pattern])[0]
 
 
-def scope_ids(store: "Reader", scope: Scope) -> list[str] | None:
+def scope_ids(store: "Reader", scope: Scope, *, option: str = "--runs") -> list[str] | None:
     """The run_ids in `scope`, sorted (None: every run); `QueryError` for a pattern that
-    matches no run."""
+    matches no run, naming the command's `option` that gave a single pattern."""
     if scope is None:
         return None
     items = _patterns(scope, "runs is a run_name, run_id, directory or GLOB, or a list of them")
@@ -147,7 +147,7 @@ def scope_ids(store: "Reader", scope: Scope) -> list[str] | None:
         runs = _decide(tiers, SCOPE_TIERS)
         if not runs:
             if isinstance(scope, str):
-                raise QueryError(f"no run matches --runs {pattern!r} (`runstore runs` lists "
+                raise QueryError(f"no run matches {option} {pattern!r} (`runstore runs` lists "
                                  "them; `*` matches `/` too)")
             raise QueryError(f"no run is named {pattern!r} {HINT}")
         ids.update(r.run_id for r in runs)

@@ -405,7 +405,7 @@ def test_runs_command(store_dir: Path, _awkward_template: Path) -> None:
     # A scope that matches no run is an error naming it, bound (never pasted into SQL).
     none = run(store_dir, "runs", "--name", "it's*", "-F", "csv")
     assert none.exit_code == 2 and none.stdout == ""  # a usage mistake: errors.EXIT_CODES
-    assert none.stderr.startswith("Error: no run matches --runs \"it's*\"")
+    assert none.stderr.startswith("Error: no run matches --name \"it's*\"")
 
 
 @pytest.mark.parametrize("where,found", [

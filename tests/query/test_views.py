@@ -733,7 +733,7 @@ def test_runs_api(demo_store: runstore.Store) -> None:
     rl = demo_store.runs(kind="rl", name="math_rl_sweep/qwen3-8b/*", where="n_steps > 10")
     assert rl["run_name"].to_list() == [f"math_rl_sweep/qwen3-8b/lr_{lr}"
                                         for lr in ("1e-4", "1e-5", "3e-5")]
-    with pytest.raises(QueryError, match="no run matches --runs \"it's\\*\""):
+    with pytest.raises(QueryError, match="no run matches --name \"it's\\*\""):
         demo_store.runs(name="it's*")
     for bad in ("1; drop table runs", "run_id in (select run_id from runs)", "kind = $k",
                 "select 1", "query('select 1') is not null"):
