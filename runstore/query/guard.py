@@ -451,8 +451,6 @@ def condition(text: str, what: str = "--where") -> Any:
     from sqlglot.errors import ParseError, TokenError
 
     hint = f"{what} takes one SQL condition, e.g. \"kind = 'rl' and best_reward > 0.5\""
-    if not isinstance(text, str):  # the Python API takes any value
-        raise QueryError(f"{hint} as text; got {text!r}")
     if not text.strip():
         raise QueryError(f"{hint}; got an empty string")
     try:

@@ -80,6 +80,8 @@ def runs_query(*, kind: str | None = None, runs: Sequence[str] | None = None,
         conditions.append(in_scope("run_id"))
         params["runs"] = list(runs)
     if where is not None:
+        if not isinstance(where, str):  # the Python API takes any value
+            raise UsageError(f"where is one SQL condition as text, got {where!r}")
         # A user's condition: parsed and checked by sqlglot (the only part that needs it).
         try:
             conditions.append(f"({guard.condition(where, '--where').sql(dialect='duckdb')})")
