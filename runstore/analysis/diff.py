@@ -28,10 +28,10 @@ line saying they are identical. A run given twice (two patterns naming one run) 
 from __future__ import annotations
 
 import difflib
-import math
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..errors import UsageError
+from .groups import comparable
 from .runs import resolve
 
 if TYPE_CHECKING:
@@ -69,13 +69,7 @@ def _same(cells: list[tuple[str, float | None] | None]) -> bool:
     first = cells[0]
     if first is None or any(c is None for c in cells):
         return all(c is None for c in cells)
-    def norm(c: tuple[str, float | None]) -> Any:
-        text, num = c
-        # value_num is set for booleans too: they compare by their text.
-        if num is not None and text not in ("true", "false"):
-            return ("n", "nan" if math.isnan(num) else num)
-        return ("t", text)
-    return len({norm(c) for c in cells}) == 1  # type: ignore[arg-type]
+    return len({comparable(*c) for c in cells}) == 1  # type: ignore[misc]
 
 
 def diff(store: "Reader", runs: Sequence[str], *, all: bool = False  # noqa: A002

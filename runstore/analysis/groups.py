@@ -13,8 +13,9 @@ name are two groups, never one.
   (`RUN_COLUMNS`: `model_name`, `learning_rate`, `kind`; these names always mean the column,
   which ingest takes from config.json) or a flattened config key (`dataset_builder.group_size`).
   A config key's column holds numbers when every run in scope that has it holds a JSON
-  number, strings when every one holds a JSON string, else the value's JSON text; numbers
-  group as numbers (1 and 1.0 together). A run that lacks the key has null there and groups
+  number, strings when every one holds a JSON string, else the value's JSON text, a number
+  written as its label shows it; numbers group as numbers (1 and 1.0 together), as `auto`
+  and `runstore diff` compare them (`comparable`). A run that lacks the key has null there and groups
   with the other runs lacking it (label `(missing)`). The label is `key=value, ...`
   (`learning_rate=0.0001`). A key that no run in the store has is a `UsageError` naming the
   closest keys.
@@ -78,13 +79,29 @@ def group_keys(group_by: GroupBy) -> list[str] | None:
     """`group_by` as a list of keys, `[AUTO]`, or None (one group per run)."""
     if group_by is None:
         return None
-    items = [group_by] if isinstance(group_by, str) else list(group_by)
+    try:
+        items = [group_by] if isinstance(group_by, str) else list(group_by)
+    except TypeError:  # the Python API takes any value
+        items = []
     if not items or not all(isinstance(k, str) and k for k in items):
         raise UsageError(f"group_by is a key, a list of keys or 'auto', got {group_by!r}")
     if AUTO in items and len(items) > 1:
         raise UsageError("group_by 'auto' groups by every config key but the seeds; give it "
                          "alone")
     return list(dict.fromkeys(items))
+
+
+def comparable(text: str, num: float | None) -> tuple[str, Any]:
+    """A config value (`config.value`, its JSON text, and `config.value_num`) as grouping and
+    `runstore diff` compare it: a number by its value (1 and 1.0 equal, NaN equal to NaN),
+    anything else by its JSON text (`value_num` is set for booleans too: true is not 1).
+
+    >>> comparable("1", 1.0) == comparable("1.0", 1.0), comparable("true", 1.0)
+    (True, ('t', 'true'))
+    """
+    if num is not None and text not in ("true", "false"):
+        return ("n", "nan" if math.isnan(num) else num)
+    return ("t", text)
 
 
 def format_value(v: Any) -> str:
@@ -152,8 +169,10 @@ def _key_columns(store: "Reader", runs: Scope, scoped: "pl.DataFrame",
             col = part.select("run_id", pl.col("value_num").alias(key))
         elif part.height and part.select(pl.col("value_str").is_not_null().all()).item():
             col = part.select("run_id", pl.col("value_str").alias(key))
-        else:
-            col = part.select("run_id", pl.col("value").alias(key))
+        else:  # JSON text, a number written one way (format_value) so equal ones group
+            shown = [format_value(float(c[1])) if c[0] == "n" else c[1]
+                     for c in map(comparable, part["value"], part["value_num"])]
+            col = part.select("run_id").with_columns(pl.Series(key, shown, dtype=pl.Utf8))
         out = out.join(col, on="run_id", how="left", maintain_order="left")
     return out
 
@@ -180,10 +199,7 @@ def _auto(store: "Reader", runs: Scope, base: "pl.DataFrame") -> "pl.DataFrame":
     for r in rows.iter_rows(named=True):
         if is_seed_like(r["key"]):
             continue
-        num, text = r["value_num"], r["value"]
-        value = ("n", num) if num is not None and text not in ("true", "false") and \
-            not math.isnan(num) else ("t", text)
-        norm[r["run_id"]][r["key"]] = value
+        norm[r["run_id"]][r["key"]] = comparable(r["value"], r["value_num"])
     signatures = {run: tuple(sorted(values.items())) for run, values in norm.items()}
     distinct = list(dict.fromkeys(signatures.values()))
     naming = _naming_keys([dict(sig) for sig in distinct])

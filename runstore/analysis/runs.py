@@ -75,7 +75,12 @@ def _paths(pattern: str) -> list[str]:
 
 
 def _patterns(patterns: Scope, what: str) -> list[str]:
-    items = [patterns] if isinstance(patterns, str) else list(patterns or [])
+    """`patterns` as a non-empty list of non-empty texts; `QueryError` saying `what` they are
+    for anything else (a number, a list holding one: the Python API takes any value)."""
+    try:
+        items = [patterns] if isinstance(patterns, str) else list(patterns or [])
+    except TypeError:  # not iterable
+        items = []
     if not items or not all(isinstance(p, str) and p for p in items):
         raise QueryError(f"{what}, got {patterns!r}")
     return items
@@ -131,9 +136,9 @@ def resolve_one(store: "Reader", pattern: str) -> Run:
     return resolve(store, [pattern])[0]
 
 
-def scope_ids(store: "Reader", scope: Scope) -> list[str] | None:
+def scope_ids(store: "Reader", scope: Scope, *, option: str = "--runs") -> list[str] | None:
     """The run_ids in `scope`, sorted (None: every run); `QueryError` for a pattern that
-    matches no run."""
+    matches no run, naming the command's `option` that gave a single pattern."""
     if scope is None:
         return None
     items = _patterns(scope, "runs is a run_name, run_id, directory or GLOB, or a list of them")
@@ -142,7 +147,7 @@ def scope_ids(store: "Reader", scope: Scope) -> list[str] | None:
         runs = _decide(tiers, SCOPE_TIERS)
         if not runs:
             if isinstance(scope, str):
-                raise QueryError(f"no run matches --runs {pattern!r} (`runstore runs` lists "
+                raise QueryError(f"no run matches {option} {pattern!r} (`runstore runs` lists "
                                  "them; `*` matches `/` too)")
             raise QueryError(f"no run is named {pattern!r} {HINT}")
         ids.update(r.run_id for r in runs)

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from ..present.render import format_for
+from ..kinds import RUN_KINDS
 from ..store.catalog import DIALECTS
 from .common import (RUNS_HELP, Seconds, Size, emit, existing, handle_errors, notify_option,
                      open_store, output_format, output_options, parse_params, to_parquet,
@@ -84,7 +85,7 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
 
 
 @click.command()
-@click.option("--kind", type=click.Choice(["rl", "sl", "dpo", "unknown"]),
+@click.option("--kind", type=click.Choice(RUN_KINDS),
               help="Only runs of this kind.")
 @click.option("--name", metavar="RUN", help=RUNS_HELP)
 @click.option("--where", metavar="SQL-EXPR",

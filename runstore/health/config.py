@@ -17,6 +17,7 @@ store's runstore.toml and setting (what `runstore check` and `ingest --watch` ru
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +67,8 @@ def _is_names(v: Any) -> bool:
 # The one schema of runstore.toml's `[check]` table: each key, the test of its value and what
 # the value must be (a `[[check.rule]]` table is read by `toml_rule`).
 SECTION: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "threshold": (lambda v: v is None or _is_number(v), "must be a number"),
+    "threshold": (lambda v: v is None or (_is_number(v) and math.isfinite(v)),
+                  "must be a number (not NaN or ±Infinity)"),
     "default_rules": (lambda v: v is None or isinstance(v, bool), "must be true or false"),
     "notify": (lambda v: isinstance(v, (str, list)), "is a list of webhook URLs"),
     "rule": (lambda v: isinstance(v, list), "rules are written as [[check.rule]] tables"),
@@ -212,6 +214,11 @@ def resolve_rules(*, threshold: float | None = None, rules: Iterable[RuleLike] |
     elif threshold is not None:
         raise UsageError("--threshold sets the default KL rule's threshold, which "
                          "--no-default-rules leaves out; give a --rule instead")
+    if isinstance(rules, (str, Rule, TrendRule)):
+        rules = [rules]
+    elif rules is not None and not isinstance(rules, Iterable):
+        raise UsageError(f"rules is a rule or a list of rules (text like \"optim/entropy < "
+                         f"0.05\", Rule or TrendRule objects), got {rules!r}")
     for r in [*config.rules, *(rules or [])]:
         if isinstance(r, str):
             r = parse_rule(r)

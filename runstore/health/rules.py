@@ -25,7 +25,7 @@ from typing import Literal, Union, cast, get_args
 from ..analysis.smooth import check_weight
 from ..errors import UsageError
 from ..families import KL_METRICS, family
-from ..storage.settings import DEFAULT_SETTINGS
+from ..storage.settings import DEFAULT_SETTINGS, kl_threshold
 from . import grammar
 from .grammar import number, quoted
 
@@ -85,8 +85,9 @@ def kl_rule(threshold: float = DEFAULT_KL_THRESHOLD) -> Rule:
     >>> kl_rule().name
     'kl_sample_train_v1|v2 > 0.01'
     """
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+    if not isinstance(threshold, (int, float)):  # text is no threshold here
         raise UsageError(f"the KL threshold must be a number, got {threshold!r}")
+    threshold = kl_threshold(threshold)
     return Rule(KL_METRICS, ">", threshold,
                 name=f"kl_sample_train_v1|v2 > {number(float(threshold))}")
 

@@ -173,14 +173,19 @@ def _count_runs(store: "Reader", runs: Sequence[str] | None) -> int:
 
 def closest(name: str, spellings: Sequence[str], known: Sequence[str], n: int = 3) -> list[str]:
     """Up to `n` logged keys closest to a spelling of `name` (whole, or its last `/` part, so
-    `loss` finds `train/loss`), closest first; only those nearly as close as the best.
+    `loss` finds `train/loss`), closest first; only those nearly as close as the best. Case
+    is ignored in the likeness (keys are case-sensitive, and a key typed in another case is
+    the likeliest slip: its logged spellings come first).
 
     >>> closest("optim/entrpy", ["optim/entrpy", "entrpy"], ["optim/entropy", "optim/lr", "x"])
     ['optim/entropy']
     >>> closest("loss", ["loss"], ["train/loss", "eval/loss", "optim/lr"])
     ['eval/loss', 'train/loss']
+    >>> closest("CASE", ["CASE"], ["Case", "case", "optim/lr"])
+    ['Case', 'case']
     """
     def score(s: str, k: str) -> float:
+        s, k = s.lower(), k.lower()
         return max(difflib.SequenceMatcher(None, s, k).ratio(),
                    difflib.SequenceMatcher(None, s, k.rsplit("/", 1)[-1]).ratio())
 

@@ -103,8 +103,8 @@ class Questions(StoreBase):
         """
         from ..analysis.runs import scope_ids
 
-        return frames.runs_query(kind=kind, runs=scope_ids(self, name), where=where,
-                                 columns=columns)
+        return frames.runs_query(kind=kind, runs=scope_ids(self, name, option="--name"),
+                                 where=where, columns=columns)
 
     # -- naming runs (runstore.analysis.runs, the one RUN resolution) ---------------------
     def resolve(self, runs: "str | Sequence[str]") -> "list[Run]":

@@ -5,7 +5,7 @@
 -- never over, +Infinity is (as `runstore check`'s KL rule). Fires for a run with at least one
 -- step over; first and last step are the first and last step over. The evidence names the
 -- peak, how many of the KL steps among the run's last `window` steps (after its last KL step
--- minus `window`) are over, and how the run's learning rate
+-- minus `window`, named from the first of them) are over, and how the run's learning rate
 -- ranks among the learning rates of its sweep (the runs whose config.json differs only in
 -- `learning_rate` and seed-like keys: seeds, log paths, run names).
 -- @severity error
@@ -48,7 +48,8 @@ per_run as (
            max(k.step) filter (where k.is_over) as last_step,
            count(*) filter (where k.is_over and k.step > e.last_kl_step - $window) as recent_over,
            count(*) filter (where k.step > e.last_kl_step - $window) as recent,
-           any_value(e.last_kl_step) as last_kl_step
+           -- The first KL step the window holds: a step the run logged, not the window's edge.
+           min(k.step) filter (where k.step > e.last_kl_step - $window) as recent_from
     from kl as k
     join ends as e on e.run_id = k.run_id
     group by k.run_id
@@ -91,7 +92,7 @@ select r.run_id,
            format('{} peaked at {:.3g} at step {}; above {:.3g} at {} of the {} KL steps from '
                   || 'step {} on ({} step{} over in all, steps {}-{})',
                   f.family, f.peak, f.peak_step, $threshold, f.recent_over, f.recent,
-                  f.last_kl_step - $window + 1, f.steps_over, case when f.steps_over = 1 then '' else 's' end,
+                  f.recent_from, f.steps_over, case when f.steps_over = 1 then '' else 's' end,
                   f.first_step, f.last_step)
            || case when f.learning_rate is null then ''
                    when f.sweep_rates = 1

@@ -357,3 +357,34 @@ def test_random_trees_match_the_oracle(tmp_path_factory: pytest.TempPathFactory,
         assert set(auto["group"]) == {"all runs"}
     else:
         assert auto["group"].to_list() == df["group"].to_list()
+
+
+def same_value(v: Any) -> tuple[str, Any]:
+    """What makes two JSON config values one group: numbers by value, anything else by its
+    JSON text (true is not 1)."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return ("n", "nan" if math.isnan(v) else float(v))
+    return ("t", json.dumps(v))
+
+
+def test_numbers_group_by_value_beside_other_types(tmp_path: Path) -> None:
+    # k holds numbers written two ways (1 and 1.0), a string and a boolean: the column cannot
+    # be numeric, yet 1 and 1.0 stay one group, as `auto` and `diff` see them.
+    values = {"one": 1, "one_float": 1.0, "text": "x", "flag": True, "nan_a": math.nan,
+              "nan_b": math.nan, "two": 2}
+    root = tmp_path / "runs"
+    for name, v in values.items():
+        run = root / name
+        run.mkdir(parents=True)
+        (run / "config.json").write_text(json.dumps({"model_name": "m", "k": v}))
+        (run / "metrics.jsonl").write_text(json.dumps({"step": 0, REWARD: 0.5}) + "\n")
+    store = runstore.open(tmp_path / "store")
+    store.ingest([root], on_warning=lambda text: None)
+    want: dict[tuple[str, Any], set[str]] = {}
+    for name, v in values.items():
+        want.setdefault(same_value(v), set()).add(name)
+    for group_by in ("k", "auto"):
+        got: dict[str, set[str]] = {}
+        for r in groups_mod.groups(store, group_by=group_by).iter_rows(named=True):
+            got.setdefault(r["group"], set()).add(r["run_name"])
+        assert sorted(map(sorted, got.values())) == sorted(map(sorted, want.values())), group_by

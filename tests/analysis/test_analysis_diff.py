@@ -192,3 +192,17 @@ def test_doctests(demo_store: tuple[Path, runstore.Store]) -> None:
     result = doctest.testmod(diff_mod, extraglobs={"store": demo_store[1]},
                              optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 3 and result.failed == 0
+
+
+@pytest.mark.parametrize("scope", [5, 2.5, [5], ["a/b", None], b"x", object()])
+def test_a_run_scope_that_is_no_text_is_a_usage_error(demo_store: tuple[Path, runstore.Store],
+                                                      scope: object) -> None:
+    # Every Python twin that takes RUN patterns reads them by one rule, and a value of the
+    # wrong type is a usage error there, not a TypeError from deep inside.
+    _, store = demo_store
+    calls = [lambda: store.runs(name=scope), lambda: store.keys(runs=scope),
+             lambda: store.check(runs=scope), lambda: store.doctor(scope),
+             lambda: store.compare("env/all/reward/total", runs=scope)]
+    for call in calls:
+        with pytest.raises(UsageError, match="run_name, run_id, directory or GLOB"):
+            call()

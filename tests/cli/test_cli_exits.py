@@ -105,6 +105,7 @@ USAGE_MISTAKES = [
     (("plot", "kl", "--runs", "no/such/*", "-o", "{tmp}/k.html"), "no run matches"),
     (("plot", "rewards", "--runs", "no/such/*", "-o", "{tmp}/r.html"), "no run matches"),
     (("report", "--runs", "no/such/*", "-o", "{tmp}/r.html"), "no run matches"),
+    (("runs", "--name", "no/such/*"), "no run matches --name 'no/such/*'"),
     # unknown metrics
     (("compare", "no/such/metric"), "no/such/metric"),
     (("plot", "metric", "no/such/metric", "-o", "{tmp}/m.html"), "no/such/metric"),
@@ -121,6 +122,8 @@ USAGE_MISTAKES = [
     (("sql", "select 1", "--timeout", "0"), "--timeout"),
     (("compare", REWARD, "--smooth", "1.5"), "smooth"),
     (("check", "--threshold", "abc"), "abc"),
+    (("check", "--threshold", "nan"), "--threshold"),
+    (("plot", "kl", "--threshold", "inf", "-o", "{tmp}/k.html"), "--threshold"),
     (("runs", "--no-such-option"), "no-such-option"),
     (("sql", "select $x"), "$x"),
     (("sql", "drop table runs"), "only runs queries"),

@@ -505,6 +505,8 @@ def test_toml_in_the_working_directory(kl_store: Path, tmp_path: Path,
     ("[[check.rule]]\nmetric = 'x'\nop = '>'\n", "rule 1 has no 'value'"),
     ("[[check.rule]]\nmetric = 'x'\nop = '>'\nvalue = 1\ncolour = 'red'\n", "unknown key 'colour'"),
     ("[[check.rule]]\nmetric = 'x'\nop = '>'\nvalue = 'nan'\n", "must be a number"),
+    ("[check]\nthreshold = nan\n", "check.threshold must be a number (not NaN"),
+    ("[check]\nthreshold = -inf\n", "check.threshold must be a number (not NaN"),
 ])
 def test_bad_toml_is_a_usage_error(kl_store: Path, text: str, message: str,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
@@ -517,6 +519,16 @@ def test_bad_toml_is_a_usage_error(kl_store: Path, text: str, message: str,
 
 # ---------------------------------------------------------------------------------------------
 # The command: exit codes and formats
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400"])
+def test_a_threshold_that_is_no_finite_number_names_the_option(
+        awkward_store: runstore.Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        value: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = run_cli(awkward_store.path, "check", "--threshold", value)
+    assert result.exit_code == 2, result.output
+    assert "--threshold" in result.output and "not NaN or ±Infinity" in result.output
 
 
 def test_exit_codes(awkward_store: runstore.Store, tmp_path: Path,

@@ -78,6 +78,14 @@ def awkward_store(_awkward_template: Path) -> tuple[Path, runstore.Store]:
     return _awkward_template, store
 
 
+def write_run(run: Path, lines: list[dict[str, Any]]) -> Path:
+    """A run directory of a config.json (learning_rate 1e-4) and these metrics.jsonl lines."""
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"learning_rate": 1e-4}))
+    (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return run
+
+
 def found(store: runstore.Store, **kw: Any) -> dict[tuple[str, str], dict[str, Any]]:
     return {(r["run_name"], r["finding"]): r for r in diagnose(store, config=False, **kw).rows}
 
@@ -316,11 +324,7 @@ def test_rollout_summaries_status_is_evidence_of_failed_rollouts(tmp_path: Path)
     }
     root = tmp_path / "runs"
     for name, plan in plans.items():
-        run = root / name
-        run.mkdir(parents=True)
-        (run / "config.json").write_text(json.dumps({"learning_rate": 1e-4}))
-        (run / "metrics.jsonl").write_text("".join(
-            json.dumps({"step": s, "env/all/reward/total": 0.5}) + "\n" for s in range(5)))
+        run = write_run(root / name, [{"step": s, "env/all/reward/total": 0.5} for s in range(5)])
         for it, statuses in plan.items():
             d = run / f"iteration_{it:06d}"
             d.mkdir()
@@ -345,3 +349,23 @@ def test_rollout_summaries_status_is_evidence_of_failed_rollouts(tmp_path: Path)
     why = {m["run_name"] for m in diagnose(store, config=False, only=["rollout_errors"])
            .not_evaluated}
     assert why == {"no_status"}
+
+
+def test_kl_spike_evidence_names_steps_the_run_logged(tmp_path: Path) -> None:
+    """The evidence's "from step N on" is the first KL step of the counted window, as the file
+    says: a run of 1 step, or one logging KL every 4 steps, never gets a step it lacks."""
+    plans = {"single": [(0, 0.5)], "sparse": [(s, 0.02 if s >= 8 else 0.001)
+                                              for s in range(0, 33, 4)]}
+    root = tmp_path / "runs"
+    for name, rows in plans.items():
+        write_run(root / name, [{"step": s, "optim/kl_sample_train_v1": v} for s, v in rows])
+    store = runstore.open(tmp_path / "store")
+    store.ingest([root], on_warning=lambda text: None)
+    got = found(store, only=["kl_spike"])
+    for name, rows in plans.items():
+        last = max(s for s, _ in rows)
+        recent = [(s, v) for s, v in rows if s > last - 10]  # the window of 10 steps
+        over = sum(v > 0.01 for _, v in recent)
+        evidence = got[(name, "kl_spike")]["evidence"]
+        want = f"at {over} of the {len(recent)} KL steps from step {recent[0][0]} on"
+        assert want in evidence, (name, evidence)

@@ -323,6 +323,18 @@ def test_plot_kl_lines_threshold_and_flags(tree: str, request: pytest.FixtureReq
         assert "no run above 0.01" in fig.layout.title.text
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400"])
+def test_plot_kl_refuses_a_threshold_that_is_no_finite_number(
+        demo_tree: tuple[Path, runstore.Store], tmp_path: Path, value: str) -> None:
+    out = tmp_path / "kl.html"
+    result = CliRunner().invoke(main, ["--store", str(demo_tree[1].path), "plot", "kl",
+                                       "--threshold", value, "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    [line] = [x for x in result.output.splitlines() if x.startswith("Error: ")]
+    assert "--threshold" in line and "not NaN or ±Infinity" in line and "--param" not in line
+    assert not out.exists()
+
+
 def test_plot_kl_nan_is_a_gap_and_a_missing_step_is_skipped(tmp_path: Path) -> None:
     run = tmp_path / "runs" / "hand/kl"
     run.mkdir(parents=True)

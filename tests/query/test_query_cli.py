@@ -24,6 +24,7 @@ import oracle
 import runstore
 from runstore.query.views import views
 from runstore.cli import main
+from runstore.errors import UsageError
 from storekit import cli as run
 
 
@@ -404,7 +405,7 @@ def test_runs_command(store_dir: Path, _awkward_template: Path) -> None:
     # A scope that matches no run is an error naming it, bound (never pasted into SQL).
     none = run(store_dir, "runs", "--name", "it's*", "-F", "csv")
     assert none.exit_code == 2 and none.stdout == ""  # a usage mistake: errors.EXIT_CODES
-    assert none.stderr.startswith("Error: no run matches --runs \"it's*\"")
+    assert none.stderr.startswith("Error: no run matches --name \"it's*\"")
 
 
 @pytest.mark.parametrize("where,found", [
@@ -535,3 +536,40 @@ def test_an_unexpected_exception_is_one_error_line_and_debug_shows_it(
     # click's own errors keep their form: a usage error is exit 2 with click's message.
     usage = CliRunner().invoke(main, ["--store", str(store_dir), "sql", "--no-such-option"])
     assert usage.exit_code == 2 and "Error: unexpected" not in usage.stderr
+
+
+def test_runs_of_an_unknown_kind_is_an_error_not_no_runs(store_dir: Path) -> None:
+    # The CLI's --kind offers the kinds; the Python API took any text and found no run.
+    store = runstore.open(store_dir)
+    for bad in ("RL", "grpo", ""):
+        with pytest.raises(UsageError, match="rl, sl, dpo, unknown"):
+            store.runs(kind=bad)
+    kinds = {k for (k,) in store.sql("select kind from runs").rows()}
+    for kind in kinds:
+        assert store.runs(kind=kind).height == store.sql(
+            "select count(*) from runs where kind = $k", params={"k": kind}).item()
+
+
+def test_python_twins_refuse_values_of_the_wrong_type(store_dir: Path) -> None:
+    # The CLI can only pass text; the Python API takes any value, and a wrong one is a
+    # usage error that says what it takes, never a TypeError or AttributeError.
+    store = runstore.open(store_dir)
+    calls = {"columns": lambda: store.runs(columns=5), "where": lambda: store.runs(where=5),
+             "rules": lambda: store.check(rules=5),
+             "group_by": lambda: store.compare("env/all/reward/total", group_by=5)}
+    for name, call in calls.items():
+        with pytest.raises(UsageError, match=name):
+            call()
+
+
+def test_check_takes_one_rule_as_text(store_dir: Path, _awkward_template: Path) -> None:
+    # docs/checks.md: `rules` takes text; one rule as a str is that rule, not its letters.
+    rule = "env/all/reward/total > 0.5"
+    got = runstore.open(store_dir).check(rules=rule, default_rules=False, config=False)
+    want = set()
+    for run in oracle.run_dirs(_awkward_template):
+        if (run / "metrics.jsonl").exists() and any(
+                k == "env/all/reward/total" and v > 0.5
+                for (_, k), v in oracle.live_numbers(run).items()):
+            want.add(oracle.run_name(_awkward_template, run))
+    assert want and set(got["run_name"]) == want

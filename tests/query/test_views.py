@@ -131,6 +131,13 @@ def test_kl_store_setting_and_param_override(_awkward_template: Path, tmp_path: 
         store.set_setting("kl_threshold", "high")
     with pytest.raises(QueryError, match="must be a number"):
         rows(store, "select 1", {"kl_threshold": "high"})
+    for bad in (math.nan, math.inf, -math.inf, "nan", "-Infinity"):
+        # The manifest holds only finite numbers: a NaN stored would make the store unreadable.
+        with pytest.raises(QueryError, match=r"must be a number \(not NaN"):
+            store.set_setting("kl_threshold", bad)
+        with pytest.raises(QueryError, match=r"must be a number \(not NaN"):
+            rows(store, "select 1", {"kl_threshold": bad})
+    assert store.settings()["kl_threshold"] == 1.0
 
 
 def test_kl_nan_never_flags(awkward_store: runstore.Store) -> None:
@@ -652,6 +659,23 @@ def logged_by(root: Path) -> dict[str, set[str]]:
     return found
 
 
+def test_a_key_in_another_case_is_the_first_suggestion(demo_store: runstore.Store,
+                                                       _demo_template: Path) -> None:
+    # Keys are case-sensitive; a key typed in another case is the likeliest slip, so the
+    # logged spellings that equal it but for case are what the error suggests.
+    from runstore.query import keys
+
+    logged = logged_by(_demo_template)
+    for typed, families in (("ENV/ALL/REWARD/TOTAL", False), ("Optim/Entropy", True)):
+        same = sorted(k for k in logged if k.lower() == typed.lower()
+                      or (families and k.lower() == typed.lower().removeprefix("optim/")))
+        assert same and typed not in logged
+        with pytest.raises(UnknownKey) as e:
+            keys.require(demo_store, [typed], families=families)
+        hint = str(e.value).split("did you mean ", 1)[1].split("?")[0].split(" or ")
+        assert hint[0] in same, (typed, str(e.value))
+
+
 def test_metrics_of_a_key_no_run_logs_is_an_error(demo_store: runstore.Store,
                                                   _demo_template: Path) -> None:
     from runstore.query import keys
@@ -709,7 +733,7 @@ def test_runs_api(demo_store: runstore.Store) -> None:
     rl = demo_store.runs(kind="rl", name="math_rl_sweep/qwen3-8b/*", where="n_steps > 10")
     assert rl["run_name"].to_list() == [f"math_rl_sweep/qwen3-8b/lr_{lr}"
                                         for lr in ("1e-4", "1e-5", "3e-5")]
-    with pytest.raises(QueryError, match="no run matches --runs \"it's\\*\""):
+    with pytest.raises(QueryError, match="no run matches --name \"it's\\*\""):
         demo_store.runs(name="it's*")
     for bad in ("1; drop table runs", "run_id in (select run_id from runs)", "kind = $k",
                 "select 1", "query('select 1') is not null"):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, Optional, Union
 from pydantic import Field
 
 from ...errors import UsageError
+from ...kinds import RUN_KINDS
 from ..args import MaxChars, Offset, Run, Runs, TextFormat, limit
 from .base import Toolbox, tool
 from .common import Smooth, X, page, run_header, said
@@ -32,7 +33,7 @@ MOST_COMPARED = 20  # runs `compare_runs` puts side by side (one column each)
 _SQL_REST = ("for the rest, call sql with query \"select {columns} from {table} where run_id = $run "
              "order by {order}\" and params {{\"run\": \"{run_id}\"}}")
 
-Kind = Annotated[Optional[Literal["rl", "sl", "dpo", "unknown"]], Field(
+Kind = Annotated[Optional[Literal[RUN_KINDS]], Field(
     description="Only runs of this kind.")]
 Status = Annotated[Optional[Literal["completed", "running", "idle", "missing"]], Field(
     description="Only runs with this status (run_status: completed when the final checkpoint "

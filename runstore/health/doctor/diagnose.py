@@ -35,7 +35,6 @@ from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from ...errors import UsageError
 from ...resources import statement
 from ...storage import schema
 from .catalogue import CATALOGUE, SEVERITIES, Finding, finding as find
@@ -208,12 +207,7 @@ def _scope(store: "Reader", runs: Sequence[str] | str | None) -> list[str] | Non
     all; a pattern that names no run is an error."""
     from ...analysis.runs import scope_ids
 
-    if runs is None:
-        return None
-    patterns = [runs] if isinstance(runs, str) else list(runs)
-    if not patterns or not all(isinstance(p, str) and p for p in patterns):
-        raise UsageError(f"runs are run names, run_ids or GLOBs, got {runs!r}")
-    return scope_ids(store, patterns)
+    return scope_ids(store, [runs] if isinstance(runs, str) else runs)
 
 
 def _has(table: str, column: str | None) -> bool:

@@ -216,7 +216,7 @@ def _type_tokens(type_name: str) -> set[str]:
 
 
 def infer_kind(cfg: dict) -> str:
-    """The run kind, "rl" / "sl" / "dpo" / "unknown".
+    """The run kind, "rl" / "sl" / "dpo" / "unknown" (`kinds.RUN_KINDS`).
 
     1. Upstream's rule (tinker-cookbook `stores/registry.py`), top-level keys only and in this
        order: `dpo_beta` → dpo; `loss_fn` → rl; `num_epochs` → sl.

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ...errors import QueryError
 from ...query.statements import named
+from ...storage.settings import kl_threshold
 from ..scope import ids, no_data_error
 from .figure import Chart, to_figure
 from .lines import (DASHES, MAX_POINTS, Lines, downsample_note, groups, hover_text, label,
@@ -128,6 +129,15 @@ def _smoothed(store: "Reader", params: dict[str, Any],
     return list(df.columns), df.rows()
 
 
+def _kl_params(store: "Reader", runs: str | None, threshold: float | None) -> dict[str, Any]:
+    """The KL statement's params: the runs in scope, and `threshold` unless None (then the
+    store's `kl_threshold` setting holds)."""
+    params: dict[str, Any] = {"runs": ids(store, runs)}
+    if threshold is not None:
+        params["kl_threshold"] = kl_threshold(threshold)
+    return params
+
+
 def kl_series(store: "Reader", runs: str | None = None,
               threshold: float | None = None) -> Any:
     """KL per run and step as the merge rules keep it (`metric_kl`, what `kl_steps` shows),
@@ -138,9 +148,7 @@ def kl_series(store: "Reader", runs: str | None = None,
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    params: dict[str, Any] = {"runs": ids(store, runs)}
-    if threshold is not None:
-        params["kl_threshold"] = threshold
+    params = _kl_params(store, runs, threshold)
     per_run = store.arrow(named("charts.kl_series"), params)  # one row per run
     value = per_run.column("threshold")[0].as_py() if per_run.num_rows else None
     # Each row's number of steps, and where its values start once the lists are flattened.
@@ -210,9 +218,7 @@ def plot_kl(store: "Reader", *, runs: str | None = None, threshold: float | None
 def kl_chart(store: "Reader", *, runs: str | None = None, threshold: float | None = None,
              max_points: int = MAX_POINTS) -> Chart:
     """KL v1 (solid) and v2 (dotted) per run, the threshold dashed, flagged runs on top."""
-    params: dict[str, Any] = {"runs": ids(store, runs)}
-    if threshold is not None:
-        params["kl_threshold"] = threshold
+    params = _kl_params(store, runs, threshold)
     columns, per_run = statement_rows(store, "charts.kl_series", params)  # one row per run
     if not per_run:
         raise no_data_error(store, runs, "logs KL (optim/kl_sample_train_v1/v2 or the "

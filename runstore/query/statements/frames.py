@@ -38,6 +38,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ...errors import QueryError, UsageError
+from ...kinds import RUN_KINDS
 from .. import guard
 from ..views import view_columns
 from . import Statement
@@ -71,12 +72,16 @@ def runs_query(*, kind: str | None = None, runs: Sequence[str] | None = None,
     conditions: list[str] = []
     params: dict[str, Any] = {}
     if kind is not None:
+        if kind not in RUN_KINDS:
+            raise UsageError(f"kind is one of {', '.join(RUN_KINDS)}, got {kind!r}")
         conditions.append("kind = $kind")
         params["kind"] = kind
     if runs is not None:
         conditions.append(in_scope("run_id"))
         params["runs"] = list(runs)
     if where is not None:
+        if not isinstance(where, str):  # the Python API takes any value
+            raise UsageError(f"where is one SQL condition as text, got {where!r}")
         # A user's condition: parsed and checked by sqlglot (the only part that needs it).
         try:
             conditions.append(f"({guard.condition(where, '--where').sql(dialect='duckdb')})")
@@ -93,7 +98,11 @@ def _where(conditions: Sequence[str]) -> str:
 def _summary_columns(columns: Sequence[str]) -> list[str]:
     """`columns` checked against run_summary's; UsageError naming the closest otherwise."""
     known = summary_columns()
-    items = [columns] if isinstance(columns, str) else list(columns)
+    try:
+        items = [columns] if isinstance(columns, str) else list(columns)
+    except TypeError:  # the Python API takes any value
+        raise UsageError(f"columns is a list of run_summary's columns, got {columns!r}"
+                         ) from None
     if not items:
         raise UsageError(f"give at least one column; run_summary has {', '.join(known)}")
     for c in items:
