@@ -257,6 +257,7 @@ def test_the_token_redirect_stays_on_this_server(token_server: UiServer, target:
     assert (resolved.scheme, resolved.netloc) == ("http", f"127.0.0.1:{token_server.port}")
 
 
+@pytest.mark.timeout(180)  # a Chromium that hangs costs three minutes, not fifteen
 def test_a_browser_follows_the_redirects_to_this_server(token_server: UiServer,
                                                         browser: Any) -> None:
     """Chromium's own URL parser is the judge of where a Location leads."""
@@ -269,7 +270,9 @@ def test_a_browser_follows_the_redirects_to_this_server(token_server: UiServer,
             assert "evil.example" not in str(e), (target, e)
         now = urlsplit(page.url)
         assert (now.hostname, now.port) == ("127.0.0.1", token_server.port), (target, page.url)
-    page.close()
+    # Not waited for: one CI run hung 15 minutes in Playwright's close of this page after its
+    # last navigation, the assertions all passed.
+    page.close(run_before_unload=True)
 
 
 REFUSED = [
