@@ -38,7 +38,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import QueryError
-from ..numbers import nonfinite_name
+from ..numbers import json_number
 from ..query.rows import records
 from ..query.statements import named
 from .scope import one_run
@@ -353,10 +353,9 @@ def _event_json(event: dict[str, Any]) -> str:
 
 
 def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return nonfinite_name(value)
+    """`value` with every number in it as JSON carries it (`numbers.json_number`)."""
     if isinstance(value, dict):
         return {k: _finite(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_finite(v) for v in value]
-    return value
+    return json_number(value)

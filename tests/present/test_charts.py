@@ -792,7 +792,7 @@ def _no_constants(name: str) -> Any:
     raise AssertionError(f"bare {name} in the trace JSON")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.dictionaries(st.sampled_from(["step", "loss", "note", "nested"]), _ARGS,
                                 max_size=4), max_size=6))
 def test_trace_json_is_strict_with_non_finite_args_named(argsets: list[dict[str, Any]]) -> None:
