@@ -33,8 +33,8 @@ with per_name as (
            count(*) as calls,
            sum(duration_s) as total_s,
            avg(duration_s) as mean_s,
-           percentile_cont(0.5) within group (order by duration_s) as p50_s,
-           percentile_cont(0.95) within group (order by duration_s) as p95_s,
+           -- Both percentiles from one sort of the name's durations (two aggregates sort twice).
+           percentile_cont([0.5, 0.95]) within group (order by duration_s) as percentiles,
            max(duration_s) as max_s,
            sum(wall_add_s) as wall_s
     from spans
@@ -59,8 +59,8 @@ select p.run_id,
        p.calls,
        p.total_s,
        p.mean_s,
-       p.p50_s,
-       p.p95_s,
+       p.percentiles[1] as p50_s,
+       p.percentiles[2] as p95_s,
        p.max_s,
        p.total_s / nullif(coalesce(t.seconds, l.seconds), 0) as share,
        p.wall_s,
