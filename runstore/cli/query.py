@@ -50,6 +50,9 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
     (DuckDB's own interrupt) and the command fails with an error saying so. The command's
     memory is capped at --memory-limit (beyond what it holds when it starts): a query that
     needs more fails with an error naming the limit, instead of taking the machine's memory.
+    A value a format cannot hold as DuckDB means it (an interval, a bit string, a blob, a
+    BIGNUM, nanoseconds, a time's offset) is written as DuckDB's text of it, and columns
+    that share a name are named apart as in a subquery (a, a_1).
 
     Example:
 
@@ -74,13 +77,12 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
     # Plain rows where they print the same as Arrow, so most answers need no pyarrow; a
     # Parquet file needs the Arrow table.
     store = open_store(ctx, memory_limit=memory_limit)
-    read = store.arrow if to_parquet(fmt, output) else store.rows
     # This process is runstore's own: it is capped, so that what the query allocates (in
     # DuckDB, or writing its rows) stops at the limit with an error rather than growing until
     # the kernel ends something (DuckDB's own limit alone does not hold it: query/memory.py).
     with store.bounded():
-        table = read(query, parse_params(params), allow_read=list(allow_read) or None,
-                     timeout=timeout)
+        table = store.rows(query, parse_params(params), allow_read=list(allow_read) or None,
+                           timeout=timeout, arrow=to_parquet(fmt, output))
         emit(table, fmt, output)
 
 
@@ -123,9 +125,8 @@ def runs(ctx: click.Context, kind: str | None, name: str | None, where: str | No
         chosen = [c.strip() for c in columns.split(",") if c.strip()]
     # A --where condition is user SQL: capped as `runstore sql` is ($RUNSTORE_MEMORY_LIMIT).
     with store.bounded():
-        read = store.arrow if to_parquet(fmt, output) else store.rows
-        emit(read(*store.runs_query(kind=kind, name=name, where=where, columns=chosen)),
-             fmt, output)
+        emit(store.rows(*store.runs_query(kind=kind, name=name, where=where, columns=chosen),
+                        arrow=to_parquet(fmt, output)), fmt, output)
 
 
 @click.command()

@@ -7,8 +7,10 @@ Contract: `render(table, fmt, width=None, wide=False, whole=())` returns text fo
 are NaN or infinite are written as the bare tokens `NaN`, `Infinity`, `-Infinity` in JSON
 (as the source files write them) and as text elsewhere; timestamps as ISO-8601 (those
 Python's datetime cannot hold as DuckDB gives them: `infinity` as the largest datetime, year
-294247 and 24:00:00 as text); DECIMAL values as JSON numbers; any other value JSON cannot
-hold as its text.
+294247 and 24:00:00 as text); whole numbers (HUGEINT) as exact JSON integers, other DECIMAL
+values as JSON numbers (doubles); any other value JSON cannot hold as its text. (Values
+no format holds as DuckDB means them, such as intervals, arrive as DuckDB's text already:
+`Store.rows`, query/rows.py `printable`.)
 
 The table format is for people: it aligns columns, shows floats with 6 significant digits,
 fits `width` (the terminal's) and ends with the row count. Two kinds of cell are never cut:
@@ -48,6 +50,7 @@ from datetime import date, datetime, time
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ..errors import UsageError
 from ..numbers import nonfinite_name
 from ..query.rows import Rows, from_polars  # noqa: F401 - the CLI prints frames through it
 
@@ -93,12 +96,14 @@ def _plain(v: Any) -> Any:
     if isinstance(v, (datetime, date, time)):
         return v.isoformat()
     if isinstance(v, Decimal):
-        return float(v)  # DuckDB types literals like 1.5 as DECIMAL; JSON has one number type
+        # A whole number (HUGEINT, UHUGEINT, DECIMAL(p,0)) exactly; a fraction as a double
+        # (DuckDB types literals like 1.5 as DECIMAL; JSON has one number type).
+        return int(v) if v.is_finite() and v.as_tuple().exponent >= 0 else float(v)
     if isinstance(v, bytes):
         return v.decode("utf-8", errors="replace")
     if isinstance(v, dict):
         return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, list):
+    if isinstance(v, (list, tuple)):  # DuckDB gives an ARRAY as a tuple
         return [_plain(x) for x in v]
     return v
 
@@ -110,7 +115,7 @@ def _text(v: Any) -> str:
         return str(v)
     if isinstance(v, float):
         return repr(v) if math.isfinite(v) else nonfinite_name(v)
-    if isinstance(v, (list, dict)):
+    if isinstance(v, (list, tuple, dict)):
         return json.dumps(_plain(v), allow_nan=True, ensure_ascii=False, default=str)
     return str(_plain(v))
 
@@ -357,6 +362,16 @@ def _fit(cols: _Columns, data: list[dict[str, Any]], width: int,
 
 
 def write_parquet(table: pa.Table, path: str) -> None:
+    """`table` as a Parquet file at `path`; a column whose type Parquet cannot hold (an
+    interval in a table that did not come from `Store.rows(arrow=True)`) is a `UsageError`
+    naming it, before anything is written."""
     import pyarrow.parquet as pq
 
+    for field in table.schema:
+        try:
+            pq.write_table(pa.table({field.name: pa.array([], field.type)}), io.BytesIO())
+        except pa.ArrowNotImplementedError:
+            raise UsageError(f"Parquet cannot hold column {field.name!r} ({field.type}): "
+                             f"cast it in the query (as varchar, say) or choose another "
+                             "format") from None
     pq.write_table(table, path)

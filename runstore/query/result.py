@@ -67,7 +67,11 @@ class Result:
             return self._con.to_arrow_table()
 
     def relation(self) -> Any:
-        """The query as a DuckDB relation (planned again when it runs)."""
+        """The query as a DuckDB relation (planned again when it runs; a result already run
+        for its `types` is given up first)."""
+        if self._executed:
+            self._con.abort()
+            self._executed = False
         if self._relation is None:
             self._relation = self._con.sql(self._sql, params=self._params)
         return self._relation

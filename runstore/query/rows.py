@@ -8,6 +8,10 @@ DECIMAL, booleans, text, dates and times, blobs, and lists of these), else as an
 code that reads a result works on either, and a result of plain types is read without
 importing pyarrow (~0.1 s of a short process): `runstore sql` and `runstore check` print so.
 `records(store, sql, params)` is one statement's result as a list of dicts, read that way.
+`printable(rel)` is a result as it is printed (`Store.rows`) and `arrow_file(rel)` as it is
+written to Parquet: the same, except that a value that Python (or Arrow) cannot hold as DuckDB
+means it comes as DuckDB's own text of it (`as_text`: `TEXT_ONLY`, `ARROW_TEXT`), and columns
+that share a name are named apart as DuckDB names a subquery's (`a`, `a_1`).
 `from_polars(df)` is a polars DataFrame likewise: `Rows` when every column's type gives the
 same Python values from polars (`rows()`) as from its Arrow table (`to_pylist`): integers
 (up to 64 bits), floats, booleans, text and nulls; else `df.to_arrow()`. `runstore compare`
@@ -79,6 +83,60 @@ def from_relation(rel: Any) -> "Rows | pa.Table":
     numeric = [t in INTEGERS or t in ("FLOAT", "DOUBLE") or bool(DECIMAL.fullmatch(t))
                for t in types]
     return Rows(list(rel.columns), numeric, rel.fetchall())
+
+
+# DuckDB types Arrow (and so Parquet) cannot hold as DuckDB means them: an interval (Parquet
+# has no type for it), a bit string and a BIGNUM (exported as their internal bytes), a time's
+# UTC offset (dropped), a UHUGEINT (exported as a signed 128-bit decimal: from 2^127 on it
+# turns negative); and, beyond those, what Python (and so JSON and CSV) cannot: a blob's bytes
+# as text, nanoseconds. `printable` and `arrow_file` give DuckDB's own text of them, at any
+# depth of a nested type.
+ARROW_TEXT = frozenset({"interval", "bit", "bignum", "varint", "time with time zone",
+                        "uhugeint"})
+TEXT_ONLY = ARROW_TEXT | {"blob", "timestamp_ns", "time_ns"}
+NESTED = frozenset({"list", "array", "struct", "map", "union"})
+# By what a result is for: printed as text, or written to a (Parquet) file.
+AS_TEXT = {"print": TEXT_ONLY, "file": ARROW_TEXT}
+
+
+def holds(typ: Any, kinds: frozenset[str]) -> bool:
+    """Whether a DuckDB type (a `DuckDBPyType`) is or holds one of `kinds` (type ids)."""
+    if typ.id in kinds:
+        return True
+    return typ.id in NESTED and any(hasattr(child, "id") and holds(child, kinds)
+                                    for _, child in typ.children)
+
+
+def as_text(rel: Any, kinds: frozenset[str]) -> Any:
+    """`rel` as a result is written out: each column whose type is or holds one of `kinds`
+    cast to VARCHAR (DuckDB's text of it: `1 day`, `101`, `\\xFF`, `01:02:03+05`, `[1 month]`),
+    and columns that share a name (`select 1 as a, 2 as a`) named apart as DuckDB names a
+    subquery's columns (`a`, `a_1`), since rows are written by column name. `rel` itself when
+    neither is needed."""
+    cast = [holds(t, kinds) for t in rel.types]
+    names = list(rel.columns)
+    unique = len({n.lower() for n in names}) == len(names)
+    if unique and not any(cast):
+        return rel
+    from .guard import identifier
+
+    if not unique:
+        names = list(rel.project("*").columns)
+    columns = ", ".join(f"{f'cast(#{i} as varchar)' if text else f'#{i}'} as {identifier(name)}"
+                        for i, (name, text) in enumerate(zip(names, cast), start=1))
+    return rel.project(columns)
+
+
+def printable(rel: Any) -> "Rows | pa.Table":
+    """What a result prints as text (`Store.rows`): `from_relation` of `as_text(rel,
+    TEXT_ONLY)`."""
+    return from_relation(as_text(rel, TEXT_ONLY))
+
+
+def arrow_file(rel: Any) -> "pa.Table":
+    """What a result writes to a Parquet file (`Store.rows(arrow=True)`): the Arrow table of
+    `as_text(rel, ARROW_TEXT)`."""
+    return as_text(rel, ARROW_TEXT).to_arrow_table()
 
 
 # polars types whose values `DataFrame.rows()` gives as Arrow's `to_pylist` does (Int128 is

@@ -13,7 +13,7 @@ one-byte tag, then its payload.
   `sql`, `params`, `timeout`, `allow_read` (as `Session.fetch`), `skip_rows` (send none of
   the first that many rows, only count them: a page further down a result), `keep_rows`/
   `keep_bytes` (send only the first rows after those, up to that many rows and Arrow bytes,
-  then only count the rest; None: all) and `max_bytes` (a result whose batches pass that many bytes is an error:
+  then only count the rest; None: all), `text` (see below) and `max_bytes` (a result whose batches pass that many bytes is an error:
   it would not fit the caller's memory either).
 * worker → parent: `R` + JSON `{"cap": bytes or null}` once, when ready; then per query any
   number of `B` + an Arrow IPC stream holding one record batch (the first one always, so an
@@ -22,7 +22,10 @@ one-byte tag, then its payload.
   `RunstoreError` subclass of `runstore.errors`, else a one-line internal error).
 
 The query runs through `Session.fetch`: the guard, bound params, the sandbox and the time
-limit (`deadline`) exactly as in the caller's process. An allocation that fails — at
+limit (`deadline`) exactly as in the caller's process. With `text` (`"print"` or `"file"`,
+`rows.AS_TEXT`) its rows are sent as `runstore sql` prints them or writes them to Parquet:
+a value Python (or Arrow) cannot hold as DuckDB means it as DuckDB's text (`rows.as_text`),
+columns that share a name named apart; without it, as DuckDB gives them. An allocation that fails — at
 DuckDB's limit or at the cap, in DuckDB or in Python — is `memory.exceeded`'s error, sent with
 `retire: true`, and the process then ends: the allocators keep the memory the query took,
 mapped and so counted against the cap, and a fresh process (which the parent starts) has all
@@ -45,6 +48,7 @@ from typing import Any
 
 from ..errors import QueryError, RunstoreError, one_line
 from . import memory
+from .rows import AS_TEXT, as_text
 
 BATCH_ROWS = 65_536  # rows per Arrow batch sent to the parent
 
@@ -79,7 +83,10 @@ def answer(session: Any, request: dict[str, Any], out: Connection) -> int:
     max_bytes = request.get("max_bytes")
 
     def convert(result: Any) -> int:
-        reader = result.relation().to_arrow_reader(BATCH_ROWS)
+        relation = result.relation()
+        if request.get("text"):
+            relation = as_text(relation, AS_TEXT[request["text"]])
+        reader = relation.to_arrow_reader(BATCH_ROWS)
         total = sent_rows = sent_bytes = 0
         first, cut = True, False
         for batch in reader:

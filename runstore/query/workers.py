@@ -6,9 +6,11 @@ is started at once, in the background, so the first query finds it ready. A quer
 idle worker, or starts one while fewer than `SIZE` exist, else waits for one (its time limit
 starts once a worker takes it).
 
-`query(sql, params, timeout=, allow_read=, skip_rows=, keep_rows=, keep_bytes=, max_bytes=)`
-is a context manager over one query's `Answer`: `batches()` yields its Arrow record batches as
-they arrive (the first holds the schema, maybe no rows), then `rows` is how many rows the
+`query(sql, params, timeout=, allow_read=, skip_rows=, keep_rows=, keep_bytes=, max_bytes=,
+text=)` is a context manager over one query's `Answer` (`text="print"` or `"file"`: the
+values as a caller printing them or writing them to a file needs them, query/worker.py):
+`batches()` yields its Arrow record batches as they arrive (the first holds the schema,
+maybe no rows), then `rows` is how many rows the
 query gave in all (more than were sent when `skip_rows` skipped the first ones or
 `keep_rows`/`keep_bytes` kept only the first ones after them; see query/worker.py).
 `table(...)` (every row, at most `limit` bytes of them) and `head(...)` (the first rows from
@@ -315,14 +317,14 @@ class Workers:
     def query(self, sql: str, params: dict[str, Any] | None = None, *,
               timeout: float | None = None, allow_read: list[str] | None = None,
               skip_rows: int = 0, keep_rows: int | None = None,
-              keep_bytes: int | None = None,
-              max_bytes: int | None = None) -> Iterator[Answer]:
+              keep_bytes: int | None = None, max_bytes: int | None = None,
+              text: str | None = None) -> Iterator[Answer]:
         """One query in a worker (see the module docstring)."""
         timeout = deadline.checked(timeout)
         request = pickle.dumps({"sql": sql, "params": params, "timeout": timeout,
                                 "allow_read": allow_read, "skip_rows": skip_rows,
-                                "keep_rows": keep_rows,
-                                "keep_bytes": keep_bytes, "max_bytes": max_bytes})
+                                "keep_rows": keep_rows, "keep_bytes": keep_bytes,
+                                "max_bytes": max_bytes, "text": text})
         process = self._take()
         answer = Answer(process, self.limit, timeout, time.monotonic())
         try:
@@ -345,11 +347,11 @@ class Workers:
 
     def head(self, sql: str, params: dict[str, Any] | None = None, *,
              timeout: float | None = None, rows: int, nbytes: int,
-             skip: int = 0) -> tuple["pa.Table", int]:
+             skip: int = 0, text: str | None = None) -> tuple["pa.Table", int]:
         """The first `rows` rows of the result after the first `skip` (at most `nbytes` of
         them) and the result's row count."""
         with self.query(sql, params, timeout=timeout, skip_rows=skip, keep_rows=rows,
-                        keep_bytes=nbytes) as answer:
+                        keep_bytes=nbytes, text=text) as answer:
             table = answer.table()
         assert answer.rows is not None
         return table, answer.rows

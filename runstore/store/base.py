@@ -149,21 +149,26 @@ class StoreBase:
 
     def rows(self, sql: str, params: dict[str, Any] | None = None, *,
              allow_read: Iterable[str | os.PathLike[str]] | None = None,
-             timeout: float | None = None) -> Any:
+             timeout: float | None = None, arrow: bool = False) -> Any:
         """Run one read-only query; its result as plain Python rows (`query.rows.Rows`: the
         questions a pyarrow Table answers — `column_names`, `num_rows`, `to_pylist()` — asked
         of rows that never went through Arrow) when every column's type gives the same Python
         values either way, else as a pyarrow Table. What a command that prints a result uses:
-        a result of plain types imports no pyarrow (`timeout` as in `sql`).
+        a result of plain types imports no pyarrow (`timeout` as in `sql`). A value Python
+        cannot hold as DuckDB means it (an interval, a blob, a bit string, nanoseconds, a
+        time's offset; `query.rows.TEXT_ONLY`) comes as DuckDB's own text of it. With
+        `arrow=True`, always an Arrow table, as a Parquet file can hold it (`-o FILE.parquet`):
+        only what Arrow cannot hold as DuckDB means it (`query.rows.ARROW_TEXT`: an interval,
+        a bit string, a BIGNUM, a time's offset) comes as text.
 
         Example:
             >>> store.rows("select count(*) as n from runs").to_pylist()
             [{'n': 13}]
         """
-        from ..query.rows import from_relation
+        from ..query.rows import arrow_file, printable
 
-        return self.fetch(sql, params, allow_read=allow_read, convert=from_relation,
-                          timeout=timeout)
+        return self.fetch(sql, params, allow_read=allow_read,
+                          convert=arrow_file if arrow else printable, timeout=timeout)
 
     def sql(self, sql: str, params: dict[str, Any] | None = None, *, lazy: bool = False,
             allow_read: Iterable[str | os.PathLike[str]] | None = None,

@@ -207,7 +207,8 @@ class Api:
         sql = self._sql_text(p)
         started = time.perf_counter()
         table, rows = self.store.workers().head(sql, timeout=self.sql_timeout,
-                                                rows=SQL_ROW_LIMIT, nbytes=SQL_PAGE_BYTES)
+                                                rows=SQL_ROW_LIMIT, nbytes=SQL_PAGE_BYTES,
+                                                text="print")
         out = tabular(table)
         out["row_count"], out["truncated"] = rows, table.num_rows < rows
         out["elapsed_s"] = round(time.perf_counter() - started, 4)
@@ -222,7 +223,8 @@ class Api:
             raise QueryError(f"format is csv or parquet, got {fmt!r}")
         spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
         try:
-            with self.store.workers().query(sql, timeout=self.sql_timeout) as answer:
+            with self.store.workers().query(sql, timeout=self.sql_timeout,
+                                            text="print" if fmt == "csv" else "file") as answer:
                 (_csv if fmt == "csv" else _parquet)(answer.batches(), spool)
         except BaseException:
             spool.close()

@@ -78,7 +78,8 @@ class SqlTools(Toolbox):
         try:
             table, total = self.store.workers().head(query, dict(params or {}),
                                                      timeout=timeout, rows=limit,
-                                                     nbytes=PAGE_BYTES, skip=offset)
+                                                     nbytes=PAGE_BYTES, skip=offset,
+                                                     text="print")
         except QueryError as e:
             raise QueryError(f"{e} ({SEE_VIEWS})") from e
         out.table(table, Page(offset, limit, total), fmt=format)
