@@ -210,6 +210,29 @@ def emit(table: Any, fmt: str | None, output: str | None, *, whole: Any = ()) ->
     write_text(out.render(table, fmt, width=width, wide=wide, whole=whole), output)
 
 
+def utf8(text: str, what: str, hint: str = "give it in UTF-8") -> str:
+    """`text`, or a usage error naming `what` (an argument, a query's file) and saying `hint`
+    when it is not UTF-8 text: bytes that are not, which Python holds as lone surrogates (an
+    argument, a pipe under the C locale) and no store value or DuckDB string can hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        char = ord(text[e.start])
+        byte = f"byte 0x{char - 0xDC00:02x}" if 0xDC80 <= char <= 0xDCFF else f"U+{char:04X}"
+        raise click.UsageError(f"{what} is not UTF-8 text ({byte} at character {e.start}): "
+                               f"{hint}") from None
+    return text
+
+
+def shown(text: str) -> str:
+    """`text` for a message, in quotes, bytes that are not UTF-8 as `\\xNN`."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no byte stands for
+        raw = text.encode("utf-8", "backslashreplace")
+    return f"'{raw.decode('utf-8', 'backslashreplace')}'"
+
+
 def parse_params(values: tuple[str, ...]) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for item in values:

@@ -6,7 +6,8 @@ Contract: `RunstoreGroup` is the class of the `runstore` group. Every command ad
 given there, they win over the same option before the command. What happens outside a
 command (parsing arguments, printing `--help`) follows the same endings as a command
 (`failures`): a reader that went away ends the process as SIGPIPE does, Ctrl-C prints
-`interrupted` and exits 130. `exit_status_help()` is the exit-status table `runstore --help`
+`interrupted` and exits 130; an argument that is not UTF-8 text is a usage error naming it
+(exit 2), whatever the command. `exit_status_help()` is the exit-status table `runstore --help`
 ends with, rendered from `errors.EXIT_CODES`.
 """
 
@@ -19,6 +20,7 @@ import click
 
 from ..errors import EXIT_CODES, INTERRUPTED
 from ..startup import started
+from .common import shown, utf8
 from .failures import broken_pipe, is_broken_pipe, say
 
 GLOBAL_HELP = ("Global options (--store, --debug) may also follow the command: "
@@ -83,6 +85,9 @@ class RunstoreGroup(click.Group):
     def make_context(self, info_name: str | None, args: list[str],
                      parent: click.Context | None = None, **extra: Any) -> click.Context:
         try:
+            for arg in args:  # every value runstore stores or queries is UTF-8 text
+                utf8(arg, f"argument {shown(arg)}",
+                     "give it in UTF-8 (a file or directory it names: rename it)")
             return super().make_context(info_name, args, parent=parent, **extra)
         except BaseException as e:
             _outside_a_command(e)

@@ -11,8 +11,8 @@ from ..present.render import format_for
 from ..kinds import RUN_KINDS
 from ..store.catalog import DIALECTS
 from .common import (RUNS_HELP, Seconds, Size, emit, existing, handle_errors, notify_option,
-                     open_store, output_format, output_options, parse_params, to_parquet,
-                     write_text)
+                     open_store, output_format, output_options, parse_params, shown,
+                     to_parquet, utf8, write_text)
 
 
 @click.command()
@@ -69,11 +69,11 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
     if file is not None:
         if query is not None:
             raise click.UsageError("give the query as QUERY or with -f FILE, not both")
-        query = file.read()
+        query = _read(file, f"the query in {shown(file.name)}")
     elif query is None or query == "-":
         if sys.stdin is None or sys.stdin.isatty():
             raise click.UsageError("give a QUERY, -f FILE, or pipe the query on stdin")
-        query = sys.stdin.read()
+        query = _read(sys.stdin, "the query on stdin")
     # Plain rows where they print the same as Arrow, so most answers need no pyarrow; a
     # Parquet file needs the Arrow table.
     store = open_store(ctx, memory_limit=memory_limit)
@@ -84,6 +84,15 @@ def sql(ctx: click.Context, query: str | None, file: Any, params: tuple[str, ...
         table = store.rows(query, parse_params(params), allow_read=list(allow_read) or None,
                            timeout=timeout, arrow=to_parquet(fmt, output))
         emit(table, fmt, output)
+
+
+def _read(stream: Any, what: str) -> str:
+    """A query's text from a file or stdin; not UTF-8: a usage error naming `what`."""
+    try:
+        return utf8(stream.read(), what, "save it as UTF-8")
+    except UnicodeDecodeError as e:
+        raise click.UsageError(f"{what} is not UTF-8 text (byte 0x{e.object[e.start]:02x} at "
+                               f"byte {e.start}): save it as UTF-8") from None
 
 
 @click.command()

@@ -121,12 +121,15 @@ def ingest(root: Root, paths: Iterable[str | os.PathLike[str]], *,
             manifest = w.manifest
             seeded = seed_progress(led, lambda table: read_table(root, manifest, table))
             seeded |= seed_totals(led, table_files(root, manifest, "metrics_raw"))
-            runs, empty = _discover_all(roots, prefix)
+            unreadable: list[str] = []
+            runs, empty = _discover_all(roots, prefix, unreadable)
             report.empty_paths = [given[i] for i in empty]
             report.runs_total = sum(rd.kind == "run" for rd in runs)
             report.eval_stores = len(runs) - report.runs_total
             job = Job(root, w, led, report, on_warning, now if now is not None else time.time(),
                       interrupts, ledger_changed=seeded)
+            for text in unreadable:
+                job.warn(text)
             interrupts.defer()  # from here a signal stops at the next whole file
             try:
                 with ReadAhead(job.tasks(runs), threads) as ahead:
@@ -188,8 +191,10 @@ def _unchanged(root: Root, roots: list[Location], now: float | None) -> IngestRe
     manifest = read_manifest(root)
     if manifest is None or manifest.last_ingest is None:
         return None
-    runs, empty = _discover_all(roots)
-    return None if empty else unchanged.check(root, manifest, runs, now)
+    unreadable: list[str] = []
+    runs, empty = _discover_all(roots, unreadable=unreadable)
+    # A run left out is warned about again: only the whole path says why.
+    return None if empty or unreadable else unchanged.check(root, manifest, runs, now)
 
 
 @contextmanager
@@ -234,10 +239,12 @@ def _without_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _discover_all(roots: list[Location],
-                  prefix: str | None = None) -> tuple[list[RunDir], list[int]]:
+def _discover_all(roots: list[Location], prefix: str | None = None,
+                  unreadable: list[str] | None = None) -> tuple[list[RunDir], list[int]]:
     """The runs under `roots` (each once, named under `prefix` when given), and the indexes
-    of the roots holding none."""
+    of the roots holding none. A run whose path is not UTF-8 text (a directory name in
+    another encoding), which no stored name can hold, is left out, and a warning saying so
+    is added to `unreadable`."""
     seen: set[str] = set()
     out: list[RunDir] = []
     empty: list[int] = []
@@ -245,6 +252,12 @@ def _discover_all(roots: list[Location],
         found = False
         for rd in discover(top):
             found = True
+            if not _utf8(rd.path):
+                if unreadable is not None:
+                    shown = os.fsencode(rd.path).decode("utf-8", "backslashreplace")
+                    unreadable.append(f"{shown}: the directory's path is not UTF-8 text, which "
+                                      "a run's name must be; not ingested: rename it")
+                continue
             if rd.run_id in seen:
                 continue
             seen.add(rd.run_id)
@@ -258,6 +271,16 @@ def _discover_all(roots: list[Location],
         if not found:
             empty.append(i)
     return out, empty
+
+
+def _utf8(text: str) -> bool:
+    """Whether `text` is UTF-8 text (a name read from the disk in another encoding holds
+    lone surrogates, which UTF-8 cannot encode)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _run_root(p: Location) -> Location:
