@@ -1,7 +1,8 @@
 """How the UI's answers travel: request parameters in, JSON-ready values out.
 
 Contract: `Params` holds a request's query-string values (repeated keys allowed) and JSON
-body, with typed getters whose bad input is a `QueryError` naming the parameter; `plain(v)`
+body, with typed getters whose bad input is a `QueryError` naming the parameter (`number`
+is finite); `plain(v)`
 turns one value into what JSON can carry (NaN and ±Infinity as the strings "NaN",
 "Infinity", "-Infinity": `numbers.json_number`, the one rule for numbers in JSON; timestamps as ISO-8601 text, DECIMALs as numbers); `tabular(table)`
 is an Arrow table as `{"columns", "types", "rows", "row_count", "truncated"}`, the shape of
@@ -13,6 +14,7 @@ owns: `chunks()` reads it from the start and closes it).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from datetime import date, datetime, time as dtime
 from decimal import Decimal
@@ -50,7 +52,13 @@ class Params:
         return default if value is None else value
 
     def number(self, name: str) -> float | None:
-        return self._typed(name, float, "a number")
+        """A finite float: NaN and ±Infinity (`inf`, `1e400`) bound nothing and have no JSON
+        number to echo them as."""
+        value = self._typed(name, float, "a finite number")
+        if value is not None and not math.isfinite(value):
+            raise QueryError(f"parameter {name!r} must be a finite number, got "
+                             f"{self.get(name)!r}")
+        return value
 
     def _typed(self, name: str, cast: Callable[[str], Any], what: str) -> Any:
         value = self.get(name)

@@ -1,0 +1,44 @@
+"""Hostile query parameters against a real `runstore ui` server on 127.0.0.1: each answer is a
+4xx JSON error naming the parameter, or the answer the Python API (`runstore.open`) gives for
+the same question, never a 500 or a DuckDB message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+import runstore
+from ui_harness import UiServer, http
+
+REWARD = "env/all/reward/total"
+RUN = "math_rl_sweep/qwen3-8b/lr_1e-5"
+
+
+def answer(ui_server: UiServer, path: str, params: Any) -> tuple[int, Any]:
+    r = http(ui_server.url, "GET", "/api/" + path + "?" + urlencode(params, doseq=True))
+    assert r.headers["content-type"].startswith("application/json"), (r.status, r.text)
+    return r.status, r.json()
+
+
+@pytest.mark.parametrize("x", ["time", "step"])
+@pytest.mark.parametrize("name", ["step_min", "step_max"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-Infinity", "1e400"])
+def test_a_bound_that_is_not_a_finite_number_is_a_400(ui_server: UiServer, x: str, name: str,
+                                                        value: str) -> None:
+    status, body = answer(ui_server, "series", {"metric": REWARD, "run": RUN, "x": x,
+                                                name: value})
+    assert status == 400, body
+    assert name in body["error"] and ("finite" in body["error"] or "integer" in body["error"])
+
+
+def test_a_finite_time_bound_cuts_the_runs_wall_time(ui_server: UiServer,
+                                                     ui_demo: tuple[Path, Path]) -> None:
+    with runstore.open(ui_demo[1]) as store:
+        times = store.compare(REWARD, runs=RUN, x="time")["time_s"].to_list()
+    status, body = answer(ui_server, "series", {"metric": REWARD, "run": RUN, "x": "time",
+                                                "step_min": "-1e308", "step_max": times[3]})
+    assert status == 200, body
+    assert body["groups"][0]["x"] == pytest.approx(times[:4])
