@@ -42,3 +42,36 @@ def test_a_finite_time_bound_cuts_the_runs_wall_time(ui_server: UiServer,
                                                 "step_min": "-1e308", "step_max": times[3]})
     assert status == 200, body
     assert body["groups"][0]["x"] == pytest.approx(times[:4])
+
+
+BEYOND = [str(2 ** 63), str(-(2 ** 63) - 1), "1" + "0" * 45, "9" * 5000]
+
+
+@pytest.mark.parametrize("path, params, name", [
+    ("series", {"metric": REWARD, "run": RUN}, "step_min"),
+    ("series", {"metric": REWARD, "run": RUN, "x": "time"}, "mark_step"),
+    ("timing/spans", {"run": RUN}, "step"),
+    ("trace", {"run": RUN}, "step"),
+    ("rollouts/trajectories", {"run": RUN, "split": "train"}, "iteration"),
+    ("rollouts/conversation", {"run": RUN, "split": "train", "iteration": 0, "traj": 0},
+     "group"),
+])
+@pytest.mark.parametrize("value", BEYOND, ids=["2**63", "-2**63-1", "10**45", "5000 digits"])
+def test_an_integer_beyond_int64_is_a_400_naming_it(ui_server: UiServer, path: str,
+                                                   params: dict[str, Any], name: str,
+                                                   value: str) -> None:
+    status, body = answer(ui_server, path, {**params, name: value})
+    assert status == 400, body
+    assert name in body["error"] and "Error:" not in body["error"], body
+    assert len(body["error"]) < 300  # the 5,000 digits are not echoed back
+
+
+def test_the_largest_int64_is_a_step_like_any_other(ui_server: UiServer,
+                                                   ui_demo: tuple[Path, Path]) -> None:
+    with runstore.open(ui_demo[1]) as store:
+        steps = store.metrics(REWARD, runs=RUN)["step"].to_list()
+    status, body = answer(ui_server, "series", {"metric": REWARD, "run": RUN,
+                                                "step_min": str(-(2 ** 63)),
+                                                "step_max": str(2 ** 63 - 1)})
+    assert status == 200, body
+    assert body["lines"][0]["steps"] == sorted(steps)
