@@ -177,7 +177,9 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
                     return json_response({"error": str(e)}, 400)
             params = Params(request.query_params.multi_items(), body)
             try:
-                result = await run_in_threadpool(method, params)
+                # The answer is written inside the try too: one JSON cannot write (a NaN
+                # that missed `answers.plain`) is a failure of the server, answered as one.
+                return answer(await run_in_threadpool(method, params))
             except RunstoreError as e:
                 return json_response({"error": str(e)}, 400)
             except Exception as e:  # never send a traceback; print it where the server runs
@@ -185,17 +187,19 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
                 traceback.print_exc(file=sys.stderr)
                 return json_response({"error": f"internal error ({type(e).__name__}); see "
                                       "the server's output"}, 500)
-            if isinstance(result, Download):
-                headers = {"content-disposition": f'attachment; filename="{result.filename}"',
-                           "cache-control": "no-store"}
-                if isinstance(result.body, bytes):
-                    return Response(result.body, media_type=result.media_type, headers=headers)
-                headers["content-length"] = str(result.size())
-                return StreamingResponse(result.chunks(), media_type=result.media_type,
-                                         headers=headers)
-            return json_response(result)
 
         return handle
+
+    def answer(result: Any) -> "Response":
+        if isinstance(result, Download):
+            headers = {"content-disposition": f'attachment; filename="{result.filename}"',
+                       "cache-control": "no-store"}
+            if isinstance(result.body, bytes):
+                return Response(result.body, media_type=result.media_type, headers=headers)
+            headers["content-length"] = str(result.size())
+            return StreamingResponse(result.chunks(), media_type=result.media_type,
+                                     headers=headers)
+        return json_response(result)
 
     async def page(request: "Request") -> "Response":
         return static_response(request, assets["index.html"], cache=False)

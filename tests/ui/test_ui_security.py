@@ -270,6 +270,38 @@ def test_an_internal_error_is_a_500_without_the_details(capsys: pytest.CaptureFi
     assert "boom" in capsys.readouterr().err  # the server's own output has it
 
 
+
+class UnwritableAnswerStore:
+    """A store whose `views` answer holds a NaN that no JSON number can carry."""
+
+    path = "/nowhere"
+
+    def snapshot(self) -> int:
+        return 1
+
+    def views(self) -> list[Any]:
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(name="v", description="", columns=[("x", float("nan"))],
+                                body="select 1")]
+
+    def arrow(self, *a: Any, **k: Any) -> Any:
+        import pyarrow as pa
+
+        return pa.table({c: pa.array([], pa.string())
+                         for c in ("table_name", "column_name", "data_type")})
+
+    def workers(self) -> Any:
+        raise RuntimeError("no workers here")
+
+
+def test_an_answer_json_cannot_write_is_a_json_500(capsys: pytest.CaptureFixture[str]) -> None:
+    app = create_app(UnwritableAnswerStore(), Policy("127.0.0.1", 8765))  # type: ignore[arg-type]
+    status, headers, body = asgi(app, "GET", "/api/views")
+    assert status == 500 and headers["content-type"] == "application/json"
+    assert json.loads(body)["error"].startswith("internal error (ValueError)")
+    assert "JSON" in capsys.readouterr().err  # the server's own output says why
+
 # -- hostile SQL -------------------------------------------------------------------------------
 
 GUARDED = [
