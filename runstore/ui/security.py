@@ -6,9 +6,11 @@ Contract: `Guard(app, policy)` is an ASGI middleware that lets a request through
   (a DNS-rebinding attack needs a domain name that resolves to this machine, and an address
   typed as an address cannot be rebound), the name the server was bound to, and, for a
   wildcard bind (`0.0.0.0`, `::`), this machine's host name and FQDN. A loopback bind accepts
-  loopback addresses only. Anything else is HTTP 421 (so a page on another site that rebinds
-  its name to 127.0.0.1 reads nothing). Not starlette's `TrustedHostMiddleware`: it holds no
-  rule for IP literals and answers 400 (docs/architecture.md, "Libraries");
+  loopback addresses only. A value that is not `host[:port]` (`split_host`: junk after
+  the name, an unclosed bracket) names nothing. Anything else is HTTP 421 (so a page on
+  another site that rebinds its name to 127.0.0.1 reads nothing). Not starlette's
+  `TrustedHostMiddleware`: it holds no rule for IP literals and answers 400
+  (docs/architecture.md, "Libraries");
 * when the server has a token: the request carries it, as `Authorization: Bearer T`, as an
   `X-Runstore-Token: T` header, or as the cookie that a visit to any page with `?token=T`
   sets (that visit is answered by a redirect to the same URL without the token, so the token
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
 import socket
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
@@ -38,6 +41,9 @@ from urllib.parse import parse_qsl, urlencode
 from .transport import HEADERS, Receive, Scope, Send, path_reference, reply, respond
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+# A Host header: a name (RFC 3986 reg-name, less the characters no host name has) or an
+# IPv6 address in brackets, then an optional port.
+_HOST = re.compile(r"(?:\[(?P<v6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9._~-]+))(?::[0-9]*)?")
 
 
 def is_loopback(host: str) -> bool:
@@ -58,14 +64,15 @@ def _ip(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
-def split_host(header: str) -> str:
-    """The host name of a `Host` header value, lower case, without port or IPv6 brackets."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[1:header.find("]")] if "]" in header else header[1:]
-    if header.count(":") == 1:
-        return header.split(":", 1)[0]
-    return header.rstrip(".")
+def split_host(header: str) -> str | None:
+    """The host name of a `Host` header value, lower case, without port, IPv6 brackets or
+    the root's trailing dot; None when the value is not `host[:port]` (RFC 9110: a name or
+    IPv4 address, or an IPv6 address in brackets, then at most a port of digits)."""
+    m = _HOST.fullmatch(header.strip().lower())
+    if m is None:
+        return None
+    name = m.group("v6") or m.group("name").rstrip(".")
+    return name or None
 
 
 @dataclass(frozen=True)
@@ -93,9 +100,9 @@ class Policy:
         return frozenset(names)
 
     def host_allowed(self, header: str | None) -> bool:
-        if not header:
+        name = split_host(header) if header else None
+        if name is None:
             return False
-        name = split_host(header)
         ip = _ip(name)
         if is_loopback(self.host):
             return name in LOOPBACK_NAMES or (ip is not None and ip.is_loopback)

@@ -104,6 +104,11 @@ def test_the_token_from_the_environment(ui_demo: tuple[Path, Path]) -> None:
     ("10.1.2.3:{port}", 421), ("127.0.0.1.nip.io", 421),
     ("localhost:{port}", 200), ("127.0.0.1:{port}", 200), ("[::1]:{port}", 200),
     ("LOCALHOST", 200), ("127.0.0.2", 200),
+    # Not `host[:port]`: what follows the name is no port, so the name is not this server's.
+    ("127.0.0.1:{port}, evil.example", 421), ("127.0.0.1:evil.example", 421),
+    ("localhost:{port}@evil.example", 421), ("[::1", 421), ("[::1]evil.example", 421),
+    ("127.0.0.1, evil.example", 421), ("::1", 421), ("127.0.0.1:{port}:1", 421),
+    ("localhost.:{port}", 200), ("localhost.", 200), ("[::1]", 200),
 ])
 def test_host_header_must_name_this_server(ui_server: UiServer, host: str, status: int) -> None:
     r = http(ui_server.url, "GET", "/api/status", headers={"Host": host.format(port=ui_server.port)})
