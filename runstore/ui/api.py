@@ -58,7 +58,8 @@ SPOOL_BYTES = 16 << 20  # a download is kept in memory up to this size, then on 
 # Seconds a query of the SQL page (or its download) may run: a runaway cross join must not
 # hold a server core forever. The pages' own queries have no limit.
 SQL_TIMEOUT_S = 30.0
-SEARCH_LIMIT = 200
+SEARCH_LIMIT = 200  # messages /api/search sends unless asked for another number
+SEARCH_MAX = 1000  # and at most this many
 CODE_LIMIT = 1_000_000  # characters of one code.diff (or of their unified diff) sent to a page
 # Every stored spelling of the KL metrics, `optim/` ones first (for the charts page).
 KL_KEYS = tuple(key for key, _, _ in sorted(KL_SPELLINGS, key=lambda row: row[2]))
@@ -452,7 +453,11 @@ class Api:
     def search(self, p: Params) -> dict[str, Any]:
         q = p.text("q")
         role = p.get("role") or ""
-        limit = min(p.integer("limit", SEARCH_LIMIT) or SEARCH_LIMIT, 1000)
+        limit = p.integer("limit", SEARCH_LIMIT)
+        if limit is None or limit < 1:
+            raise QueryError(f"parameter 'limit' is how many messages to send: 1 or more (at "
+                             f"most {SEARCH_MAX} are), got {limit}")
+        limit = min(limit, SEARCH_MAX)
         params = {"q": q, "role": role}
         rows = self.store.arrow(queries.SEARCH, {**params, "limit": limit}).to_pylist()
         total = self.store.arrow(queries.SEARCH_COUNT, params).column("n")[0].as_py()

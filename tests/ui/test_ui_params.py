@@ -75,3 +75,21 @@ def test_the_largest_int64_is_a_step_like_any_other(ui_server: UiServer,
                                                 "step_max": str(2 ** 63 - 1)})
     assert status == 200, body
     assert body["lines"][0]["steps"] == sorted(steps)
+
+
+@pytest.mark.parametrize("limit", ["0", "-1", str(-(2 ** 63))])
+def test_a_search_limit_below_one_is_a_400(ui_server: UiServer, limit: str) -> None:
+    status, body = answer(ui_server, "search", {"q": "the", "limit": limit})
+    assert status == 400, body
+    assert "limit" in body["error"] and "Error:" not in body["error"]
+
+
+def test_a_search_limit_keeps_the_first_rows(ui_server: UiServer,
+                                             ui_demo: tuple[Path, Path]) -> None:
+    with runstore.open(ui_demo[1]) as store:
+        n = store.sql("select count(*) as n from transcripts "
+                      "where contains(lower(content), 'the')")["n"][0]
+    _, every = answer(ui_server, "search", {"q": "the", "limit": "1000"})
+    assert every["total"] == n and len(every["rows"]) == min(n, 1000)
+    _, three = answer(ui_server, "search", {"q": "the", "limit": "3"})
+    assert three["rows"] == every["rows"][:3] and three["truncated"]
