@@ -158,10 +158,11 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
     assets = load_assets(static_dir)
     snapshots = Snapshots(store, poll_s, on_change=api.warm)
 
-    def json_response(value: Any, status: int = 200) -> "Response":
+    def json_response(value: Any, status: int = 200,
+                      headers: dict[str, str] | None = None) -> "Response":
         body = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
         return Response(body, status_code=status, media_type="application/json",
-                        headers={"cache-control": "no-store"})
+                        headers={"cache-control": "no-store", **(headers or {})})
 
     def endpoint(method: Callable[[Params], Any]) -> Callable[["Request"], Any]:
         async def handle(request: "Request") -> "Response":
@@ -265,7 +266,11 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
         return Response("not found\n", status_code=404, media_type="text/plain")
 
     async def bad_method(request: "Request", exc: Exception) -> "Response":
-        return json_response({"error": f"{request.method} is not allowed here"}, 405)
+        # Starlette's 405 carries the route's methods in `Allow`; the message names them too.
+        allow = dict(getattr(exc, "headers", None) or {}).get("Allow", "")
+        return json_response({"error": f"{request.method} is not allowed here; {request.url.path} "
+                              f"takes {allow or 'no method'}"}, 405,
+                             {"allow": allow} if allow else None)
 
     from contextlib import asynccontextmanager
 

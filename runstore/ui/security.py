@@ -17,9 +17,11 @@ Contract: `Guard(app, policy)` is an ASGI middleware that lets a request through
   stays out of the history and of Referer headers; the redirect's `Location` is the request's
   path re-encoded by `transport.path_reference`, so it can only name a path on this server). Tokens are compared in constant time. A
   missing or wrong token is HTTP 401 (JSON for `/api/...`, a short page otherwise);
-* a request that is not GET/HEAD is JSON (`Content-Type: application/json`, which a form on
-  another site cannot send without a CORS preflight this server never answers) and, when it
-  has an `Origin` header, comes from this server's own origin.
+* a request that is not GET/HEAD, when it has an `Origin` header, comes from this server's
+  own origin, and a POST is JSON (`Content-Type: application/json`, which a form on another
+  site cannot send without a CORS preflight this server never answers). A form sends only
+  GET and POST, and any other method from another site needs that preflight too; here it
+  reaches the routes, which take none, and is a 405 naming the methods the path takes.
 
 Every response gets a strict Content-Security-Policy (scripts, styles, data only from this
 server; no inline script; no framing), `X-Content-Type-Options: nosniff` and
@@ -180,7 +182,7 @@ class Guard:
         if scope["method"] not in ("GET", "HEAD"):
             ctype = headers.get("content-type", "").split(";")[0].strip().lower()
             origin = headers.get("origin")
-            if ctype != "application/json":
+            if scope["method"] == "POST" and ctype != "application/json":
                 await reply(send, 415, "send the request body as application/json", api)
                 return
             if origin is not None and not self._same_origin(origin, headers.get("host", "")):

@@ -155,6 +155,27 @@ def test_posts_must_be_json_from_this_origin(ui_server: UiServer) -> None:
     assert r.status == 200
 
 
+
+def routed_methods(path: str) -> set[str]:
+    """The methods the app routes for `path` (read from the app, not listed here)."""
+    app: Any = create_app(UnwritableAnswerStore(), Policy("127.0.0.1", 1))  # type: ignore[arg-type]
+    while not hasattr(app, "routes"):
+        app = app.app
+    return next(set(r.methods) for r in app.routes if r.path == path)
+
+
+@pytest.mark.parametrize("method, path", [
+    ("OPTIONS", "/api/status"), ("PUT", "/api/status"), ("DELETE", "/api/sql"),
+    ("OPTIONS", "/api/sql"), ("PATCH", "/api/runs"),
+])
+def test_a_method_no_route_takes_is_a_405_naming_those_it_takes(ui_server: UiServer, method: str,
+                                                                path: str) -> None:
+    r = http(ui_server.url, method, path)
+    assert r.status == 405, r.text
+    allowed = routed_methods(path)
+    assert set(r.headers["allow"].replace(" ", "").split(",")) == allowed
+    assert all(m in r.json()["error"] for m in allowed)
+
 def test_every_response_carries_the_security_headers(ui_server: UiServer) -> None:
     for path in ["/runs", "/api/status", "/static/js/main.js", "/api/nope", "/static/nope"]:
         r = http(ui_server.url, "GET", path)
