@@ -264,6 +264,8 @@ class Api:
         step_min, step_max = p.integer("step_min"), p.integer("step_max")
         frame = self.store.sql(*queries.series(metric, self.store.scope(runs), step_min,
                                                step_max))
+        if not frame.height:  # no point: a metric no run logs is the 400 `compare` gives
+            self.store.require_keys([metric])
         n_runs = frame["run_id"].n_unique() if frame.height else 0
         asked = p.integer("max_points")
         max_points = series.points_per_line(n_runs, smoothed=smooth is not None, asked=asked)

@@ -93,3 +93,22 @@ def test_a_search_limit_keeps_the_first_rows(ui_server: UiServer,
     assert every["total"] == n and len(every["rows"]) == min(n, 1000)
     _, three = answer(ui_server, "search", {"q": "the", "limit": "3"})
     assert three["rows"] == every["rows"][:3] and three["truncated"]
+
+
+@pytest.mark.parametrize("x", ["step", "time"])
+@pytest.mark.parametrize("metric", ["env/all/rewrd/total", "env/all/reward/total ", "a\"b'c"])
+def test_a_metric_no_run_logs_is_the_apis_400_on_every_axis(ui_server: UiServer,
+                                                           ui_demo: tuple[Path, Path],
+                                                           metric: str, x: str) -> None:
+    with runstore.open(ui_demo[1]) as store, pytest.raises(runstore.RunstoreError) as refused:
+        store.metrics(metric, runs=RUN)
+    status, body = answer(ui_server, "series", {"metric": metric, "run": RUN, "x": x})
+    assert status == 400 and body["error"] == str(refused.value)
+
+
+def test_a_metric_only_other_runs_log_is_no_line(ui_server: UiServer,
+                                                 ui_demo: tuple[Path, Path]) -> None:
+    with runstore.open(ui_demo[1]) as store:
+        assert store.metrics("accuracy", runs=RUN).height == 0
+    status, body = answer(ui_server, "series", {"metric": "accuracy", "run": RUN})
+    assert status == 200 and body["lines"] == []
