@@ -149,7 +149,7 @@ class Api:
         out = tabular(table)
         ids = table.column("run_id").to_pylist()
         self._add_rules(out, ids)
-        keys = [k for k in p.all("config") if k]
+        keys = list(dict.fromkeys(k for k in p.all("config") if k))  # one column per key
         if keys:
             table = self.store.arrow(*queries.config_columns(keys))
             values: dict[tuple[str, str], Any] = {}

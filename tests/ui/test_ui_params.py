@@ -112,3 +112,16 @@ def test_a_metric_only_other_runs_log_is_no_line(ui_server: UiServer,
         assert store.metrics("accuracy", runs=RUN).height == 0
     status, body = answer(ui_server, "series", {"metric": "accuracy", "run": RUN})
     assert status == 200 and body["lines"] == []
+
+
+def test_a_config_key_asked_twice_is_one_column(ui_server: UiServer,
+                                                ui_demo: tuple[Path, Path]) -> None:
+    key = "dataset_builder.group_size"
+    status, body = answer(ui_server, "runs", {"config": [key, "learning_rate", key]})
+    assert status == 200, body
+    assert body["columns"][-2:] == [f"config.{key}", "config.learning_rate"]
+    assert body["config_keys"] == [key, "learning_rate"]
+    assert len(set(body["columns"])) == len(body["columns"])
+    with runstore.open(ui_demo[1]) as store:
+        assert len(body["rows"]) == store.runs().height
+    assert all(len(row) == len(body["columns"]) for row in body["rows"])
