@@ -22,7 +22,8 @@ page's time limit (`Api`). A POST's JSON body is decoded with runstore's own nes
   with the traceback printed on the server's stderr only, never sent.
 * `/api/events`: server-sent events; `snapshot` (data `{"snapshot": N}`) whenever a newer
   store snapshot is published (polled every `poll_s` seconds with `Store.snapshot`, one
-  poller for all clients), and a comment line every 15 s to keep proxies from closing it.
+  poller for all clients), and a comment line every 15 s to keep proxies from closing it;
+  a HEAD gets the head alone.
 
 Store work runs in Starlette's thread pool, so a slow query never blocks the event loop; user
 SQL runs in the store's worker processes (`Store.workers`: one is started with the app, all
@@ -222,6 +223,10 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
         return Response(asset.body, media_type=asset.media_type, headers=headers)
 
     async def events(request: "Request") -> "Response":
+        headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
+        if request.method == "HEAD":  # the head alone: a stream would hold the connection
+            return Response(media_type="text/event-stream", headers=headers)
+
         async def stream() -> Any:
             yield f"event: snapshot\ndata: {json.dumps({'snapshot': snapshots.seq})}\n\n"
             while True:
@@ -233,9 +238,7 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
                     continue
                 yield f"event: snapshot\ndata: {json.dumps({'snapshot': snapshots.seq})}\n\n"
 
-        return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={"cache-control": "no-store",
-                                          "x-accel-buffering": "no"})
+        return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
 
     gets: dict[str, Callable[[Params], Any]] = {
         "status": api.status, "runs": api.runs, "config-keys": api.config_keys,

@@ -125,3 +125,19 @@ def test_a_config_key_asked_twice_is_one_column(ui_server: UiServer,
     with runstore.open(ui_demo[1]) as store:
         assert len(body["rows"]) == store.runs().height
     assert all(len(row) == len(body["columns"]) for row in body["rows"])
+
+
+def test_head_of_the_event_stream_is_its_head_and_ends(ui_server: UiServer) -> None:
+    """A HEAD asks for the head alone: the answer ends (the server closes a `Connection:
+    close` request) instead of holding the connection for a stream it never sends."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", ui_server.port), timeout=30) as sock:
+        sock.sendall(b"HEAD /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"Connection: close\r\n\r\n")
+        got = b""
+        while chunk := sock.recv(65536):  # a socket.timeout here is the hang
+            got += chunk
+    head, _, rest = got.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ") and b"text/event-stream" in head.lower()
+    assert rest == b""
