@@ -13,8 +13,9 @@ Contract: `Guard(app, policy)` is an ASGI middleware that lets a request through
   (docs/architecture.md, "Libraries");
 * when the server has a token: the request carries it, as `Authorization: Bearer T`, as an
   `X-Runstore-Token: T` header, or as the cookie that a visit to any page with `?token=T`
-  sets (that visit is answered by a redirect to the same URL without the token, so the token
-  stays out of the history and of Referer headers; the redirect's `Location` is the request's
+  sets, found among whatever cookies other apps on this host set (that visit is answered
+  by a redirect to the same URL without the token, so the token stays out of the history
+  and of Referer headers; the redirect's `Location` is the request's
   path re-encoded by `transport.path_reference`, so it can only name a path on this server). Tokens are compared in constant time. A
   missing or wrong token is HTTP 401 (JSON for `/api/...`, a short page otherwise);
 * a request that is not GET/HEAD, when it has an `Origin` header, comes from this server's
@@ -36,7 +37,6 @@ import ipaddress
 import re
 import socket
 from dataclasses import dataclass, field
-from http.cookies import SimpleCookie
 from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qsl, urlencode
 
@@ -130,13 +130,12 @@ def _given_token(headers: dict[str, str], cookie_name: str) -> str | None:
     if "x-runstore-token" in headers:
         return headers["x-runstore-token"].strip()
     if "cookie" in headers:
-        jar: SimpleCookie = SimpleCookie()
-        try:
-            jar.load(headers["cookie"])
-        except Exception:  # a malformed cookie header is simply no token
-            return None
-        if cookie_name in jar:
-            return jar[cookie_name].value
+        # Read as browsers write the header, not by `http.cookies.SimpleCookie`, which drops
+        # every cookie once one does not suit it: another app's cookie on this host (cookies
+        # are not port-scoped) with a space, JSON, non-ASCII or no name would hide the token.
+        from starlette.requests import cookie_parser
+
+        return cookie_parser(headers["cookie"]).get(cookie_name)
     return None
 
 

@@ -68,6 +68,26 @@ def test_the_token_as_header_or_cookie(token_server: UiServer) -> None:
     assert r.status == 200 and r.json()["rows"] == [[1]]
 
 
+
+# Cookies other apps on this host set (cookies are not port-scoped), as browsers send them: a
+# nameless one (`document.cookie = "flag"`), JSON, a space, non-ASCII (sent as UTF-8 bytes).
+OTHER_COOKIES = ["flag", 'prefs={"theme": "dark"}', "note=a b", "city=Zürich", "a=b;c"]
+
+
+@pytest.mark.parametrize("other", OTHER_COOKIES)
+@pytest.mark.parametrize("first", [True, False])
+def test_the_token_cookie_is_found_among_other_apps_cookies(token_server: UiServer, other: str,
+                                                            first: bool) -> None:
+    mine = f"runstore_token_{token_server.port}={TOKEN}"
+    cookie = f"{mine}; {other}" if first else f"{other}; {mine}"
+    r = http(token_server.url, "GET", "/api/status",
+             headers={"Cookie": cookie.encode().decode("latin-1")})
+    assert r.status == 200, (cookie, r.text)
+    wrong = cookie.replace(TOKEN, TOKEN + "x")
+    r = http(token_server.url, "GET", "/api/status",
+             headers={"Cookie": wrong.encode().decode("latin-1")})
+    assert r.status == 401, wrong
+
 def test_the_first_visit_sets_a_cookie_and_drops_the_token_from_the_url(token_server: UiServer) -> None:
     r = http(token_server.url, "GET", f"/rollouts?run=a%2Fb&token={TOKEN}&split=train")
     assert r.status == 303
