@@ -1,10 +1,11 @@
 """`Questions`: the `Store` methods that answer about runs — metrics, runs, checks, comparisons.
 
 Contract: each method is one call into the package that owns the answer (`query.statements`
-for `metrics`/`runs`, `query.keys` for `logged_keys`/`key_notes`, `analysis` for `keys`,
-`diff`, `code_diff`, `compare`, `groups`, `step_times`) and returns a polars DataFrame (a
-string for `code_diff`, a statement for `runs_query`, a dict or list for the key questions);
-polars is imported only when a method needs it. Health rules are in `checks.py`.
+for `metrics`/`runs`, `query.keys` for `logged_keys`/`require_keys`/`key_notes`, `analysis`
+for `keys`, `diff`, `code_diff`, `compare`, `groups`, `step_times`) and returns a polars
+DataFrame (a string for `code_diff`, a statement for `runs_query`, a dict or list for the
+key questions, nothing for `require_keys`, which raises); polars is imported only when a
+method needs it. Health rules are in `checks.py`.
 """
 
 from __future__ import annotations
@@ -149,6 +150,20 @@ class Questions(StoreBase):
         from ..query.keys import logged_keys
 
         return logged_keys(self, keys, runs=scope_ids(self, runs))
+
+    def require_keys(self, keys: Sequence[str]) -> None:
+        """`UnknownKey` naming the closest logged keys when one of `keys` is logged by no run
+        in the store, as `metrics` and `compare` raise it; nothing when each is logged.
+
+        Example:
+            >>> store.require_keys(["env/all/reward/total"])
+            >>> store.require_keys(["env/all/rewrd/total"])
+            Traceback (most recent call last):
+            runstore.errors.UnknownKey: no run in the store logs metric 'env/all/rewrd/total'; did you mean env/all/reward/total? (runstore sql "select distinct key from metrics_raw order by 1" lists every key)
+        """
+        from ..query.keys import require
+
+        require(self, list(keys))
 
     def key_notes(self, keys: Sequence[str], *,
                   runs: "str | Sequence[str] | None" = None) -> list[str]:

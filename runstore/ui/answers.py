@@ -1,7 +1,8 @@
 """How the UI's answers travel: request parameters in, JSON-ready values out.
 
 Contract: `Params` holds a request's query-string values (repeated keys allowed) and JSON
-body, with typed getters whose bad input is a `QueryError` naming the parameter; `plain(v)`
+body, with typed getters whose bad input is a `QueryError` naming the parameter (`number`
+is finite, `integer` fits an int64 column); `plain(v)`
 turns one value into what JSON can carry (NaN and ±Infinity as the strings "NaN",
 "Infinity", "-Infinity": `numbers.json_number`, the one rule for numbers in JSON; timestamps as ISO-8601 text, DECIMALs as numbers); `tabular(table)`
 is an Arrow table as `{"columns", "types", "rows", "row_count", "truncated"}`, the shape of
@@ -13,16 +14,27 @@ owns: `chunks()` reads it from the start and closes it).
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 from datetime import date, datetime, time as dtime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator, Sequence
 
 from ..errors import QueryError
-from ..numbers import json_number
+from ..numbers import INT64_MAX, INT64_MIN, int64_from_digits, json_number
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def _shown(value: str | None, width: int = 60) -> str:
+    """A parameter's value as an error message quotes it: cut after `width` characters."""
+    text = value or ""
+    return repr(text if len(text) <= width else text[:width] + "…")
 
 
 class Params:
@@ -46,11 +58,25 @@ class Params:
         return value
 
     def integer(self, name: str, default: int | None = None) -> int | None:
-        value = self._typed(name, int, "an integer")
-        return default if value is None else value
+        """An integer that fits the int64 columns it is compared with (steps, iterations:
+        `numbers.int64_from_digits`); decimal digits with an optional sign."""
+        value = self.get(name)
+        if value is None or value == "":
+            return default
+        n = int64_from_digits(value) if _INTEGER.fullmatch(value) else None
+        if n is None:
+            span = "" if not _INTEGER.fullmatch(value) else f" from {INT64_MIN} to {INT64_MAX}"
+            raise QueryError(f"parameter {name!r} must be an integer{span}, got {_shown(value)}")
+        return n
 
     def number(self, name: str) -> float | None:
-        return self._typed(name, float, "a number")
+        """A finite float: NaN and ±Infinity (`inf`, `1e400`) bound nothing and have no JSON
+        number to echo them as."""
+        value = self._typed(name, float, "a finite number")
+        if value is not None and not math.isfinite(value):
+            raise QueryError(f"parameter {name!r} must be a finite number, got "
+                             f"{_shown(self.get(name))}")
+        return value
 
     def _typed(self, name: str, cast: Callable[[str], Any], what: str) -> Any:
         value = self.get(name)
@@ -59,7 +85,7 @@ class Params:
         try:
             return cast(value)
         except ValueError:
-            raise QueryError(f"parameter {name!r} must be {what}, got {value!r}") from None
+            raise QueryError(f"parameter {name!r} must be {what}, got {_shown(value)}") from None
 
 
 @dataclass(frozen=True)

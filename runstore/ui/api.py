@@ -58,7 +58,8 @@ SPOOL_BYTES = 16 << 20  # a download is kept in memory up to this size, then on 
 # Seconds a query of the SQL page (or its download) may run: a runaway cross join must not
 # hold a server core forever. The pages' own queries have no limit.
 SQL_TIMEOUT_S = 30.0
-SEARCH_LIMIT = 200
+SEARCH_LIMIT = 200  # messages /api/search sends unless asked for another number
+SEARCH_MAX = 1000  # and at most this many
 CODE_LIMIT = 1_000_000  # characters of one code.diff (or of their unified diff) sent to a page
 # Every stored spelling of the KL metrics, `optim/` ones first (for the charts page).
 KL_KEYS = tuple(key for key, _, _ in sorted(KL_SPELLINGS, key=lambda row: row[2]))
@@ -148,7 +149,7 @@ class Api:
         out = tabular(table)
         ids = table.column("run_id").to_pylist()
         self._add_rules(out, ids)
-        keys = [k for k in p.all("config") if k]
+        keys = list(dict.fromkeys(k for k in p.all("config") if k))  # one column per key
         if keys:
             table = self.store.arrow(*queries.config_columns(keys))
             values: dict[tuple[str, str], Any] = {}
@@ -265,6 +266,8 @@ class Api:
         step_min, step_max = p.integer("step_min"), p.integer("step_max")
         frame = self.store.sql(*queries.series(metric, self.store.scope(runs), step_min,
                                                step_max))
+        if not frame.height:  # no point: a metric no run logs is the 400 `compare` gives
+            self.store.require_keys([metric])
         n_runs = frame["run_id"].n_unique() if frame.height else 0
         asked = p.integer("max_points")
         max_points = series.points_per_line(n_runs, smoothed=smooth is not None, asked=asked)
@@ -454,7 +457,11 @@ class Api:
     def search(self, p: Params) -> dict[str, Any]:
         q = p.text("q")
         role = p.get("role") or ""
-        limit = min(p.integer("limit", SEARCH_LIMIT) or SEARCH_LIMIT, 1000)
+        limit = p.integer("limit", SEARCH_LIMIT)
+        if limit is None or limit < 1:
+            raise QueryError(f"parameter 'limit' is how many messages to send: 1 or more (at "
+                             f"most {SEARCH_MAX} are), got {limit}")
+        limit = min(limit, SEARCH_MAX)
         params = {"q": q, "role": role}
         rows = self.store.arrow(queries.SEARCH, {**params, "limit": limit}).to_pylist()
         total = self.store.arrow(queries.SEARCH_COUNT, params).column("n")[0].as_py()

@@ -22,7 +22,8 @@ page's time limit (`Api`). A POST's JSON body is decoded with runstore's own nes
   with the traceback printed on the server's stderr only, never sent.
 * `/api/events`: server-sent events; `snapshot` (data `{"snapshot": N}`) whenever a newer
   store snapshot is published (polled every `poll_s` seconds with `Store.snapshot`, one
-  poller for all clients), and a comment line every 15 s to keep proxies from closing it.
+  poller for all clients), and a comment line every 15 s to keep proxies from closing it;
+  a HEAD gets the head alone.
 
 Store work runs in Starlette's thread pool, so a slow query never blocks the event loop; user
 SQL runs in the store's worker processes (`Store.workers`: one is started with the app, all
@@ -158,10 +159,11 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
     assets = load_assets(static_dir)
     snapshots = Snapshots(store, poll_s, on_change=api.warm)
 
-    def json_response(value: Any, status: int = 200) -> "Response":
+    def json_response(value: Any, status: int = 200,
+                      headers: dict[str, str] | None = None) -> "Response":
         body = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
         return Response(body, status_code=status, media_type="application/json",
-                        headers={"cache-control": "no-store"})
+                        headers={"cache-control": "no-store", **(headers or {})})
 
     def endpoint(method: Callable[[Params], Any]) -> Callable[["Request"], Any]:
         async def handle(request: "Request") -> "Response":
@@ -177,7 +179,9 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
                     return json_response({"error": str(e)}, 400)
             params = Params(request.query_params.multi_items(), body)
             try:
-                result = await run_in_threadpool(method, params)
+                # The answer is written inside the try too: one JSON cannot write (a NaN
+                # that missed `answers.plain`) is a failure of the server, answered as one.
+                return answer(await run_in_threadpool(method, params))
             except RunstoreError as e:
                 return json_response({"error": str(e)}, 400)
             except Exception as e:  # never send a traceback; print it where the server runs
@@ -185,17 +189,19 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
                 traceback.print_exc(file=sys.stderr)
                 return json_response({"error": f"internal error ({type(e).__name__}); see "
                                       "the server's output"}, 500)
-            if isinstance(result, Download):
-                headers = {"content-disposition": f'attachment; filename="{result.filename}"',
-                           "cache-control": "no-store"}
-                if isinstance(result.body, bytes):
-                    return Response(result.body, media_type=result.media_type, headers=headers)
-                headers["content-length"] = str(result.size())
-                return StreamingResponse(result.chunks(), media_type=result.media_type,
-                                         headers=headers)
-            return json_response(result)
 
         return handle
+
+    def answer(result: Any) -> "Response":
+        if isinstance(result, Download):
+            headers = {"content-disposition": f'attachment; filename="{result.filename}"',
+                       "cache-control": "no-store"}
+            if isinstance(result.body, bytes):
+                return Response(result.body, media_type=result.media_type, headers=headers)
+            headers["content-length"] = str(result.size())
+            return StreamingResponse(result.chunks(), media_type=result.media_type,
+                                     headers=headers)
+        return json_response(result)
 
     async def page(request: "Request") -> "Response":
         return static_response(request, assets["index.html"], cache=False)
@@ -217,6 +223,10 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
         return Response(asset.body, media_type=asset.media_type, headers=headers)
 
     async def events(request: "Request") -> "Response":
+        headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
+        if request.method == "HEAD":  # the head alone: a stream would hold the connection
+            return Response(media_type="text/event-stream", headers=headers)
+
         async def stream() -> Any:
             yield f"event: snapshot\ndata: {json.dumps({'snapshot': snapshots.seq})}\n\n"
             while True:
@@ -228,9 +238,7 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
                     continue
                 yield f"event: snapshot\ndata: {json.dumps({'snapshot': snapshots.seq})}\n\n"
 
-        return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={"cache-control": "no-store",
-                                          "x-accel-buffering": "no"})
+        return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
 
     gets: dict[str, Callable[[Params], Any]] = {
         "status": api.status, "runs": api.runs, "config-keys": api.config_keys,
@@ -261,7 +269,11 @@ def create_app(store: "Store", policy: Policy, *, poll_s: float = 1.0,
         return Response("not found\n", status_code=404, media_type="text/plain")
 
     async def bad_method(request: "Request", exc: Exception) -> "Response":
-        return json_response({"error": f"{request.method} is not allowed here"}, 405)
+        # Starlette's 405 carries the route's methods in `Allow`; the message names them too.
+        allow = dict(getattr(exc, "headers", None) or {}).get("Allow", "")
+        return json_response({"error": f"{request.method} is not allowed here; {request.url.path} "
+                              f"takes {allow or 'no method'}"}, 405,
+                             {"allow": allow} if allow else None)
 
     from contextlib import asynccontextmanager
 

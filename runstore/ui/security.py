@@ -6,18 +6,23 @@ Contract: `Guard(app, policy)` is an ASGI middleware that lets a request through
   (a DNS-rebinding attack needs a domain name that resolves to this machine, and an address
   typed as an address cannot be rebound), the name the server was bound to, and, for a
   wildcard bind (`0.0.0.0`, `::`), this machine's host name and FQDN. A loopback bind accepts
-  loopback addresses only. Anything else is HTTP 421 (so a page on another site that rebinds
-  its name to 127.0.0.1 reads nothing). Not starlette's `TrustedHostMiddleware`: it holds no
-  rule for IP literals and answers 400 (docs/architecture.md, "Libraries");
+  loopback addresses only. A value that is not `host[:port]` (`split_host`: junk after
+  the name, an unclosed bracket) names nothing. Anything else is HTTP 421 (so a page on
+  another site that rebinds its name to 127.0.0.1 reads nothing). Not starlette's
+  `TrustedHostMiddleware`: it holds no rule for IP literals and answers 400
+  (docs/architecture.md, "Libraries");
 * when the server has a token: the request carries it, as `Authorization: Bearer T`, as an
   `X-Runstore-Token: T` header, or as the cookie that a visit to any page with `?token=T`
-  sets (that visit is answered by a redirect to the same URL without the token, so the token
-  stays out of the history and of Referer headers; the redirect's `Location` is the request's
+  sets, found among whatever cookies other apps on this host set (that visit is answered
+  by a redirect to the same URL without the token, so the token stays out of the history
+  and of Referer headers; the redirect's `Location` is the request's
   path re-encoded by `transport.path_reference`, so it can only name a path on this server). Tokens are compared in constant time. A
   missing or wrong token is HTTP 401 (JSON for `/api/...`, a short page otherwise);
-* a request that is not GET/HEAD is JSON (`Content-Type: application/json`, which a form on
-  another site cannot send without a CORS preflight this server never answers) and, when it
-  has an `Origin` header, comes from this server's own origin.
+* a request that is not GET/HEAD, when it has an `Origin` header, comes from this server's
+  own origin, and a POST is JSON (`Content-Type: application/json`, which a form on another
+  site cannot send without a CORS preflight this server never answers). A form sends only
+  GET and POST, and any other method from another site needs that preflight too; here it
+  reaches the routes, which take none, and is a 405 naming the methods the path takes.
 
 Every response gets a strict Content-Security-Policy (scripts, styles, data only from this
 server; no inline script; no framing), `X-Content-Type-Options: nosniff` and
@@ -29,15 +34,18 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
 import socket
 from dataclasses import dataclass, field
-from http.cookies import SimpleCookie
 from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qsl, urlencode
 
 from .transport import HEADERS, Receive, Scope, Send, path_reference, reply, respond
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+# A Host header: a name (RFC 3986 reg-name, less the characters no host name has) or an
+# IPv6 address in brackets, then an optional port.
+_HOST = re.compile(r"(?:\[(?P<v6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9._~-]+))(?::[0-9]*)?")
 
 
 def is_loopback(host: str) -> bool:
@@ -58,14 +66,15 @@ def _ip(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
-def split_host(header: str) -> str:
-    """The host name of a `Host` header value, lower case, without port or IPv6 brackets."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[1:header.find("]")] if "]" in header else header[1:]
-    if header.count(":") == 1:
-        return header.split(":", 1)[0]
-    return header.rstrip(".")
+def split_host(header: str) -> str | None:
+    """The host name of a `Host` header value, lower case, without port, IPv6 brackets or
+    the root's trailing dot; None when the value is not `host[:port]` (RFC 9110: a name or
+    IPv4 address, or an IPv6 address in brackets, then at most a port of digits)."""
+    m = _HOST.fullmatch(header.strip().lower())
+    if m is None:
+        return None
+    name = m.group("v6") or m.group("name").rstrip(".")
+    return name or None
 
 
 @dataclass(frozen=True)
@@ -93,9 +102,9 @@ class Policy:
         return frozenset(names)
 
     def host_allowed(self, header: str | None) -> bool:
-        if not header:
+        name = split_host(header) if header else None
+        if name is None:
             return False
-        name = split_host(header)
         ip = _ip(name)
         if is_loopback(self.host):
             return name in LOOPBACK_NAMES or (ip is not None and ip.is_loopback)
@@ -121,13 +130,12 @@ def _given_token(headers: dict[str, str], cookie_name: str) -> str | None:
     if "x-runstore-token" in headers:
         return headers["x-runstore-token"].strip()
     if "cookie" in headers:
-        jar: SimpleCookie = SimpleCookie()
-        try:
-            jar.load(headers["cookie"])
-        except Exception:  # a malformed cookie header is simply no token
-            return None
-        if cookie_name in jar:
-            return jar[cookie_name].value
+        # Read as browsers write the header, not by `http.cookies.SimpleCookie`, which drops
+        # every cookie once one does not suit it: another app's cookie on this host (cookies
+        # are not port-scoped) with a space, JSON, non-ASCII or no name would hide the token.
+        from starlette.requests import cookie_parser
+
+        return cookie_parser(headers["cookie"]).get(cookie_name)
     return None
 
 
@@ -173,7 +181,7 @@ class Guard:
         if scope["method"] not in ("GET", "HEAD"):
             ctype = headers.get("content-type", "").split(";")[0].strip().lower()
             origin = headers.get("origin")
-            if ctype != "application/json":
+            if scope["method"] == "POST" and ctype != "application/json":
                 await reply(send, 415, "send the request body as application/json", api)
                 return
             if origin is not None and not self._same_origin(origin, headers.get("host", "")):

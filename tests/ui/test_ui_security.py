@@ -68,6 +68,26 @@ def test_the_token_as_header_or_cookie(token_server: UiServer) -> None:
     assert r.status == 200 and r.json()["rows"] == [[1]]
 
 
+
+# Cookies other apps on this host set (cookies are not port-scoped), as browsers send them: a
+# nameless one (`document.cookie = "flag"`), JSON, a space, non-ASCII (sent as UTF-8 bytes).
+OTHER_COOKIES = ["flag", 'prefs={"theme": "dark"}', "note=a b", "city=Zürich", "a=b;c"]
+
+
+@pytest.mark.parametrize("other", OTHER_COOKIES)
+@pytest.mark.parametrize("first", [True, False])
+def test_the_token_cookie_is_found_among_other_apps_cookies(token_server: UiServer, other: str,
+                                                            first: bool) -> None:
+    mine = f"runstore_token_{token_server.port}={TOKEN}"
+    cookie = f"{mine}; {other}" if first else f"{other}; {mine}"
+    r = http(token_server.url, "GET", "/api/status",
+             headers={"Cookie": cookie.encode().decode("latin-1")})
+    assert r.status == 200, (cookie, r.text)
+    wrong = cookie.replace(TOKEN, TOKEN + "x")
+    r = http(token_server.url, "GET", "/api/status",
+             headers={"Cookie": wrong.encode().decode("latin-1")})
+    assert r.status == 401, wrong
+
 def test_the_first_visit_sets_a_cookie_and_drops_the_token_from_the_url(token_server: UiServer) -> None:
     r = http(token_server.url, "GET", f"/rollouts?run=a%2Fb&token={TOKEN}&split=train")
     assert r.status == 303
@@ -104,6 +124,11 @@ def test_the_token_from_the_environment(ui_demo: tuple[Path, Path]) -> None:
     ("10.1.2.3:{port}", 421), ("127.0.0.1.nip.io", 421),
     ("localhost:{port}", 200), ("127.0.0.1:{port}", 200), ("[::1]:{port}", 200),
     ("LOCALHOST", 200), ("127.0.0.2", 200),
+    # Not `host[:port]`: what follows the name is no port, so the name is not this server's.
+    ("127.0.0.1:{port}, evil.example", 421), ("127.0.0.1:evil.example", 421),
+    ("localhost:{port}@evil.example", 421), ("[::1", 421), ("[::1]evil.example", 421),
+    ("127.0.0.1, evil.example", 421), ("::1", 421), ("127.0.0.1:{port}:1", 421),
+    ("localhost.:{port}", 200), ("localhost.", 200), ("[::1]", 200),
 ])
 def test_host_header_must_name_this_server(ui_server: UiServer, host: str, status: int) -> None:
     r = http(ui_server.url, "GET", "/api/status", headers={"Host": host.format(port=ui_server.port)})
@@ -149,6 +174,27 @@ def test_posts_must_be_json_from_this_origin(ui_server: UiServer) -> None:
                       "Origin": f"http://127.0.0.1:{ui_server.port}"})
     assert r.status == 200
 
+
+
+def routed_methods(path: str) -> set[str]:
+    """The methods the app routes for `path` (read from the app, not listed here)."""
+    app: Any = create_app(UnwritableAnswerStore(), Policy("127.0.0.1", 1))  # type: ignore[arg-type]
+    while not hasattr(app, "routes"):
+        app = app.app
+    return next(set(r.methods) for r in app.routes if r.path == path)
+
+
+@pytest.mark.parametrize("method, path", [
+    ("OPTIONS", "/api/status"), ("PUT", "/api/status"), ("DELETE", "/api/sql"),
+    ("OPTIONS", "/api/sql"), ("PATCH", "/api/runs"),
+])
+def test_a_method_no_route_takes_is_a_405_naming_those_it_takes(ui_server: UiServer, method: str,
+                                                                path: str) -> None:
+    r = http(ui_server.url, method, path)
+    assert r.status == 405, r.text
+    allowed = routed_methods(path)
+    assert set(r.headers["allow"].replace(" ", "").split(",")) == allowed
+    assert all(m in r.json()["error"] for m in allowed)
 
 def test_every_response_carries_the_security_headers(ui_server: UiServer) -> None:
     for path in ["/runs", "/api/status", "/static/js/main.js", "/api/nope", "/static/nope"]:
@@ -269,6 +315,38 @@ def test_an_internal_error_is_a_500_without_the_details(capsys: pytest.CaptureFi
     assert "RuntimeError" in error and "secret" not in error and "Traceback" not in error
     assert "boom" in capsys.readouterr().err  # the server's own output has it
 
+
+
+class UnwritableAnswerStore:
+    """A store whose `views` answer holds a NaN that no JSON number can carry."""
+
+    path = "/nowhere"
+
+    def snapshot(self) -> int:
+        return 1
+
+    def views(self) -> list[Any]:
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(name="v", description="", columns=[("x", float("nan"))],
+                                body="select 1")]
+
+    def arrow(self, *a: Any, **k: Any) -> Any:
+        import pyarrow as pa
+
+        return pa.table({c: pa.array([], pa.string())
+                         for c in ("table_name", "column_name", "data_type")})
+
+    def workers(self) -> Any:
+        raise RuntimeError("no workers here")
+
+
+def test_an_answer_json_cannot_write_is_a_json_500(capsys: pytest.CaptureFixture[str]) -> None:
+    app = create_app(UnwritableAnswerStore(), Policy("127.0.0.1", 8765))  # type: ignore[arg-type]
+    status, headers, body = asgi(app, "GET", "/api/views")
+    assert status == 500 and headers["content-type"] == "application/json"
+    assert json.loads(body)["error"].startswith("internal error (ValueError)")
+    assert "JSON" in capsys.readouterr().err  # the server's own output says why
 
 # -- hostile SQL -------------------------------------------------------------------------------
 
