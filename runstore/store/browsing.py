@@ -175,7 +175,8 @@ class Browsing(StoreBase):
 
     def step_spans(self, run: str, *, step: int) -> "pl.DataFrame":
         """The timing spans of `run`'s step `step` in start order: `name, depth, parent,
-        start_s, end_s, duration_s` (seconds from the step's first span).
+        start_s, end_s, duration_s` (seconds from the step's first span), `span_idx` (its
+        position in the step's timing record).
 
         Example:
             >>> store.step_spans("sl/*", step=3)["depth"].min()

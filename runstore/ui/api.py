@@ -363,11 +363,10 @@ class Api:
         step = p.integer("step")
         if step is None:
             raise QueryError("missing parameter 'step'")
-        run = self._run(p)
-        return tabular(self.store.arrow(queries.TIMING_SPANS, {"run": run, "step": step}))
+        return tabular(self.store.step_spans(self._run(p), step=step).to_arrow())
 
     def timing_slowest(self, p: Params) -> dict[str, Any]:
-        return tabular(self.store.arrow(queries.SLOWEST_SPANS, {"run": self._run(p)}))
+        return tabular(self.store.run_slowest_spans(self._run(p)).to_arrow())
 
     def timing_compare(self, p: Params) -> dict[str, Any]:
         """Which of two runs got slower: their step times, and per span name the seconds per

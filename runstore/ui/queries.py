@@ -128,22 +128,6 @@ group by s.step
 order by s.step
 """
 
-TIMING_SPANS = """
-select s.name, s.depth, s.parent, s.wall_start_s as start_s, s.wall_end_s as end_s,
-       s.duration_s, s.span_idx
-from spans as s
-join runs as r on r.run_id = s.run_id
-where r.run_id = $run and s.step = $step
-order by s.wall_start_s, s.wall_end_s desc, s.depth, s.span_idx
-"""
-
-SLOWEST_SPANS = """
-select name, calls, total_s, mean_s, p50_s, p95_s, max_s, share, rank
-from slowest_spans
-where run_id = $run
-order by rank
-"""
-
 ROLLOUT_INDEX = """
 with t as (
     select t.split, t.iteration, count(*) as n_trajectories,

@@ -135,8 +135,9 @@ order by s.step
 
 -- name: step_spans
 -- The spans of the run's step `$step`, in start order (a parent before its children): name,
--- nesting depth and parent, start and end in seconds from the step's first span, duration.
-select name, depth, parent, wall_start_s as start_s, wall_end_s as end_s, duration_s
+-- nesting depth and parent, start and end in seconds from the step's first span, duration,
+-- and the span's position in its timing record (`span_idx`, the last tie-break).
+select name, depth, parent, wall_start_s as start_s, wall_end_s as end_s, duration_s, span_idx
 from spans
 where run_id = $run and step = $step
 order by wall_start_s, wall_end_s desc, depth, span_idx
