@@ -25,6 +25,7 @@ import pytest
 
 import oracle
 import runstore
+import storekit
 from runstore import demo
 from webhook import server  # noqa: F401 - a fixture: a webhook endpoint on 127.0.0.1
 
@@ -275,6 +276,53 @@ def test_bad_bucket_is_a_clear_error(endpoint: dict[str, str]) -> None:
     assert proc.returncode == 3
     assert "runstore ingest" in proc.stderr  # no store there: says how to make one
     assert "Traceback" not in proc.stderr
+
+
+NO_CREDENTIALS = {"AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None,
+                  "AWS_SESSION_TOKEN": None, "AWS_PROFILE": None,
+                  "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials",
+                  "AWS_CONFIG_FILE": "/nonexistent/config", "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+def cli_env(changes: dict[str, str | None], *args: str) -> subprocess.CompletedProcess[str]:
+    """`runstore ARGS` in a process whose environment has `changes` (None: unset)."""
+    env = {**os.environ, **{k: v for k, v in changes.items() if v is not None}}
+    for k in [k for k, v in changes.items() if v is None]:
+        env.pop(k, None)
+    return subprocess.run([sys.executable, "-m", "runstore", *args], capture_output=True,
+                          text=True, timeout=300, env=env)
+
+
+@pytest.mark.parametrize("args", [["sql", "select 1"], ["runs"], ["ingest", "RUNS"]])
+def test_what_the_service_refuses_is_an_io_error_naming_it(
+        small_tree: Path, bucket: str, args: list[str]) -> None:
+    """No credentials, or an endpoint that does not answer: exit 6 (reading or writing failed
+    on this machine), naming the location and what to check; these were exit 70, "unexpected
+    NoCredentialsError ... a runstore bug"."""
+    uri = f"s3://{bucket}/store"
+    assert cli("--store", uri, "ingest", "-q", str(small_tree)).returncode == 0
+    args = [str(small_tree) if a == "RUNS" else a for a in args]
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # a port nothing listens on: connections are refused
+    port = closed.getsockname()[1]
+    closed.close()
+    for changes, says in [(NO_CREDENTIALS, "Unable to locate credentials"),
+                          ({"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+                            "AWS_MAX_ATTEMPTS": "1"}, "Could not connect to the endpoint")]:
+        proc = cli_env(changes, "--store", uri, *args)
+        assert proc.returncode == 6, proc.stderr
+        assert SECRET not in proc.stdout + proc.stderr
+        storekit.assert_clear_error(proc.stderr, f"cannot use s3://{bucket}/store/", says,
+                                    "AWS credentials", "AWS_ENDPOINT_URL")
+    # Nothing stored was lost: with the credentials again, the store answers as before.
+    assert counts(runstore.open(uri)) == expected(small_tree)
+
+
+def test_an_s3_uri_without_a_bucket_is_a_usage_error() -> None:
+    for uri in ("s3://", "s3:///store", "s3:////"):
+        proc = cli("--store", uri, "runs", check=False)
+        assert proc.returncode == 2, (uri, proc.stderr)
+        storekit.assert_clear_error(proc.stderr, "not an S3 URI", "s3://bucket/prefix")
 
 
 # --------------------------------------------------------------------------- runs on S3

@@ -1,15 +1,64 @@
 """A location in an S3 bucket (AWS or any S3-compatible service) through s3fs: publishing by
-conditional put (`If-None-Match: *`), listing through one recursive listing per walk."""
+conditional put (`If-None-Match: *`), listing through one recursive listing per walk.
+
+What the service, or the way to it, refuses — no credentials, access denied, no such bucket,
+an endpoint that does not answer — is an `IOFailure` naming the location and what to check
+(`_refused`), from every method that calls the service; a missing object stays
+`FileNotFoundError`, as callers read it.
+"""
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import os
 import uuid
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
-from ...errors import IOFailure, UsageError, one_line
+from ...errors import IOFailure, RunstoreError, UsageError, one_line
 from .base import AlreadyExists, Entry, Location, Tree
+
+F = TypeVar("F", bound=Callable[..., Any])
+# Where the errors of the service and of the way to it come from (s3fs maps some to OSError).
+_SERVICE_MODULES = ("botocore", "aiobotocore", "s3fs", "aiohttp")
+
+
+def _from_service(e: BaseException) -> bool:
+    return isinstance(e, OSError) or any(
+        (c.__module__ or "").startswith(_SERVICE_MODULES) for c in type(e).__mro__)
+
+
+def _refused(location: "S3", e: BaseException) -> IOFailure:
+    return IOFailure(f"cannot use {location}: {one_line(e, 200)}. Check the bucket exists "
+                     "and the AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                     "or AWS_PROFILE) and endpoint (AWS_ENDPOINT_URL) in the environment.")
+
+
+def _service(method: F) -> F:
+    """`method` (a plain function or a generator) with the service's refusals as `_refused`."""
+    def reraise(self: "S3", e: Exception) -> None:
+        if isinstance(e, (FileNotFoundError, AlreadyExists, RunstoreError)) \
+                or not _from_service(e):
+            raise e
+        raise _refused(self, e) from e
+
+    if inspect.isgeneratorfunction(method):
+        @functools.wraps(method)
+        def each(self: "S3", *args: Any, **kwargs: Any) -> Any:
+            try:
+                yield from method(self, *args, **kwargs)
+            except Exception as e:
+                reraise(self, e)
+        return each  # type: ignore[return-value]
+
+    @functools.wraps(method)
+    def call(self: "S3", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as e:
+            reraise(self, e)
+    return call  # type: ignore[return-value]
 
 
 class S3(Location):
@@ -19,7 +68,7 @@ class S3(Location):
     is_remote = True
 
     def __init__(self, uri: str):
-        if not uri.startswith("s3://") or len(uri) <= 5:
+        if not uri.startswith("s3://") or not uri[len("s3://"):].split("/", 1)[0]:
             raise UsageError(f"not an S3 URI: {uri!r} (expected s3://bucket/prefix)")
         self.base = uri.rstrip("/")
         self._fs: Any = None
@@ -97,6 +146,7 @@ class S3(Location):
         # The DuckDB wheel has no httpfs offline: s3:// files are read through fsspec.
         con.register_filesystem(self.filesystem())
 
+    @_service
     def list(self, rel: str = "") -> list[str]:
         fs = self.filesystem()
         try:
@@ -105,15 +155,18 @@ class S3(Location):
             return []
         return sorted(e.rstrip("/").rsplit("/", 1)[-1] for e in entries)
 
+    @_service
     def read(self, rel: str = "") -> bytes:
         return self.filesystem().cat_file(self._key(rel))
 
     def read_text(self) -> str:
         return self.read("").decode()
 
+    @_service
     def read_range(self, rel: str, start: int, end: int | None = None) -> bytes:
         return self.filesystem().cat_file(self._key(rel), start=start, end=end)
 
+    @_service
     def read_ranges(self, rel: str, ranges: list[tuple[int, int]]) -> list[bytes]:
         # Concurrent range requests (fsspec's async batch): the sampled blocks of a grown
         # file cost about one round trip, not one each.
@@ -124,10 +177,12 @@ class S3(Location):
     def chunks(self, rel: str) -> Iterator[bytes]:
         yield self.read(rel)  # one request: a range request per chunk would cost more
 
+    @_service
     def parquet_source(self, rel: str = "") -> Any:
         """A readable, seekable file object (pyarrow reads the footer first)."""
         return self.filesystem().open(self._key(rel), "rb")
 
+    @_service
     def _create(self, rel: str, data: bytes) -> None:
         """A conditional put: fails with `AlreadyExists` when the object exists, so two
         writers can never both publish the same snapshot or both take the lock."""
@@ -145,9 +200,11 @@ class S3(Location):
     def write_unpublished(self, rel: str, data: bytes) -> None:
         self._create(rel, data)
 
+    @_service
     def put(self, rel: str, data: bytes) -> None:
         self.filesystem().pipe_file(self._key(rel), data)
 
+    @_service
     def delete(self, rel: str) -> None:
         try:
             self.filesystem().rm_file(self._key(rel))
@@ -159,15 +216,18 @@ class S3(Location):
         so it is always ignored)."""
         self.delete("")
 
+    @_service
     def exists(self, rel: str = "") -> bool:
         return bool(self.filesystem().exists(self._key(rel)))
 
+    @_service
     def is_file(self) -> bool:
         return bool(self.filesystem().isfile(self._key("")))
 
     def is_dir(self) -> bool:
         return self.exists()  # a prefix exists when an object lies below it
 
+    @_service
     def rmtree(self, rel: str = "") -> None:
         try:
             self.filesystem().rm(self._key(rel), recursive=True)
@@ -179,19 +239,14 @@ class S3(Location):
 
     def check_writable(self) -> None:
         probe = f"_runstore/.write-probe-{uuid.uuid4().hex}"
-        try:
-            self.put(probe, b"")
-            self.delete(probe)
-        except Exception as e:  # botocore/s3fs errors: bad credentials, no bucket, no network
-            raise IOFailure(
-                f"cannot write the store at {self}: {one_line(e, 200)}. Check the bucket "
-                "exists and the AWS credentials and endpoint (AWS_ENDPOINT_URL) in the "
-                "environment.") from e
+        self.put(probe, b"")  # a refusal: `_refused`'s IOFailure
+        self.delete(probe)
 
     def relative_files(self, uris: Iterable[str]) -> list[str]:
         base = self.uri() + "/"
         return sorted(u[len(base):] if u.startswith(base) else u for u in uris)
 
+    @_service
     def walk_files(self, skip_dirs: tuple[str, ...] = ()) -> Iterator[Entry]:
         fs = self.filesystem()
         base = self._key("")
