@@ -1,0 +1,54 @@
+"""Health answers for runs whose names hold what names rarely hold: runs of spaces, tabs,
+newlines, quotes, commas and terminal escapes (a run directory may be named anything).
+
+What each answer says is held to the run files (oracle.py's KL reading): the statement a
+doctor finding prints selects the run's own rows, and lines for people (`FIRED`, `FINDING`,
+the doctor's blocks) stay one line each, with no control character reaching a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import oracle
+import runstore
+from runstore.health.doctor import diagnose
+
+# Each name's run logs KL over 0.01 at steps 0-2 (kl_spike fires, the default rule fires).
+ODD_NAMES = ("two  spaces", "tab\there", "line\nbreak", "esc\x1b[31mred", 'q"u\'o,te', "plain")
+
+
+def write_run(run: Path, lines: list[dict[str, Any]]) -> None:
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"learning_rate": 1e-4}))
+    (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+@pytest.fixture(scope="module")
+def odd(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, runstore.Store]:
+    root = tmp_path_factory.mktemp("odd") / "runs"
+    for name in ODD_NAMES:
+        write_run(root / name, [{"step": s, "optim/kl_sample_train_v1": 0.05 if s < 3 else 0.001}
+                                for s in range(6)])
+    store = runstore.open(root.parent / "store")
+    store.ingest([root])
+    return root, store
+
+
+def test_each_doctor_statement_selects_its_own_run(odd: tuple[Path, runstore.Store]) -> None:
+    """The `show:` statement of a kl_spike finding returns the KL steps over the threshold of
+    its run, as the files hold them, whatever the run's name holds; and it is one line."""
+    root, store = odd
+    rows = {r["run_name"]: r for r in diagnose(store, config=False, only=["kl_spike"]).rows}
+    assert set(rows) == set(ODD_NAMES)
+    kl = oracle.kl_steps(root)
+    for name, row in rows.items():
+        statement = row["statement"]
+        assert statement.isprintable(), repr(statement)
+        shown = store.sql(statement)
+        want = sorted(s for (n, s), r in kl.items() if n == name and r["is_over"])
+        assert shown["step"].to_list() == want, (name, statement)
