@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import oracle
+from storekit import cli
 import runstore
 from runstore.health.doctor import diagnose
 
@@ -52,3 +53,31 @@ def test_each_doctor_statement_selects_its_own_run(odd: tuple[Path, runstore.Sto
         shown = store.sql(statement)
         want = sorted(s for (n, s), r in kl.items() if n == name and r["is_over"])
         assert shown["step"].to_list() == want, (name, statement)
+
+
+def controls(text: str) -> set[str]:
+    """The control characters of `text` other than the newlines that end its lines."""
+    return {c for c in text if c != "\n" and not c.isprintable()}
+
+
+def test_lines_for_people_stay_one_line_without_control_characters(
+        odd: tuple[Path, runstore.Store], tmp_path: Path) -> None:
+    """`FIRED` lines (ingest --check), `FINDING` lines (ingest --doctor) and the doctor's
+    blocks: one line per firing or finding, as many as the files give, and no tab, newline or
+    terminal escape of a run name reaches the terminal (it would split a line that a
+    `while read` loop reads, or recolour the terminal)."""
+    root, _ = odd
+    flagged = {n for n, row in oracle.kl_health(root).items() if row["flagged"]}
+    assert flagged == set(ODD_NAMES)
+    ingest = cli(tmp_path / "store", "ingest", str(root), "--check", "--doctor", "--quiet")
+    assert ingest.exit_code == 0, ingest.output
+    assert not controls(ingest.stdout), repr(ingest.stdout)
+    lines = ingest.stdout.splitlines()
+    assert sum(line.startswith("FIRED ") for line in lines) == len(flagged)
+    assert sum(line.startswith("FINDING ") for line in lines) == len(flagged)
+    assert len(lines) == 2 * len(flagged), lines
+    doctor = cli(tmp_path / "store", "doctor", "--finding", "kl_spike", "-F", "table")
+    assert doctor.exit_code == 1, doctor.output
+    assert not controls(doctor.stdout), repr(doctor.stdout)
+    heads = [line for line in doctor.stdout.splitlines() if line.startswith("ERROR ")]
+    assert len(heads) == len(flagged) and all("kl_spike" in h for h in heads), heads
