@@ -89,9 +89,9 @@ select r.run_id,
        coalesce(f.steps_over > 0, false) as fired,
        f.first_step, f.last_step,
        case when f.steps_over > 0 then
-           format('{} peaked at {:.3g} at step {}; above {:.3g} at {} of the {} KL steps from '
+           format('{} peaked at {} at step {}; above {:.3g} at {} of the {} KL steps from '
                   || 'step {} on ({} step{} over in all, steps {}-{})',
-                  f.family, f.peak, f.peak_step, $threshold, f.recent_over, f.recent,
+                  f.family, number_text(f.peak, '{:.3g}'), f.peak_step, $threshold, f.recent_over, f.recent,
                   f.recent_from, f.steps_over, case when f.steps_over = 1 then '' else 's' end,
                   f.first_step, f.last_step)
            || case when f.learning_rate is null then ''

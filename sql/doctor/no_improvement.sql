@@ -77,8 +77,8 @@ select r.run_id,
        case when j.t < $t_min then j.end_first end as first_step,
        case when j.t < $t_min then j.last_step end as last_step,
        case when j.t < $t_min then
-           format('{} trend {:+.3g} a step over {} steps, t = {:.2g} (a real {} has t >= {:g})',
-                  j.key, j.slope, j.n, j.t,
+           format('{} trend {:+.3g} a step over {} steps, t = {} (a real {} has t >= {:g})',
+                  j.key, j.slope, j.n, number_text(j.t, '{:.2g}'),
                   case when j.better = 1 then 'rise' else 'fall' end, $t_min)
            || format('; mean {:.3g} over steps {}-{} against {:.3g} over steps {}-{}',
                      j.end_mean, j.end_first, j.last_step, j.start_mean, j.start_first,

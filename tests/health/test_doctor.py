@@ -369,3 +369,28 @@ def test_kl_spike_evidence_names_steps_the_run_logged(tmp_path: Path) -> None:
         evidence = got[(name, "kl_spike")]["evidence"]
         want = f"at {over} of the {len(recent)} KL steps from step {recent[0][0]} on"
         assert want in evidence, (name, evidence)
+
+
+def spelled(v: float) -> str:
+    """A non-finite number as the run files and every runstore text write it (FORMATS.md)."""
+    return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+
+
+def test_non_finite_numbers_in_evidence_are_spelled_as_the_files_do(tmp_path: Path) -> None:
+    """+Infinity is a KL spike and a reward exactly on a falling line (whole numbers: no
+    rounding) has t = -Infinity
+    (docs/doctor.md): the evidence writes them `Infinity` and `-Infinity`, as the files,
+    the tables and the alerts do, never DuckDB's `inf`."""
+    root = tmp_path / "runs"
+    write_run(root / "line", [{"step": s, "env/all/reward/total": float(25 - s),
+                               "optim/kl_sample_train_v1": math.inf if s == 3 else 0.001}
+                              for s in range(25)])
+    store = runstore.open(tmp_path / "store")
+    store.ingest([root])
+    got = found(store, only=["kl_spike", "no_improvement"])
+    kl = do.kl_spike(root)["line"]
+    assert kl.fired and math.isinf(kl.facts["peak"])
+    assert f"peaked at {spelled(kl.facts['peak'])} at step 3" in got[("line", "kl_spike")]["evidence"]
+    trend = do.no_improvement(root)["line"]
+    assert trend.fired and math.isinf(trend.facts["t"])
+    assert f"t = {spelled(trend.facts['t'])} " in got[("line", "no_improvement")]["evidence"]
