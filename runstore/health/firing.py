@@ -53,8 +53,10 @@ class Alert:
         control character of the run's name or the rule's is shown, not obeyed
         (`printable`: a newline in a name does not split the line)."""
         if self.steps_over is None:  # stale: minutes, not steps
+            at = ("with no step logged" if self.first_step is None
+                  else f"at step {self.first_step}")
             return printable(
-                f"FIRED {self.run_name}: {self.rule} at step {self.first_step} (no source "
+                f"FIRED {self.run_name}: {self.rule} {at} (no source "
                 f"change for {_num(self.peak)} minutes, run {self.status or 'unknown'})")
         steps = f"{self.steps_over} step{'s' if self.steps_over != 1 else ''} over"
         return printable(f"FIRED {self.run_name}: {self.rule} since step {self.first_step} "
