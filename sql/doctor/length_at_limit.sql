@@ -13,9 +13,9 @@
 -- its last value at or below 1 before them; its first value's step when there is none); last
 -- step: its last value's step.
 -- @severity warning
--- @param near_max = 0.9: ac_tokens_per_turn above this share of max_tokens is at the limit
--- @param stop_share = 0.2: a share of episodes stopped by max_tokens above this is too many
--- @param growth = 3.0: ac_tokens_per_turn above this multiple of its start grows without bound
+-- @param near_max = 0.9 above 0: ac_tokens_per_turn above this share of max_tokens is at the limit
+-- @param stop_share = 0.2 above 0: a share of episodes stopped by max_tokens above this is too many
+-- @param growth = 3.0 above 0: ac_tokens_per_turn above this multiple of its start grows without bound
 -- @param window = 10: the start and the end are the run's first and last `window` steps
 -- @chart env/all/ac_tokens_per_turn, env/all/stop/max_tokens
 -- @try OOM / timeout or cut answers: reduce max_tokens, batch_size or group_size (the logging guide), or penalise length; look at the transcripts of these steps for answers that never end.

@@ -10,7 +10,7 @@
 -- step: the last step. The evidence adds the means over the first and the last span of steps.
 -- @severity warning
 -- @param min_steps = 20: runs with fewer values of the objective are not judged
--- @param part = 0.25: the evidence compares the first and the last this share of the steps
+-- @param part = 0.25 in [0, 1]: the evidence compares the first and the last this share of the steps
 -- @param t_min = 2.0: a trend for the better is real when its t reaches this (about 97.5% one-sided)
 -- @chart env/all/reward/total, train_mean_nll, dpo_loss
 -- @try Training not improving: check metrics.jsonl — is loss decreasing? are rewards increasing? (the logging guide). Try a larger learning rate if KL stays low, or see reward_stuck, parse_errors and no_signal for why.
