@@ -207,10 +207,12 @@ def resolve_rules(*, threshold: float | None = None, rules: Iterable[RuleLike] |
     use_default = default_rules if default_rules is not None else (
         config.default_rules if config.default_rules is not None else True)
     chosen: "list[Rule | TrendRule]" = []
+    origins: list[str] = []  # where each chosen rule was written, for a clash of names
     if use_default:
         t = next(v for v in (threshold, config.threshold, store_threshold, DEFAULT_KL_THRESHOLD)
                  if v is not None)
         chosen.append(kl_rule(t))
+        origins.append("the default KL rule")
     elif threshold is not None:
         raise UsageError("--threshold sets the default KL rule's threshold, which "
                          "--no-default-rules leaves out; give a --rule instead")
@@ -219,7 +221,9 @@ def resolve_rules(*, threshold: float | None = None, rules: Iterable[RuleLike] |
     elif rules is not None and not isinstance(rules, Iterable):
         raise UsageError(f"rules is a rule or a list of rules (text like \"optim/entropy < "
                          f"0.05\", Rule or TrendRule objects), got {rules!r}")
-    for r in [*config.rules, *(rules or [])]:
+    given = [(r, f"{config.path}: rule {i}") for i, r in enumerate(config.rules, start=1)]
+    given += [(r, "--rule") for r in rules or []]
+    for r, origin in given:
         if isinstance(r, str):
             r = parse_rule(r)
         elif not isinstance(r, (Rule, TrendRule)):
@@ -228,10 +232,13 @@ def resolve_rules(*, threshold: float | None = None, rules: Iterable[RuleLike] |
                              f"got {r!r}")
         if r not in chosen:
             chosen.append(r)
+            origins.append(origin)
     names = [r.name for r in chosen]
     clash = next((n for n in names if names.count(n) > 1), None)
     if clash is not None:
-        raise UsageError(f"two different rules are named {clash!r}; give them distinct names")
+        first, second = (o for o, n in zip(origins, names) if n == clash)
+        raise UsageError(f"two different rules are named {clash!r} ({first} and {second}); "
+                         "give them distinct names (`name = ...` in a [[check.rule]] table)")
     if not chosen:
         raise UsageError("no rules to check: drop --no-default-rules, add --rule "
                          "\"METRIC OP NUMBER\", or add [[check.rule]] to runstore.toml")
