@@ -81,3 +81,19 @@ def test_lines_for_people_stay_one_line_without_control_characters(
     assert not controls(doctor.stdout), repr(doctor.stdout)
     heads = [line for line in doctor.stdout.splitlines() if line.startswith("ERROR ")]
     assert len(heads) == len(flagged) and all("kl_spike" in h for h in heads), heads
+
+
+def test_explain_names_each_run_on_one_line(odd: tuple[Path, runstore.Store],
+                                            tmp_path: Path) -> None:
+    """`--explain` lists each run a finding could not judge on a line of its own (no run logs
+    a reward here: reward_stuck judges none of them), with the names' control characters
+    shown, not obeyed."""
+    root, store = odd
+    rewarded = {n for n in (oracle.run_name(root, r) for r in oracle.run_dirs(root))
+                if any(k == "env/all/reward/total" for _, k in oracle.live_numbers(root / n))}
+    assert not rewarded
+    got = cli(store, "doctor", "--finding", "reward_stuck", "--explain", "-F", "table")
+    assert got.exit_code == 0, got.output
+    assert not controls(got.output), repr(got.output)
+    lines = [line for line in got.output.splitlines() if "not evaluated: " in line]
+    assert len(lines) == len(ODD_NAMES), lines

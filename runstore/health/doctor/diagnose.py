@@ -35,6 +35,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from ...printable import printable
 from ...resources import statement
 from ...storage import schema
 from .catalogue import CATALOGUE, SEVERITIES, Finding, finding as find
@@ -127,7 +128,8 @@ class Diagnosis:
             if f.name in self.partial:
                 out.append(f"partly evaluated: {self.partial[f.name]}")
             for m in missing:
-                out.append(f"  not evaluated: {m['run_name']}: {m['reason']}")
+                # One line per run, whatever its name holds (printable: shown, not obeyed).
+                out.append(printable(f"  not evaluated: {m['run_name']}: {m['reason']}"))
             out.append(f"-- sql/doctor/{f.name}.sql")
             out.append(f.sql)
             out.append("")
