@@ -113,6 +113,16 @@ def test_errors_are_one_line_with_exit_2(demo_store: tuple[Path, Path]) -> None:
         assert result.stderr.startswith("Error: ") and needle in result.stderr, result.stderr
 
 
+def test_a_store_error_has_the_status_every_command_gives_it(tmp_path: Path) -> None:
+    """No store there is status 3 for every command (docs/cli.md, EXIT_CODES), for the
+    doctor too: a cron job tells a missing store from a mistyped finding (2)."""
+    missing = tmp_path / "no-store"
+    doctor = run(missing)
+    check = CliRunner().invoke(main, ["--store", str(missing), "check"])
+    assert doctor.exit_code == check.exit_code == 3, (doctor.output, check.output)
+    assert doctor.stderr.startswith("Error: no store at") and "Traceback" not in doctor.output
+
+
 def test_explain_shows_sql_params_and_what_was_not_judged(demo_store: tuple[Path, Path]
                                                          ) -> None:
     result = run(demo_store[1], "-F", "table", "--explain")
