@@ -37,7 +37,8 @@ series as (
 ),
 ends as (
     select run_id, min(step) as first_step, max(step) as last_step,
-           floor($part * (max(step) - min(step)))::bigint as span
+           -- In HUGEINT: steps at both ends of int64 are 2^64 apart.
+           floor($part * (max(step)::hugeint - min(step)))::hugeint as span
     from series
     group by run_id
 ),
@@ -45,8 +46,8 @@ fits as (
     select s.run_id, any_value(s.key) as key, any_value(s.better) as better, count(*) as n,
            regr_sxx(s.value, s.step) as sxx, regr_syy(s.value, s.step) as syy,
            regr_sxy(s.value, s.step) as sxy,
-           any_value(e.first_step) as start_first, any_value(e.first_step + e.span) as start_last,
-           any_value(e.last_step - e.span) as end_first, any_value(e.last_step) as last_step,
+           any_value(e.first_step) as start_first, any_value(e.first_step + e.span)::bigint as start_last,
+           any_value(e.last_step - e.span)::bigint as end_first, any_value(e.last_step) as last_step,
            avg(s.value) filter (where s.step <= e.first_step + e.span) as start_mean,
            avg(s.value) filter (where s.step >= e.last_step - e.span) as end_mean
     from series as s
