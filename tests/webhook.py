@@ -3,7 +3,8 @@ tests start and stop (the `server` fixture yields its base URL and its `Hook`).
 
 The server records every request; paths choose its behaviour (`/ok`, `/fail/N/...` fails N
 times with 500 first, `/status/CODE`, `/redirect`, `/hang` waits until the test releases it,
-`/slow` answers after 0.1 s, `/gate` answers 400 while `hook.gate_closed` is set, 200 once it
+`/slow` answers after 0.1 s, `/stall` answers 200 with its headers and then stalls in a body it
+never sends until the test releases it, `/gate` answers 400 while `hook.gate_closed` is set, 200 once it
 is cleared, `/after/CODE/VALUE/N/...` answers CODE with the header `Retry-After: VALUE` (VALUE
 URL-quoted) N times, then 200).
 """
@@ -69,6 +70,17 @@ class Handler(BaseHTTPRequestHandler):
                 hook.failures[path] = done + 1
             if done < int(n):
                 code, headers = int(status), {"Retry-After": unquote(value)}
+        elif path.startswith("/stall"):
+            entry["code"] = 200
+            try:
+                self.send_response(200)
+                self.send_header("Content-Length", "10")  # and never sends them
+                self.end_headers()
+                self.wfile.flush()
+            except OSError:
+                return
+            hook.release.wait(60)
+            return
         elif path.startswith("/redirect"):
             self.send_response(302)
             self.send_header("Location", "/ok/redirected")

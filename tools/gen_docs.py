@@ -575,7 +575,8 @@ def doctor_markdown(current: str | None = None) -> str:
                     "it the finding is evaluated without that part, and `--explain` says so.", ""]
         if f.params:
             out += ["| param | default | meaning |", "|---|---|---|"]
-            out += [f"| `{p.name}` | {SYMBOL_DEFAULTS.get(str(p.default), p.default)} | "
+            out += [f"| `{p.name}` | {SYMBOL_DEFAULTS.get(str(p.default), p.default)}"
+                    f"{f' ({p.bounds.text})' if p.bounds else ''} | "
                     f"{p.doc.replace('|', '&#124;')} |" for p in f.params]
             out.append("")
         out += [f"**What to try:** {f.to_try}", "",

@@ -7,7 +7,6 @@ import sys
 
 import click
 
-from ..errors import RunstoreError
 from .common import emit, handle_errors, open_store, output_format, output_options, write_text
 
 
@@ -40,7 +39,8 @@ def doctor(ctx: click.Context, runs: tuple[str, ...], explain: bool, only: tuple
     a run that lacks its evidence (no entropy logged, say) is not judged, and --explain says
     which runs and why. One line on stderr counts the findings.
 
-    Exit status: 0 when no finding is an error, 1 when one is, 2 for a usage or store error.
+    Exit status: 0 when no finding is an error, 1 when one is, 2 for a usage error, 3 and
+    above for the store or the machine, as for every command (an error is never 1).
 
     Example:
 
@@ -51,11 +51,8 @@ def doctor(ctx: click.Context, runs: tuple[str, ...], explain: bool, only: tuple
         runstore doctor --finding no_improvement --finding reward_stuck -F jsonl
     """
     store = open_store(ctx)
-    try:
-        found = store.diagnosis(list(runs) or None, only=list(only) or None)
-    except RunstoreError as e:
-        e.exit_code = 2  # 1 means "an error finding", so every error here is a 2
-        raise
+    # An error keeps its own status (errors.EXIT_CODES: none is 1, the status of a finding).
+    found = store.diagnosis(list(runs) or None, only=list(only) or None)
     chosen = output_format(fmt, output)
     people = chosen == "table" or (chosen is None and output is None and sys.stdout.isatty())
     if people and not ctx.meta.get("runstore.wide"):

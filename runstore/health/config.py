@@ -2,7 +2,8 @@
 
 Contract: `config_path(store_path)` is the runstore.toml in force: the one beside the store
 (local stores only), else the working directory's; `read_toml(path)` reads it (a `UsageError`
-naming the file when it is not TOML). `load_config(path)` reads its `[check]`
+naming the file when it is not TOML, or holds a table besides `[check]` and `[doctor.*]`:
+`TABLES`). `load_config(path)` reads its `[check]`
 table (`threshold`, `default_rules`, `notify`, `[[check.rule]]` tables: threshold rules, or
 trend rules with a `trend` key) into a `CheckConfig`, against one schema (`SECTION`, `FORMS`:
 which keys each table takes, which it needs, what each holds); anything else is a
@@ -149,18 +150,35 @@ def load_config(path: str | os.PathLike[str] | None) -> CheckConfig:
         tuple(config_urls(section, str(path))))
 
 
+# The tables a runstore.toml holds: `[check]` (load_config) and `[doctor.NAME]` (health.doctor).
+TABLES = ("check", "doctor")
+
+
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The tables of a runstore.toml; a `UsageError` naming the file when it cannot be read or
-    is not TOML (`[check]` is `load_config`'s, `[doctor.*]` the doctor's: health.doctor)."""
+    """The tables of a runstore.toml; a `UsageError` naming the file when it cannot be read,
+    is not TOML, or holds a key or table besides `TABLES` (`[check]` is `load_config`'s,
+    `[doctor.*]` the doctor's: health.doctor): a misspelt table would be ignored, and a
+    check would gate on less than the file says."""
+    import difflib
     import tomllib
 
     path = Path(path)
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror or e}") from e
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise UsageError(f"{path} is not valid TOML: {e}") from e
+    for key in sorted(set(data) - set(TABLES)):
+        if not isinstance(data[key], (dict, list)):
+            raise UsageError(f"{path}: unknown key {key} outside any table; [check] takes "
+                             "threshold, default_rules, notify and [[check.rule]] tables")
+        close = difflib.get_close_matches(key, TABLES, n=1)
+        hint = (f"did you mean [{close[0]}]?" if close else
+                "runstore.toml takes [check] (rules are [[check.rule]] tables) and "
+                "[doctor.NAME] tables")
+        raise UsageError(f"{path}: unknown table [{key}]; {hint}")
+    return data
 
 
 def toml_rule(where: str, entry: Any) -> "Rule | TrendRule":
@@ -207,10 +225,12 @@ def resolve_rules(*, threshold: float | None = None, rules: Iterable[RuleLike] |
     use_default = default_rules if default_rules is not None else (
         config.default_rules if config.default_rules is not None else True)
     chosen: "list[Rule | TrendRule]" = []
+    origins: list[str] = []  # where each chosen rule was written, for a clash of names
     if use_default:
         t = next(v for v in (threshold, config.threshold, store_threshold, DEFAULT_KL_THRESHOLD)
                  if v is not None)
         chosen.append(kl_rule(t))
+        origins.append("the default KL rule")
     elif threshold is not None:
         raise UsageError("--threshold sets the default KL rule's threshold, which "
                          "--no-default-rules leaves out; give a --rule instead")
@@ -219,7 +239,9 @@ def resolve_rules(*, threshold: float | None = None, rules: Iterable[RuleLike] |
     elif rules is not None and not isinstance(rules, Iterable):
         raise UsageError(f"rules is a rule or a list of rules (text like \"optim/entropy < "
                          f"0.05\", Rule or TrendRule objects), got {rules!r}")
-    for r in [*config.rules, *(rules or [])]:
+    given = [(r, f"{config.path}: rule {i}") for i, r in enumerate(config.rules, start=1)]
+    given += [(r, "--rule") for r in rules or []]
+    for r, origin in given:
         if isinstance(r, str):
             r = parse_rule(r)
         elif not isinstance(r, (Rule, TrendRule)):
@@ -228,10 +250,13 @@ def resolve_rules(*, threshold: float | None = None, rules: Iterable[RuleLike] |
                              f"got {r!r}")
         if r not in chosen:
             chosen.append(r)
+            origins.append(origin)
     names = [r.name for r in chosen]
     clash = next((n for n in names if names.count(n) > 1), None)
     if clash is not None:
-        raise UsageError(f"two different rules are named {clash!r}; give them distinct names")
+        first, second = (o for o, n in zip(origins, names) if n == clash)
+        raise UsageError(f"two different rules are named {clash!r} ({first} and {second}); "
+                         "give them distinct names (`name = ...` in a [[check.rule]] table)")
     if not chosen:
         raise UsageError("no rules to check: drop --no-default-rules, add --rule "
                          "\"METRIC OP NUMBER\", or add [[check.rule]] to runstore.toml")

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 from ..numbers import nonfinite_name
+from ..printable import printable
 from ..storage.schema import F64, I64, STR
 
 # The columns of a fired row and the type of each (the check statement's).
@@ -48,14 +49,19 @@ class Alert:
         return self.run_id, self.rule, self.first_step
 
     def text(self) -> str:
-        """One line for people: `FIRED run: rule since step N (peak …, latest …, …)`."""
+        """One line for people: `FIRED run: rule since step N (peak …, latest …, …)`; a
+        control character of the run's name or the rule's is shown, not obeyed
+        (`printable`: a newline in a name does not split the line)."""
         if self.steps_over is None:  # stale: minutes, not steps
-            return (f"FIRED {self.run_name}: {self.rule} at step {self.first_step} (no source "
-                    f"change for {_num(self.peak)} minutes, run {self.status or 'unknown'})")
+            at = ("with no step logged" if self.first_step is None
+                  else f"at step {self.first_step}")
+            return printable(
+                f"FIRED {self.run_name}: {self.rule} {at} (no source "
+                f"change for {_num(self.peak)} minutes, run {self.status or 'unknown'})")
         steps = f"{self.steps_over} step{'s' if self.steps_over != 1 else ''} over"
-        return (f"FIRED {self.run_name}: {self.rule} since step {self.first_step} "
-                f"(peak {_num(self.peak)}, latest {_num(self.latest)}, {steps}, "
-                f"run {self.status or 'unknown'})")
+        return printable(f"FIRED {self.run_name}: {self.rule} since step {self.first_step} "
+                         f"(peak {_num(self.peak)}, latest {_num(self.latest)}, {steps}, "
+                         f"run {self.status or 'unknown'})")
 
 
 def _num(v: float | None) -> str:

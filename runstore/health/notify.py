@@ -42,7 +42,9 @@ on_warning=)` delivers alerts (firing.Alert, or anything with its fields, `key()
   how long in `Retry-After` (seconds or an HTTP date, as Slack and most APIs send it; a wait
   past `MAX_RETRY_AFTER_S` is not waited: the next check or watch tries again); then, or at once for any other
   status (a 4xx means the URL or payload is wrong; a redirect is not followed, so the
-  payload never goes where it was not sent), one warning says it was not sent. At most
+  payload never goes where it was not sent), one warning says it was not sent. A 2xx status
+  is a delivery, even when the body of the answer then stalls or breaks off (the endpoint
+  took the POST: a retry would post it again). At most
   `max_pending` messages wait per URL; past that the oldest is dropped, with a warning.
 * `close(timeout)` waits up to `timeout` seconds for what is queued, then returns; what is
   still pending is reported in one warning per URL (the threads are daemons: they never keep
@@ -216,7 +218,12 @@ class _Sender(threading.Thread):
             "Content-Type": "application/json", "User-Agent": "runstore", **self.headers})
         try:
             with self.opener.open(request, timeout=self.owner.timeout) as response:
-                response.read(65536)
+                # A 2xx status means the endpoint took the POST: delivered, however its body
+                # ends. Retrying because the body stalled or broke would post it again.
+                try:
+                    response.read(65536)
+                except OSError:
+                    pass
             return None, "", None
         except urllib.error.HTTPError as e:
             retry = e.code == 429 or e.code >= 500

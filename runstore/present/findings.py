@@ -7,7 +7,9 @@ the finding, its steps), then the evidence, `try:` the next thing to try and `sh
 `runstore sql` command line that prints the evidence, each wrapped to `width` columns with
 nothing cut. The SQL is quoted for a POSIX shell (double quotes when it holds none of `"$\\``,
 as the doctor's statements do, else `shlex.quote`). No rows: an empty string.
-`finding_text(row)` is one finding as one line (`runstore ingest --watch --doctor`).
+`finding_text(row)` is one finding as one line (`runstore ingest --watch --doctor`). Control
+characters (a run named with a newline or a terminal escape) are shown, not obeyed
+(`printable`), so a finding's line stays one line.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import shlex
 import textwrap
 from typing import Any, Sequence
+
+from ..printable import printable
 
 INDENT = "  "
 
@@ -36,8 +40,8 @@ def finding_text(row: dict[str, Any]) -> str:
     """One line for a finding: `FINDING run: finding (severity) steps A-B: evidence` (what
     `runstore ingest --watch --doctor` prints as each finding appears)."""
     steps = _steps(row["first_step"], row["last_step"])
-    return (f"FINDING {row['run_name']}: {row['finding']} ({row['severity']})"
-            f"{' ' + steps if steps else ''}: {row['evidence']}")
+    return printable(f"FINDING {row['run_name']}: {row['finding']} ({row['severity']})"
+                     f"{' ' + steps if steps else ''}: {row['evidence']}")
 
 
 def render_findings(rows: Sequence[dict[str, Any]], width: int = 100) -> str:
@@ -47,12 +51,12 @@ def render_findings(rows: Sequence[dict[str, Any]], width: int = 100) -> str:
     for r in rows:
         head = "  ".join(p for p in (str(r["severity"]).upper().ljust(label), r["run_name"],
                                      r["finding"], _steps(r["first_step"], r["last_step"])) if p)
-        out.append(head)
+        out.append(printable(head))
         for prefix, text in (("", r["evidence"]), ("try: ", r["to_try"]),
                              ("show: ", f"runstore sql {shell_quoted(r['statement'])}")):
             if not text:
                 continue
-            out += textwrap.wrap(prefix + text, width=max(width, 40), initial_indent=INDENT,
+            out += textwrap.wrap(printable(prefix + text), width=max(width, 40), initial_indent=INDENT,
                                  subsequent_indent=INDENT + " " * len(prefix),
                                  break_long_words=False, break_on_hyphens=False)
         out.append("")

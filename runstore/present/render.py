@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..errors import UsageError
 from ..numbers import nonfinite_name
+from ..printable import printable
 from ..query.rows import Rows, from_polars  # noqa: F401 - the CLI prints frames through it
 
 if TYPE_CHECKING:
@@ -183,12 +184,6 @@ def _human(v: Any, digits: int = 6) -> str:
     return _text(v)
 
 
-# Control characters in cells (ANSI escapes and NULs occur in real transcripts) would move the
-# cursor or recolour a terminal; people see them escaped instead.
-_CONTROLS = {c: f"\\x{c:02x}" for c in range(32) if chr(c) not in "\n\r\t"}
-_CONTROLS.update({ord("\n"): "⏎", ord("\r"): "", ord("\t"): " ", 0: "\\0", 0x7F: "\\x7f"})
-
-
 def shorten(text: str, limit: int | None) -> str:
     """`text` cut to `limit` characters in the middle, at `/` when it is a path of 3 or more
     parts and its first and last parts fit (names differ at their ends: the seed, the lr).
@@ -225,11 +220,11 @@ def cell_text(value: Any) -> str:
     >>> cell_text(0.0123456789), cell_text(float("-inf")), cell_text([1, "a"])
     ('0.0123457', '-Infinity', '[1, "a"]')
     """
-    return _human(value).translate(_CONTROLS)
+    return printable(_human(value))
 
 
 def _cell(v: Any, limit: int | None, digits: int = 6) -> str:
-    return shorten(_human(v, digits).translate(_CONTROLS), limit)
+    return shorten(printable(_human(v, digits)), limit)
 
 
 def _markdown(table: pa.Table, identifying: frozenset[str]) -> str:
@@ -243,7 +238,7 @@ def _markdown(table: pa.Table, identifying: frozenset[str]) -> str:
 
 
 def _cut_end(v: Any, limit: int | None) -> str:
-    s = _human(v).translate(_CONTROLS)
+    s = printable(_human(v))
     return s if limit is None or len(s) <= limit else s[: limit - 1] + "…"
 
 

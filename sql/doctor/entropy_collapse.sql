@@ -40,15 +40,15 @@ ends as (
 ),
 per_run as (
     select e.run_id, any_value(d.n) as n, any_value(d.last_step) as last_step,
-           avg(e.value) filter (where e.step < d.first_logged + $window) as start,
-           avg(e.value) filter (where e.step > d.last_step - $window) as recent_value
+           avg(e.value) filter (where e.step < d.first_logged + $window::hugeint) as start,
+           avg(e.value) filter (where e.step > d.last_step - $window::hugeint) as recent_value
     from entropy as e
     join ends as d on d.run_id = e.run_id
     group by e.run_id
 ),
 collapsing as (
     select p.*, p.recent_value / p.start as recent,
-           max(e.step) filter (where e.step <= p.last_step - $window
+           max(e.step) filter (where e.step <= p.last_step - $window::hugeint
                                  and not e.value / p.start < $fraction) as last_ok
     from per_run as p
     join entropy as e on e.run_id = p.run_id
@@ -70,7 +70,7 @@ stall as (
     -- The reward from the first step on, and over the `window` steps before it.
     select c.run_id,
            avg(w.value) filter (where w.step >= c.first_step) as after,
-           avg(w.value) filter (where w.step < c.first_step and w.step >= c.first_step - $window)
+           avg(w.value) filter (where w.step < c.first_step and w.step >= c.first_step - $window::hugeint)
                as before
     from collapsed as c
     join reward as w on w.run_id = c.run_id

@@ -117,11 +117,11 @@ select r.run_id,
        f.run_id is not null as fired,
        f.last_from as first_step, f.last_to as last_step,
        case when f.run_id is not null then
-           format('{} fell from {:.3g} to {:.3g} (t = {:.2g}; the means of the first and the '
+           format('{} fell from {:.3g} to {:.3g} (t = {}; the means of the first and the '
                   || 'last half of its values, the last from step {}) while env/all/reward/total '
-                  || 'rose from {:.3g} to {:.3g} (t = {:.2g})',
-                  f.key, f.eval_first, f.eval_last, f.eval_t, f.last_from, f.train_first,
-                  f.train_last, f.train_t)
+                  || 'rose from {:.3g} to {:.3g} (t = {})',
+                  f.key, f.eval_first, f.eval_last, number_text(f.eval_t, '{:.2g}'), f.last_from,
+                  f.train_first, f.train_last, number_text(f.train_t, '{:.2g}'))
        end as evidence,
        case when f.run_id is not null then
            to_json({'evaluator': f.key, 'eval_change': f.eval_change, 'eval_t': f.eval_t,

@@ -36,8 +36,8 @@ kl_values as (
 peaks as (
     -- The largest value over the threshold; the earliest step (then v1) among equal ones.
     select run_id, max(value) as peak,
-           arg_max(family, [value, -step, case when family like '%v1' then 1 else 0 end]) as family,
-           arg_max(step, [value, -step, case when family like '%v1' then 1 else 0 end]) as peak_step
+           arg_max(family, (value, -(step::hugeint), case when family like '%v1' then 1 else 0 end)) as family,
+           arg_max(step, (value, -(step::hugeint), case when family like '%v1' then 1 else 0 end)) as peak_step
     from kl_values
     group by run_id
 ),
@@ -46,10 +46,10 @@ per_run as (
            count(*) filter (where k.is_over) as steps_over,
            min(k.step) filter (where k.is_over) as first_step,
            max(k.step) filter (where k.is_over) as last_step,
-           count(*) filter (where k.is_over and k.step > e.last_kl_step - $window) as recent_over,
-           count(*) filter (where k.step > e.last_kl_step - $window) as recent,
+           count(*) filter (where k.is_over and k.step > e.last_kl_step - $window::hugeint) as recent_over,
+           count(*) filter (where k.step > e.last_kl_step - $window::hugeint) as recent,
            -- The first KL step the window holds: a step the run logged, not the window's edge.
-           min(k.step) filter (where k.step > e.last_kl_step - $window) as recent_from
+           min(k.step) filter (where k.step > e.last_kl_step - $window::hugeint) as recent_from
     from kl as k
     join ends as e on e.run_id = k.run_id
     group by k.run_id
@@ -89,9 +89,9 @@ select r.run_id,
        coalesce(f.steps_over > 0, false) as fired,
        f.first_step, f.last_step,
        case when f.steps_over > 0 then
-           format('{} peaked at {:.3g} at step {}; above {:.3g} at {} of the {} KL steps from '
+           format('{} peaked at {} at step {}; above {:.3g} at {} of the {} KL steps from '
                   || 'step {} on ({} step{} over in all, steps {}-{})',
-                  f.family, f.peak, f.peak_step, $threshold, f.recent_over, f.recent,
+                  f.family, number_text(f.peak, '{:.3g}'), f.peak_step, $threshold, f.recent_over, f.recent,
                   f.recent_from, f.steps_over, case when f.steps_over = 1 then '' else 's' end,
                   f.first_step, f.last_step)
            || case when f.learning_rate is null then ''

@@ -13,9 +13,9 @@
 -- its last value at or below 1 before them; its first value's step when there is none); last
 -- step: its last value's step.
 -- @severity warning
--- @param near_max = 0.9: ac_tokens_per_turn above this share of max_tokens is at the limit
--- @param stop_share = 0.2: a share of episodes stopped by max_tokens above this is too many
--- @param growth = 3.0: ac_tokens_per_turn above this multiple of its start grows without bound
+-- @param near_max = 0.9 above 0: ac_tokens_per_turn above this share of max_tokens is at the limit
+-- @param stop_share = 0.2 above 0: a share of episodes stopped by max_tokens above this is too many
+-- @param growth = 3.0 above 0: ac_tokens_per_turn above this multiple of its start grows without bound
 -- @param window = 10: the start and the end are the run's first and last `window` steps
 -- @chart env/all/ac_tokens_per_turn, env/all/stop/max_tokens
 -- @try OOM / timeout or cut answers: reduce max_tokens, batch_size or group_size (the logging guide), or penalise length; look at the transcripts of these steps for answers that never end.
@@ -58,7 +58,7 @@ starts as (
     -- The tokens per turn over the run's first `window` steps that log them.
     select a.run_id, avg(a.value) as start_ac
     from ac as a
-    join ac_ends as e on e.run_id = a.run_id and a.step < e.first_step + $window
+    join ac_ends as e on e.run_id = a.run_id and a.step < e.first_step + $window::hugeint
     group by a.run_id
 ),
 ac_pressures as (
@@ -66,11 +66,11 @@ ac_pressures as (
     -- step at or below each limit before the last `window` steps.
     select a.run_id, any_value(e.n) as n, any_value(e.last_step) as last_step,
            any_value(b.max_tokens) as max_tokens, any_value(s.start_ac) as start_ac,
-           avg(a.value) filter (where a.step > e.last_step - $window) as recent_ac,
-           max(a.step) filter (where a.step <= e.last_step - $window
+           avg(a.value) filter (where a.step > e.last_step - $window::hugeint) as recent_ac,
+           max(a.step) filter (where a.step <= e.last_step - $window::hugeint
                                  and not a.value / (b.max_tokens * $near_max) > 1)
                as last_ok_near,
-           max(a.step) filter (where a.step <= e.last_step - $window
+           max(a.step) filter (where a.step <= e.last_step - $window::hugeint
                                  and not a.value / (s.start_ac * $growth) > 1)
                as last_ok_grown
     from ac as a
@@ -84,8 +84,8 @@ stop_ends as (
 ),
 stop_pressure as (
     select s.run_id, any_value(e.n) as n, any_value(e.last_step) as last_step,
-           avg(s.value) filter (where s.step > e.last_step - $window) as recent_stopped,
-           max(s.step) filter (where s.step <= e.last_step - $window
+           avg(s.value) filter (where s.step > e.last_step - $window::hugeint) as recent_stopped,
+           max(s.step) filter (where s.step <= e.last_step - $window::hugeint
                                  and not s.value / $stop_share > 1) as last_ok
     from stopped as s
     join stop_ends as e on e.run_id = s.run_id

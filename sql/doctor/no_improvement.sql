@@ -10,7 +10,7 @@
 -- step: the last step. The evidence adds the means over the first and the last span of steps.
 -- @severity warning
 -- @param min_steps = 20: runs with fewer values of the objective are not judged
--- @param part = 0.25: the evidence compares the first and the last this share of the steps
+-- @param part = 0.25 in [0, 1]: the evidence compares the first and the last this share of the steps
 -- @param t_min = 2.0: a trend for the better is real when its t reaches this (about 97.5% one-sided)
 -- @chart env/all/reward/total, train_mean_nll, dpo_loss
 -- @try Training not improving: check metrics.jsonl — is loss decreasing? are rewards increasing? (the logging guide). Try a larger learning rate if KL stays low, or see reward_stuck, parse_errors and no_signal for why.
@@ -37,7 +37,8 @@ series as (
 ),
 ends as (
     select run_id, min(step) as first_step, max(step) as last_step,
-           floor($part * (max(step) - min(step)))::bigint as span
+           -- In HUGEINT: steps at both ends of int64 are 2^64 apart.
+           floor($part * (max(step)::hugeint - min(step)))::hugeint as span
     from series
     group by run_id
 ),
@@ -45,8 +46,8 @@ fits as (
     select s.run_id, any_value(s.key) as key, any_value(s.better) as better, count(*) as n,
            regr_sxx(s.value, s.step) as sxx, regr_syy(s.value, s.step) as syy,
            regr_sxy(s.value, s.step) as sxy,
-           any_value(e.first_step) as start_first, any_value(e.first_step + e.span) as start_last,
-           any_value(e.last_step - e.span) as end_first, any_value(e.last_step) as last_step,
+           any_value(e.first_step) as start_first, any_value(e.first_step + e.span)::bigint as start_last,
+           any_value(e.last_step - e.span)::bigint as end_first, any_value(e.last_step) as last_step,
            avg(s.value) filter (where s.step <= e.first_step + e.span) as start_mean,
            avg(s.value) filter (where s.step >= e.last_step - e.span) as end_mean
     from series as s
@@ -77,8 +78,8 @@ select r.run_id,
        case when j.t < $t_min then j.end_first end as first_step,
        case when j.t < $t_min then j.last_step end as last_step,
        case when j.t < $t_min then
-           format('{} trend {:+.3g} a step over {} steps, t = {:.2g} (a real {} has t >= {:g})',
-                  j.key, j.slope, j.n, j.t,
+           format('{} trend {:+.3g} a step over {} steps, t = {} (a real {} has t >= {:g})',
+                  j.key, j.slope, j.n, number_text(j.t, '{:.2g}'),
                   case when j.better = 1 then 'rise' else 'fall' end, $t_min)
            || format('; mean {:.3g} over steps {}-{} against {:.3g} over steps {}-{}',
                      j.end_mean, j.end_first, j.last_step, j.start_mean, j.start_first,

@@ -48,8 +48,8 @@ ends as (
 ),
 shares as (
     select s.run_id, s.share, any_value(e.n) as n, any_value(e.last_step) as last_step,
-           avg(s.q) filter (where s.step > e.last_step - $window) as recent,
-           max(s.step) filter (where s.step <= e.last_step - $window and not s.q > $threshold)
+           avg(s.q) filter (where s.step > e.last_step - $window::hugeint) as recent,
+           max(s.step) filter (where s.step <= e.last_step - $window::hugeint and not s.q > $threshold)
                as last_ok
     from series as s
     join ends as e on e.run_id = s.run_id and e.share = s.share

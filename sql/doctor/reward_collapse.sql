@@ -31,7 +31,7 @@ reward as (
 ),
 raw as (
     -- The raw reward's best (the earliest step among equal ones) and its last value.
-    select run_id, max(value) as best, arg_max(step, [value, -step]) as best_step,
+    select run_id, max(value) as best, arg_max(step, (value, -(step::hugeint))) as best_step,
            arg_max(value, step) as last_value, max(step) as last_step
     from reward
     group by run_id

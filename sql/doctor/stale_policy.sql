@@ -24,8 +24,8 @@ ends as (
 ),
 per_run as (
     select s.run_id, any_value(e.n) as n, any_value(e.last_step) as last_step,
-           avg(s.q) filter (where s.step > e.last_step - $window) as recent,
-           max(s.step) filter (where s.step <= e.last_step - $window and not s.q > $threshold)
+           avg(s.q) filter (where s.step > e.last_step - $window::hugeint) as recent,
+           max(s.step) filter (where s.step <= e.last_step - $window::hugeint and not s.q > $threshold)
                as last_ok
     from series as s
     join ends as e on e.run_id = s.run_id
@@ -42,7 +42,7 @@ found as (
 peaks as (
     select f.run_id, max(m.value) as recent_max
     from found as f
-    join metrics as m on m.run_id = f.run_id and m.step > f.last_step - $window
+    join metrics as m on m.run_id = f.run_id and m.step > f.last_step - $window::hugeint
     where m.key = 'async/staleness_max' and m.value is not null and isfinite(m.value)
     group by f.run_id
 ),

@@ -31,3 +31,14 @@ create macro plain_writes(steps_exact, source_id, n_points, n_numbers, n_strings
     coalesce(bool_and(steps_exact and source_id is not null) and min(source_id) = max(source_id)
              and sum(n_numbers + n_strings - n_stepless) = sum(n_points),
              false)
+
+-- name: number_text
+-- `value` as text for people: `format(spec, value)` (`spec` one number's format, e.g.
+-- '{:.3g}') for a finite number, and NaN, +Infinity and -Infinity as the run files and every
+-- runstore text spell them (`NaN`, `Infinity`, `-Infinity`: runstore.numbers.nonfinite_name),
+-- never DuckDB's `nan` and `inf`. A null value is null. The doctor's evidence writes every
+-- number that may be non-finite through it (a KL peak of +Infinity, a t statistic).
+create macro number_text(value, spec) as
+    case when isnan(value) then 'NaN'
+         when isinf(value) then case when value > 0 then 'Infinity' else '-Infinity' end
+         else format(spec, value) end

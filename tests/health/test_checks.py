@@ -507,6 +507,17 @@ def test_toml_in_the_working_directory(kl_store: Path, tmp_path: Path,
     ("[[check.rule]]\nmetric = 'x'\nop = '>'\nvalue = 'nan'\n", "must be a number"),
     ("[check]\nthreshold = nan\n", "check.threshold must be a number (not NaN"),
     ("[check]\nthreshold = -inf\n", "check.threshold must be a number (not NaN"),
+    # A table runstore.toml does not have would be ignored: a gate checking less than written.
+    ("[[rules]]\nmetric = 'x'\nop = '>'\nvalue = 1\n",
+     "unknown table [rules]; runstore.toml takes [check] (rules are [[check.rule]] tables)"),
+    ("[chek]\nthreshold = 0.5\n", "unknown table [chek]; did you mean [check]?"),
+    ("threshold = 0.5\n", "unknown key threshold"),
+    # A name two different rules share: which two, and where each was written.
+    ("[[check.rule]]\nmetric = 'x'\nop = '>'\nvalue = 1\nname = 'kl_sample_train_v1|v2 > 0.01'\n",
+     "(the default KL rule and /"),
+    ("[[check.rule]]\nmetric = 'x'\nop = '>'\nvalue = 1\nname = 'a'\n\n"
+     "[[check.rule]]\nmetric = 'x'\nop = '<'\nvalue = 1\nname = 'a'\n",
+     "/runstore.toml: rule 1 and /"),
 ])
 def test_bad_toml_is_a_usage_error(kl_store: Path, text: str, message: str,
                                    monkeypatch: pytest.MonkeyPatch) -> None:

@@ -369,3 +369,53 @@ def test_kl_spike_evidence_names_steps_the_run_logged(tmp_path: Path) -> None:
         evidence = got[(name, "kl_spike")]["evidence"]
         want = f"at {over} of the {len(recent)} KL steps from step {recent[0][0]} on"
         assert want in evidence, (name, evidence)
+
+
+def spelled(v: float) -> str:
+    """A non-finite number as the run files and every runstore text write it (FORMATS.md)."""
+    return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+
+
+def test_non_finite_numbers_in_evidence_are_spelled_as_the_files_do(tmp_path: Path) -> None:
+    """+Infinity is a KL spike and a reward exactly on a falling line (whole numbers: no
+    rounding) has t = -Infinity
+    (docs/doctor.md): the evidence writes them `Infinity` and `-Infinity`, as the files,
+    the tables and the alerts do, never DuckDB's `inf`."""
+    root = tmp_path / "runs"
+    write_run(root / "line", [{"step": s, "env/all/reward/total": float(25 - s),
+                               "optim/kl_sample_train_v1": math.inf if s == 3 else 0.001}
+                              for s in range(25)])
+    store = runstore.open(tmp_path / "store")
+    store.ingest([root])
+    got = found(store, only=["kl_spike", "no_improvement"])
+    kl = do.kl_spike(root)["line"]
+    assert kl.fired and math.isinf(kl.facts["peak"])
+    assert f"peaked at {spelled(kl.facts['peak'])} at step 3" in got[("line", "kl_spike")]["evidence"]
+    trend = do.no_improvement(root)["line"]
+    assert trend.fired and math.isinf(trend.facts["t"])
+    assert f"t = {spelled(trend.facts['t'])} " in got[("line", "no_improvement")]["evidence"]
+
+
+def test_steps_at_the_ends_of_int64_are_judged_like_any(tmp_path: Path) -> None:
+    """A step may be any int64 (the ingest stores -2**63 and 2**63 - 1 as written): windows
+    of steps, spans and ties count past the ends without overflowing, and each finding
+    agrees with the oracle, for a run of one such step and one spanning both ends."""
+    low, high = -2 ** 63, 2 ** 63 - 1
+    root = tmp_path / "runs"
+    write_run(root / "lowest", [{"step": low, "optim/kl_sample_train_v1": 0.5,
+                                 "env/all/reward/total": 1.0, "optim/entropy": 1.0}])
+    steps = [low, *range(25), high]
+    write_run(root / "both_ends", [
+        {"step": s, "optim/kl_sample_train_v1": 0.5, "env/all/reward/total": float(i % 3),
+         "time/total": 1.0 + i, "optim/entropy": 1.0 / (i + 1), "env/all/format": 0.0,
+         "env/all/by_group/frac_mixed": 0.0, "async/staleness_mean": 5.0,
+         "env/all/ac_tokens_per_turn": 10.0 * (i + 1), "env/all/stop/max_tokens": 0.5}
+        for i, s in enumerate(steps)])
+    store = runstore.open(tmp_path / "store")
+    store.ingest([root])
+    result = diagnose(store, config=False)  # every finding runs
+    fired = {(r["run_name"], r["finding"]) for r in result.rows}
+    assert ("both_ends", "kl_spike") in fired and ("lowest", "kl_spike") in fired
+    for name in NAMES:
+        if name != "crashed":  # (file times: test_problems_match_the_oracle holds it)
+            check_against_oracle(store, root, name, result=result)

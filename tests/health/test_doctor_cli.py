@@ -113,6 +113,16 @@ def test_errors_are_one_line_with_exit_2(demo_store: tuple[Path, Path]) -> None:
         assert result.stderr.startswith("Error: ") and needle in result.stderr, result.stderr
 
 
+def test_a_store_error_has_the_status_every_command_gives_it(tmp_path: Path) -> None:
+    """No store there is status 3 for every command (docs/cli.md, EXIT_CODES), for the
+    doctor too: a cron job tells a missing store from a mistyped finding (2)."""
+    missing = tmp_path / "no-store"
+    doctor = run(missing)
+    check = CliRunner().invoke(main, ["--store", str(missing), "check"])
+    assert doctor.exit_code == check.exit_code == 3, (doctor.output, check.output)
+    assert doctor.stderr.startswith("Error: no store at") and "Traceback" not in doctor.output
+
+
 def test_explain_shows_sql_params_and_what_was_not_judged(demo_store: tuple[Path, Path]
                                                          ) -> None:
     result = run(demo_store[1], "-F", "table", "--explain")
@@ -189,6 +199,13 @@ def test_the_kl_threshold_defaults_to_the_store_setting(tmp_path: Path,
     ("doctor = 1\n", "`doctor` must be tables"),
     ("[doctor.reward_collapse]\nsmooth = 1.5\n", "[doctor.reward_collapse]"),
     ("[doctor\n", "is not valid TOML"),
+    # A share of the steps below 0 would put the first step after the last; a divisor of 0
+    # makes every ratio infinite (the statements divide by near_max, stop_share, growth).
+    ("[doctor.no_improvement]\npart = -1\n", "part must be in [0, 1], got -1"),
+    ("[doctor.no_improvement]\npart = 1.5\n", "part must be in [0, 1], got 1.5"),
+    ("[doctor.length_at_limit]\nnear_max = 0\n", "near_max must be above 0, got 0"),
+    ("[doctor.length_at_limit]\nstop_share = -0.2\n", "stop_share must be above 0"),
+    ("[doctor.length_at_limit]\ngrowth = 0.0\n", "growth must be above 0"),
 ])
 def test_bad_runstore_toml_names_the_file_and_key(demo_store: tuple[Path, Path],
                                                   tmp_path: Path, text: str,
@@ -197,6 +214,17 @@ def test_bad_runstore_toml_names_the_file_and_key(demo_store: tuple[Path, Path],
     with pytest.raises(UsageError) as e:
         diagnose(runstore.open(demo_store[1]), config=path)
     assert message in str(e.value) and str(path) in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("text", ["[doctor.no_improvement]\npart = 0\n",
+                                  "[doctor.no_improvement]\npart = 1\n",
+                                  "[doctor.length_at_limit]\nnear_max = 1e-9\n"])
+def test_params_at_the_edges_of_their_range_are_taken(demo_store: tuple[Path, Path],
+                                                      tmp_path: Path, text: str) -> None:
+    name, key = text.split("]")[0][len("[doctor."):], text.split("\n")[1].split(" =")[0]
+    value = float(text.split("= ")[1])
+    assert doctor_config(runstore.open(demo_store[1]),
+                         write_toml(tmp_path, text)).params[name][key] == value
 
 
 def test_the_command_reads_runstore_toml_beside_the_store(demo_store: tuple[Path, Path],

@@ -234,6 +234,27 @@ def test_a_hanging_endpoint_never_slows_the_caller_nor_other_urls(
     assert any("20 notifications to" in w and "not delivered within 0.3 s" in w for w in warnings)
 
 
+def test_a_2xx_whose_body_stalls_is_delivered_once(server: tuple[str, Hook],
+                                                    tmp_path: Path) -> None:
+    """The endpoint answered 200 (it took the POST) and then stalled in its body: that is
+    a delivery, recorded in the store, never retried (a retry posts the alert again) nor
+    reported as not sent; the next process posts nothing."""
+    base, hook = server
+    warnings: list[str] = []
+    root = tmp_path / "store"
+    root.mkdir()
+    n = Notifier([base + "/stall"], root=root, timeout=0.3, retries=3, backoff=0.05,
+                 on_warning=warnings.append)
+    n.notify(alert())
+    n.close(5)
+    assert len(hook.received("/stall")) == 1 and warnings == []
+    again = Notifier([base + "/stall"], root=root, timeout=0.3, retries=3, backoff=0.05,
+                     on_warning=warnings.append)
+    again.notify(alert())
+    again.close(5)
+    assert len(hook.received("/stall")) == 1 and warnings == []
+
+
 def test_a_hanging_endpoint_does_not_slow_an_ingest(
         server: tuple[str, Hook], _demo_template: Path, tmp_path: Path) -> None:
     """A real ingest pass with the health rules firing, alerts handed to a Notifier whose

@@ -7,7 +7,9 @@ finding's exact definition, then its tags:
 * `@param NAME = DEFAULT: meaning`, one per threshold or size the statement reads as `$NAME`.
   DEFAULT is a number (written with a `.` or an exponent: any finite number; else a whole
   number >= 1) or a name `SYMBOLS` resolves: `kl_threshold` (the store's setting, what
-  `runstore check`'s KL rule uses) or `trend_weight` (the trend rules' EMA weight). A
+  `runstore check`'s KL rule uses) or `trend_weight` (the trend rules' EMA weight). It may
+  be followed by the values the statement can take (`Bounds`): `in [LOW, HIGH]` (a share:
+  `@param part = 0.25 in [0, 1]: ...`) or `above LOW` (a divisor: `above 0`). A
   `runstore.toml` `[doctor.NAME]` table overrides them (doctor/config.py);
 * `@try` the next thing to try (the logging guide's words where it has them);
 * `@chart KEY, ...`: the metrics a chart of the finding draws (each standing for its `optim/`
@@ -60,6 +62,21 @@ Default = Union[float, int, str]
 
 
 @dataclass(frozen=True)
+class Bounds:
+    """The values a param may take, as its `@param` line writes them: `in [LOW, HIGH]`
+    (both included) or `above LOW` (LOW excluded, no upper bound)."""
+
+    text: str  # as written: `in [0, 1]`, `above 0`
+    low: float
+    high: float | None = None  # None: strictly above `low`
+
+    def holds(self, value: float) -> bool:
+        if self.high is None:
+            return value > self.low
+        return self.low <= value <= self.high
+
+
+@dataclass(frozen=True)
 class Param:
     """A threshold or size of a finding: `$name` in its statement."""
 
@@ -67,6 +84,7 @@ class Param:
     default: Default  # a number, or a name of SYMBOLS
     doc: str
     whole: bool  # a whole number >= 1 (a count of steps), not any finite number
+    bounds: Bounds | None = None  # the values it may take, when not every finite number
 
 
 @dataclass(frozen=True)
@@ -95,6 +113,7 @@ class Finding:
 
 _TAG = re.compile(r"^@(\w+)\s*(.*)$")
 _PARAM = re.compile(r"^([a-z_][a-z0-9_]*)\s*=\s*([^:]+?)\s*:\s*(.+)$")
+_BOUNDS = re.compile(r"^(\S+)(?:\s+(in\s*\[\s*(\S+?)\s*,\s*(\S+?)\s*\]|above\s+(\S+)))?$")
 _PLACEHOLDER = re.compile(r"\$([a-z_][a-z0-9_]*)")
 _COMMENT = re.compile(r"--[^\n]*")
 
@@ -151,8 +170,23 @@ def parse(path: Path) -> Finding:
         m = _PARAM.match(spec)
         if not m:
             raise ValueError(f"{path}: @param is `NAME = DEFAULT: meaning`, got {spec!r}")
-        default, whole = _default(m.group(2), f"{path}: @param {m.group(1)}")
-        params.append(Param(m.group(1), default, m.group(3), whole))
+        where = f"{path}: @param {m.group(1)}"
+        b = _BOUNDS.match(m.group(2))
+        if not b:
+            raise ValueError(f"{where}: after the default come `in [LOW, HIGH]` or `above LOW`,"
+                             f" got {m.group(2)!r}")
+        default, whole = _default(b.group(1), where)
+        bounds = None
+        if b.group(2):
+            try:
+                low = float(b.group(3) if b.group(5) is None else b.group(5))
+                high = None if b.group(5) is not None else float(b.group(4))
+            except ValueError:
+                raise ValueError(f"{where}: bounds are numbers, got {b.group(2)!r}") from None
+            bounds = Bounds(" ".join(b.group(2).split()), low, high)
+            if isinstance(default, str) or not bounds.holds(default):
+                raise ValueError(f"{where}: the default {default!r} is not {bounds.text}")
+        params.append(Param(m.group(1), default, m.group(3), whole, bounds))
     trend = None
     if "trend" in tags:
         kind, _, metric = tags["trend"][0].partition(" ")

@@ -16,7 +16,8 @@ enabled = false       # leave the finding out
 ```
 
 A finding name the catalogue lacks, a param the finding lacks, a value that is not a finite
-number (a whole number >= 1 for a count such as `window`), a value the finding's trend rule
+number (a whole number >= 1 for a count such as `window`), a value outside the param's bounds
+(`in [0, 1]`, `above 0`: catalogue.Bounds), a value the finding's trend rule
 refuses (`trend_rule`: a smoothing weight outside [0, 1), say) or an `enabled` that is not true
 or false is a `UsageError` naming the file and the key (and the closest names). `config=False`
 reads no file, a path reads that file.
@@ -140,4 +141,7 @@ def _value(where: str, finding: Finding, key: str, value: Any) -> float:
         raise UsageError(f"{where}: {key} must be a finite number, got {value!r}")
     if param.whole and (not float(value).is_integer() or value < 1):
         raise UsageError(f"{where}: {key} counts steps: a whole number >= 1, got {value!r}")
+    if param.bounds is not None and not param.bounds.holds(value):
+        raise UsageError(f"{where}: {key} must be {param.bounds.text}, got {value!r} "
+                         f"(the default is {param.default})")
     return int(value) if param.whole else float(value)

@@ -35,6 +35,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from ...printable import printable
 from ...resources import statement
 from ...storage import schema
 from .catalogue import CATALOGUE, SEVERITIES, Finding, finding as find
@@ -127,7 +128,8 @@ class Diagnosis:
             if f.name in self.partial:
                 out.append(f"partly evaluated: {self.partial[f.name]}")
             for m in missing:
-                out.append(f"  not evaluated: {m['run_name']}: {m['reason']}")
+                # One line per run, whatever its name holds (printable: shown, not obeyed).
+                out.append(printable(f"  not evaluated: {m['run_name']}: {m['reason']}"))
             out.append(f"-- sql/doctor/{f.name}.sql")
             out.append(f.sql)
             out.append("")
@@ -384,13 +386,16 @@ def evidence_statement(f: Finding, run_id: str, first_step: int | None,
     sqlglot), so that `runstore sql` runs it as it is. With `run_name` (a name no other run
     has), the run is picked by its name (`(select run_id from runs where run_name = '...')`),
     which reads better and stays the same wherever the tree is (a run_id is a hash of the
-    run's path); else by its run_id."""
+    run's path), when the name is printable (no tab, newline or terminal escape, which would
+    not survive a command line); else by its run_id. The statement is one line as sqlglot
+    writes it: its string literals are kept as they are (a name with two spaces is that
+    name)."""
     import sqlglot
     from sqlglot import exp
 
     values: dict[str, Any] = {**params, "first_step": first_step, "last_step": last_step,
                               "keys": list(keys or [])}
-    if run_name is None:
+    if run_name is None or not run_name.isprintable():
         values["run_id"] = run_id
     else:
         values["run_id"] = exp.Subquery(this=exp.select("run_id").from_("runs").where(
@@ -413,7 +418,7 @@ def evidence_statement(f: Finding, run_id: str, first_step: int | None,
         return node
 
     tree = sqlglot.parse_one(f.evidence_sql, read="duckdb").transform(fill)
-    return " ".join(tree.sql(dialect="duckdb").split())
+    return tree.sql(dialect="duckdb")
 
 
 def facts(row: dict[str, Any]) -> dict[str, Any]:
