@@ -10,7 +10,7 @@ Python's datetime cannot hold as DuckDB gives them: `infinity` as the largest da
 294247 and 24:00:00 as text); whole numbers (HUGEINT) as exact JSON integers, other DECIMAL
 values as JSON numbers (doubles); any other value JSON cannot hold as its text. (Values
 no format holds as DuckDB means them, such as intervals, arrive as DuckDB's text already:
-`Store.rows`, query/rows.py `printable`.)
+`Store.rows`, query/rows.py `for_printing`.)
 
 The table format is for people: it aligns columns, shows floats with 6 significant digits,
 fits `width` (the terminal's) and ends with the row count. Two kinds of cell are never cut:

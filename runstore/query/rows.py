@@ -8,7 +8,7 @@ DECIMAL, booleans, text, dates and times, blobs, and lists of these), else as an
 code that reads a result works on either, and a result of plain types is read without
 importing pyarrow (~0.1 s of a short process): `runstore sql` and `runstore check` print so.
 `records(store, sql, params)` is one statement's result as a list of dicts, read that way.
-`printable(rel)` is a result as it is printed (`Store.rows`) and `arrow_file(rel)` as it is
+`for_printing(rel)` is a result as it is printed (`Store.rows`) and `for_parquet(rel)` as it is
 written to Parquet: the same, except that a value that Python (or Arrow) cannot hold as DuckDB
 means it comes as DuckDB's own text of it (`as_text`: `TEXT_ONLY`, `ARROW_TEXT`), and columns
 that share a name are named apart as DuckDB names a subquery's (`a`, `a_1`).
@@ -89,7 +89,7 @@ def from_relation(rel: Any) -> "Rows | pa.Table":
 # has no type for it), a bit string and a BIGNUM (exported as their internal bytes), a time's
 # UTC offset (dropped), a UHUGEINT (exported as a signed 128-bit decimal: from 2^127 on it
 # turns negative); and, beyond those, what Python (and so JSON and CSV) cannot: a blob's bytes
-# as text, nanoseconds. `printable` and `arrow_file` give DuckDB's own text of them, at any
+# as text, nanoseconds. `for_printing` and `for_parquet` give DuckDB's own text of them, at any
 # depth of a nested type.
 ARROW_TEXT = frozenset({"interval", "bit", "bignum", "varint", "time with time zone",
                         "uhugeint"})
@@ -127,13 +127,13 @@ def as_text(rel: Any, kinds: frozenset[str]) -> Any:
     return rel.project(columns)
 
 
-def printable(rel: Any) -> "Rows | pa.Table":
+def for_printing(rel: Any) -> "Rows | pa.Table":
     """What a result prints as text (`Store.rows`): `from_relation` of `as_text(rel,
     TEXT_ONLY)`."""
     return from_relation(as_text(rel, TEXT_ONLY))
 
 
-def arrow_file(rel: Any) -> "pa.Table":
+def for_parquet(rel: Any) -> "pa.Table":
     """What a result writes to a Parquet file (`Store.rows(arrow=True)`): the Arrow table of
     `as_text(rel, ARROW_TEXT)`."""
     return as_text(rel, ARROW_TEXT).to_arrow_table()

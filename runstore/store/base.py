@@ -165,10 +165,10 @@ class StoreBase:
             >>> store.rows("select count(*) as n from runs").to_pylist()
             [{'n': 13}]
         """
-        from ..query.rows import arrow_file, printable
+        from ..query.rows import for_parquet, for_printing
 
         return self.fetch(sql, params, allow_read=allow_read,
-                          convert=arrow_file if arrow else printable, timeout=timeout)
+                          convert=for_parquet if arrow else for_printing, timeout=timeout)
 
     def sql(self, sql: str, params: dict[str, Any] | None = None, *, lazy: bool = False,
             allow_read: Iterable[str | os.PathLike[str]] | None = None,
