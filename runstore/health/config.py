@@ -164,7 +164,7 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
 
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a BOM is not TOML
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror or e}") from e
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

@@ -449,6 +449,18 @@ name = "any kl at or over 0.01"
 """
 
 
+def test_toml_saved_with_a_bom_and_crlf_reads_as_without(tmp_path: Path) -> None:
+    """Windows editors save UTF-8 with a BOM (and CRLF endings): it was refused as "not
+    valid TOML", so `check` ran none of the file's rules."""
+    import tomllib
+
+    path = tmp_path / "runstore.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + TOML.replace("\n", "\r\n").encode())
+    assert config.read_toml(path) == tomllib.loads(TOML)
+    assert [r.name for r in config.load_config(path).rules] == \
+        ["optim/entropy < 0.3", "any kl at or over 0.01"]
+
+
 def test_toml_beside_the_store(kl_store: Path, _awkward_template: Path,
                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(kl_store.parent.parent)  # a working directory without a runstore.toml
