@@ -75,8 +75,9 @@ class Rule:
         object.__setattr__(self, "value", float(self.value))
         object.__setattr__(self, "families", tuple(families))
         if not self.name:
-            object.__setattr__(self, "name",
-                               f"{'|'.join(metrics)} {self.op} {number(self.value)}")
+            # As rule text: a metric that must be quoted is (the name parses back).
+            object.__setattr__(self, "name", f"{'|'.join(quoted(m) for m in metrics)} "
+                                             f"{self.op} {number(self.value)}")
 
 
 def kl_rule(threshold: float = DEFAULT_KL_THRESHOLD) -> Rule:

@@ -328,6 +328,10 @@ GOOD_RULES = [
 def test_parse_rule(text: str, metrics: tuple[str, ...], op: str, value: float) -> None:
     rule = parse_rule(text)
     assert (rule.metrics, rule.op, rule.value) == (metrics, op, value)
+    # A rule's name is rule text that reads back as the rule (`'my metric > 1'` did not).
+    again = parse_rule(rule.name)
+    assert (again.metrics, again.op, again.value, again.name) == \
+        (metrics, op, value, rule.name)
 
 
 BAD_RULES = [
