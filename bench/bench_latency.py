@@ -20,8 +20,8 @@ command sees the same machine, and reports medians, CPU time and ratios to the f
 With `--commands`, the processes are instead every read command of issue 31, each whole from
 start to exit (target ≤ 1.5× the floor; `plot` and `report`, which write HTML, ≤ 2×): `sql`,
 `runs`, `keys`, `check` (the KL threshold rule, then a trend rule), `diff` and `trace` of the
-store's first runs (by run_label), `compare --group-by auto`, `views`, `doctor`, `plot metric`
-and `report`. `--demo` makes the store `runstore demo` writes (under `--store`, when missing)
+store's first runs (by run_label), `compare --group-by auto`, `views`, `sql` of the
+`slowest_spans` view, `doctor`, `plot metric` and `report`. `--demo` makes the store `runstore demo` writes (under `--store`, when missing)
 instead of a store of the benchmark tree. Files written go to a temporary directory.
 
 `--src LABEL=DIR` (repeatable) runs each runstore process once per checkout, with DIR (a
@@ -103,6 +103,7 @@ def read_commands(store: Path, out: Path) -> dict[str, list[str]]:
         "runstore compare env/all/reward/total --group-by auto":
             [*cli, "compare", "env/all/reward/total", "--group-by", "auto"],
         "runstore views": [*cli, "views"],
+        'runstore sql "select * from slowest_spans"': [*cli, "sql", "select * from slowest_spans"],
         "runstore trace RUN -o t.json": [*cli, "trace", one, "-o", str(out / "t.json")],
         "runstore doctor": [*cli, "doctor"],
         "runstore plot metric env/all/reward/total -o p.html":
