@@ -4,14 +4,15 @@ Contract: everything here is derived from the two sources of truth — the colum
 comments in `runstore/storage/schema.py`, and each view file's purpose comment and
 `-- @column` lines (`views.py`) — and needs no store: `schema_table(table)` (`runstore
 schema`), `views_table()` and `views_text()` (`runstore views`). The views as DDL for other
-engines are `dialects.views_ddl`. pyarrow is imported only by the functions that return a
+engines are `dialects.views_ddl`. A table or view is found by its name in any case, as SQL
+finds it (`spelled`: `RUNS` is `runs`). pyarrow is imported only by the functions that return a
 table: `runstore views` lists the views without it.
 """
 
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from ..errors import QueryError
 from ..storage import schema
@@ -21,15 +22,23 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
+def spelled(name: str, known: Iterable[str]) -> str:
+    """`name` as `known` spells it when one of them is `name` in another case (DuckDB's names
+    ignore case: `KL_Health` reads kl_health), else `name` itself."""
+    return next((k for k in known if k.lower() == name.lower()), name)
+
+
 def schema_table(table: str | None = None) -> "pa.Table":
-    """One row per column of every public table (or of `table`): table, column, type, comment."""
+    """One row per column of every public table (or of `table`, in any case): table, column,
+    type, comment."""
     import pyarrow as pa
 
     names = list(schema.TABLES)
     if table is not None:
+        table = spelled(table, names)
         if table not in schema.TABLES:
             known = {v.name for v in views()}
-            hint = (f"; {table!r} is a view, see `runstore views`" if table in known
+            hint = (f"; {table!r} is a view, see `runstore views`" if spelled(table, known) in known
                     else f"; tables: {', '.join(names)}")
             raise QueryError(f"no table {table!r}{hint}")
         names = [table]

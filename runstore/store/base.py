@@ -232,6 +232,9 @@ class StoreBase:
         """
         import polars as pl
 
+        from ..query.catalog import spelled
+
+        name = spelled(name, schema.TABLES)  # in any case, as SQL reads it
         if name not in schema.TABLES:
             raise QueryError(f"no table {name!r}; tables: {', '.join(schema.TABLES)}")
         if name in connect.LINKED:  # a column resolved when queried: the table as SQL reads it

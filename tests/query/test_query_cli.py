@@ -466,6 +466,11 @@ def test_schema_command() -> None:
     result = run(None, "schema", "kl_health")
     assert result.exit_code == 2 and "runstore views" in result.stderr
     assert run(None, "schema", "nope").exit_code == 2
+    # A name in any case, as SQL reads it (`select * from METRICS_RAW`): it said "no table".
+    assert run(None, "schema", "Metrics_RAW", "-F", "csv").stdout == \
+        run(None, "schema", "metrics_raw", "-F", "csv").stdout
+    result = run(None, "schema", "KL_Health")
+    assert result.exit_code == 2 and "is a view, see `runstore views`" in result.stderr
 
 
 def test_schema_types_match_duckdb(store_dir: Path) -> None:

@@ -726,6 +726,8 @@ def test_sql_lazy_and_table(demo_store: runstore.Store) -> None:
     lf = demo_store.sql("select run_name, kind from runs", lazy=True)
     assert isinstance(lf, pl.LazyFrame) and lf.collect().height == 13
     assert isinstance(demo_store.table("metrics_raw"), pl.LazyFrame)
+    # In any case, as SQL reads it.
+    assert demo_store.table("RUNS").collect().equals(demo_store.table("runs").collect())
 
 
 def test_runs_api(demo_store: runstore.Store) -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, Union
 from pydantic import Field
 
 from ...errors import QueryError
+from ...query.catalog import spelled
 from ..answer import Page
 from ..args import MaxChars, Offset, TextFormat, limit
 from .base import Toolbox, tool
@@ -108,7 +109,7 @@ class SqlTools(Toolbox):
             out.line(f"## {tables.num_rows} tables")
             return out.table(tables, Page(0, tables.num_rows, tables.num_rows),
                              what="tables").render()
-        name = _named(name, [*views, *store.tables()])
+        name = spelled(name, [*views, *store.tables()])
         if name in views:
             out.text(_view_doc(views[name], include_sql))
             return out.render()
@@ -120,12 +121,6 @@ class SqlTools(Toolbox):
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise QueryError(f"no view or table {name!r}; {hint}(`views` without a name lists them)")
-
-
-def _named(name: str, known: list[str]) -> str:
-    """`name` as the store spells it: DuckDB's names ignore case (`KL_Health` reads kl_health),
-    so its documentation does too."""
-    return next((k for k in known if k.lower() == name.lower()), name)
 
 
 def _view_doc(view: "View", include_sql: bool) -> str:
@@ -151,7 +146,7 @@ def _docs(store: Any, names: list[str]) -> str:
     views = {v.name: v for v in store.views()}
     chosen = list(views) if names == ["*"] else names
     parts = []
-    for name in (_named(n, [*views, *store.tables()]) for n in chosen):
+    for name in (spelled(n, [*views, *store.tables()]) for n in chosen):
         if name in views:
             parts.append(_view_doc(views[name], include_sql=False))
         elif name in store.tables():
