@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import re
 import shutil
 import sys
 import time
@@ -233,7 +234,17 @@ def shown(text: str) -> str:
     return f"'{raw.decode('utf-8', 'backslashreplace')}'"
 
 
+# A --param VALUE that is a number as people write one; any other text stays text, so that
+# `007`, `1_000`, ` 5` and `nan` reach the query as written (Python's int() and float() would
+# take each as a number).
+_INTEGER = re.compile(r"[+-]?(?:0|[1-9][0-9]*)")
+_DECIMAL = re.compile(r"[+-]?(?:(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+                      r"|[0-9]+[eE][+-]?[0-9]+)")
+
+
 def parse_params(values: tuple[str, ...]) -> dict[str, Any]:
+    """`--param NAME=VALUE` values: VALUE an int or a float when written as one (`42`, `-0.5`,
+    `1e-3`), else the text itself."""
     params: dict[str, Any] = {}
     for item in values:
         if "=" not in item:
@@ -244,11 +255,10 @@ def parse_params(values: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _typed(value: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(value)
-        except ValueError:
-            pass
+    if _INTEGER.fullmatch(value):
+        return int(value)
+    if _DECIMAL.fullmatch(value):
+        return float(value)
     return value
 
 

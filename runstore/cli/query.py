@@ -19,8 +19,10 @@ from .common import (RUNS_HELP, Seconds, Size, emit, existing, handle_errors, no
 @click.argument("query", required=False)
 @click.option("--file", "-f", "file", type=click.File("r"), help="Read the query from FILE ('-' for stdin).")
 @click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE",
-              help="Bind $NAME to VALUE (repeatable); never pasted into the SQL text. A NAME "
-                   "that is a setting (kl_threshold) overrides it for this query.")
+              help="Bind $NAME to VALUE (repeatable); never pasted into the SQL text. VALUE "
+                   "is a number when written as one (42, -0.5, 1e-3), else text (007, 1_000 "
+                   "and nan stay text). A NAME that is a setting (kl_threshold) overrides it "
+                   "for this query.")
 @click.option("--allow-read", "allow_read", multiple=True, metavar="PATH",
               callback=lambda ctx, param, values: tuple(existing(v) for v in values),
               help="Also let the query read this file, or the files under this directory, "

@@ -127,6 +127,17 @@ def test_params_are_bound_not_interpolated(store_dir: Path) -> None:
     assert result.stdout == "n\n0\n"
     result = run(store_dir, "sql", "select $x + 1 as y", "-p", "x=41", "-F", "csv")
     assert result.stdout == "y\n42\n"
+    # A number as written is a number; any other text stays text, as typed (a zero-padded id
+    # was the integer 7, `1_000` was 1000, `nan` a float).
+    for value, want in [("41", 41), ("-0.5", -0.5), ("1e-3", 0.001), (".5", 0.5),
+                        ("007", "007"), ("1_000", "1_000"), (" 5", " 5"), ("nan", "nan"),
+                        ("0x10", "0x10"), ("1e", "1e")]:
+        result = run(store_dir, "sql", "select $v as v, typeof($v) as t", "-p", f"v={value}",
+                     "-F", "jsonl")
+        assert result.exit_code == 0, result.stderr
+        row = json.loads(result.stdout)
+        assert row["v"] == want and type(row["v"]) is type(want), (value, row)
+        assert row["t"] == {int: "INTEGER", float: "DOUBLE", str: "VARCHAR"}[type(want)], row
 
 
 def test_param_errors(store_dir: Path) -> None:
