@@ -43,7 +43,7 @@ from ..errors import NoRuns, SourceNotFound
 from ..storage.location import Location, location
 from ..storage.manifest import Root, manifest_paths, read_manifest
 from . import names, unchanged
-from .discover import RunDir, discover, run_holding
+from .discover import RunDir, discover, run_holding, unstorable_warning
 from .interrupts import Interrupts, ingest_interrupted
 from .report import NO_RUNS_HINT, IngestReport, Progress
 
@@ -121,12 +121,15 @@ def ingest(root: Root, paths: Iterable[str | os.PathLike[str]], *,
             manifest = w.manifest
             seeded = seed_progress(led, lambda table: read_table(root, manifest, table))
             seeded |= seed_totals(led, table_files(root, manifest, "metrics_raw"))
-            runs, empty = _discover_all(roots, prefix)
+            skipped: list[str] = []  # runs and eval stores whose names cannot be stored
+            runs, empty = _discover_all(roots, prefix, skipped)
             report.empty_paths = [given[i] for i in empty]
             report.runs_total = sum(rd.kind == "run" for rd in runs)
             report.eval_stores = len(runs) - report.runs_total
             job = Job(root, w, led, report, on_warning, now if now is not None else time.time(),
                       interrupts, ledger_changed=seeded)
+            for name in skipped:
+                job.warn(unstorable_warning(name))
             interrupts.defer()  # from here a signal stops at the next whole file
             try:
                 with ReadAhead(job.tasks(runs), threads) as ahead:
@@ -188,8 +191,11 @@ def _unchanged(root: Root, roots: list[Location], now: float | None) -> IngestRe
     manifest = read_manifest(root)
     if manifest is None or manifest.last_ingest is None:
         return None
-    runs, empty = _discover_all(roots)
-    return None if empty else unchanged.check(root, manifest, runs, now)
+    skipped: list[str] = []
+    runs, empty = _discover_all(roots, skipped=skipped)
+    if empty or skipped or any(rd.unstorable for rd in runs):
+        return None  # the whole path says what it skips, every time
+    return unchanged.check(root, manifest, runs, now)
 
 
 @contextmanager
@@ -234,16 +240,16 @@ def _without_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _discover_all(roots: list[Location],
-                  prefix: str | None = None) -> tuple[list[RunDir], list[int]]:
+def _discover_all(roots: list[Location], prefix: str | None = None,
+                  skipped: list[str] | None = None) -> tuple[list[RunDir], list[int]]:
     """The runs under `roots` (each once, named under `prefix` when given), and the indexes
-    of the roots holding none."""
+    of the roots holding none; those whose names cannot be stored go to `skipped`."""
     seen: set[str] = set()
     out: list[RunDir] = []
     empty: list[int] = []
     for i, top in enumerate(roots):
         found = False
-        for rd in discover(top):
+        for rd in discover(top, skipped):
             found = True
             if rd.run_id in seen:
                 continue
