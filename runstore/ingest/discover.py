@@ -137,10 +137,14 @@ def storable(path: str) -> bool:
     return True
 
 
+def shown(path: str) -> str:
+    """`path` printable: the bytes of a name that is not UTF-8 as `\\xNN`."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def unstorable_warning(path: str) -> str:
-    """The warning for a unit or file skipped for its name, its bytes shown as `\\xNN`."""
-    shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return f"{shown}: skipped: its name is not UTF-8 (rename it to ingest it)"
+    """The warning for a unit or file skipped because its name is not `storable`."""
+    return f"{shown(path)}: skipped: its name is not UTF-8 (rename it to ingest it)"
 
 
 def _split(base: str, label: str | None) -> str:
