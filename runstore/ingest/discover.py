@@ -352,19 +352,19 @@ def run_holding(file: Location) -> Location | None:
 
 
 def _storable(rd: RunDir, walked: str, skipped: list[str] | None) -> list[RunDir]:
-    """[rd] when its path and name can be stored, else [] with its name noted in `skipped`."""
+    """[rd] when its path and name can be stored, else [] with its name noted in `skipped`
+    (the path walked when the bytes are above the name, in the path given)."""
     if storable(rd.path) and storable(rd.run_name):
         return [rd]
     if skipped is not None:
-        skipped.append(walked if rd.run_name.startswith(".") else rd.run_name)
+        skipped.append(walked if storable(rd.run_name) else rd.run_name)
     return []
 
 
 def discover(root: Any, skipped: list[str] | None = None) -> Iterator[RunDir]:
     """Every run and eval store at any depth under `root` (a path, an `s3://` URI or a
     `Location`), in sorted path order (a run's own eval stores right after it); one whose
-    path is not `storable` is appended to `skipped` (its name, or its path for the root)
-    instead."""
+    path is not `storable` is appended to `skipped` instead."""
     tree = location(root).tree()
     top = tree.top
     seen: set[str] = set()

@@ -43,7 +43,7 @@ from ..errors import NoRuns, SourceNotFound
 from ..storage.location import Location, location
 from ..storage.manifest import Root, manifest_paths, read_manifest
 from . import names, unchanged
-from .discover import RunDir, discover, run_holding, unstorable_warning
+from .discover import RunDir, discover, run_holding, shown, unstorable_warning
 from .interrupts import Interrupts, ingest_interrupted
 from .report import NO_RUNS_HINT, IngestReport, Progress
 
@@ -283,7 +283,16 @@ def _holds_a_run(p: Location) -> bool:
 
 
 def _no_runs(given: list[str], roots: list[Location]) -> str:
-    """`no runs under empty/: a run is …`, saying `is a file` for a file that is not a run's."""
+    """`no runs under empty/: a run is …`, saying `is a file` for a file that is not a run's,
+    and why when the runs there have paths that cannot be stored."""
+    under = " or ".join(shown(g) for g in given)
+    skipped: list[str] = []
+    for p in roots:
+        for _ in discover(p, skipped):
+            pass
+    if skipped:
+        return (f"no run under {under} can be stored: the paths of {len(skipped)} are not "
+                f"UTF-8 (first: {shown(skipped[0])}); rename the directories to ingest them")
     if len(given) == 1 and roots[0].is_file():
-        return f"{given[0]} is a file, not a run: {NO_RUNS_HINT}; pass a directory of runs"
-    return f"no runs under {' or '.join(given)}: {NO_RUNS_HINT}"
+        return f"{under} is a file, not a run: {NO_RUNS_HINT}; pass a directory of runs"
+    return f"no runs under {under}: {NO_RUNS_HINT}"
