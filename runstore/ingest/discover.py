@@ -15,7 +15,11 @@ above its `iteration_NNNNNN` or `capture` directory). Each file of a run is clas
 `<base>_iteration_NNNNNN_…`; the token-level capture is `capture/<kind>.jsonl`, the run's
 Python log `logs.log`. A file in the middle of an atomic write (`.NAME.PID.tmp`, which
 tinker-cookbook's `LocalStorage.write` renames over NAME) is never read; a leftover one is
-listed in `RunDir.tmp_files` (the `runs` row notes it).
+listed in `RunDir.tmp_files` (the `runs` row notes it). The store keeps paths as UTF-8
+text, so a run, an eval store or a file to read whose name is other bytes (a tree copied from
+a Latin-1 file system: `os.fsdecode` keeps such bytes as lone surrogates) is not yielded or
+listed: `discover` reports such a unit to its `skipped` list, `RunDir.unstorable` lists such
+files, and the ingest warns of each (`unstorable_warning`).
 
 Eval stores are found too, and are not runs: a directory holding a regular file `runs.jsonl`
 and a directory `runs/` with some `runs/<id>/metadata.json` (the shape
@@ -117,10 +121,30 @@ class RunDir:
     files: list[SourceFile] = field(default_factory=list)
     kind: UnitKind = "run"  # `eval_store`: an eval store, not a run (no `runs` row)
     tmp_files: list[str] = field(default_factory=list)  # leftover `.NAME.PID.tmp`, not read
+    unstorable: list[str] = field(default_factory=list)  # files to read named by other bytes
 
     @property
     def run_id(self) -> str:
         return run_id_for(self.path)
+
+
+def storable(path: str) -> bool:
+    """Whether a path can be stored: it is UTF-8 text (no lone surrogate of `os.fsdecode`)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown(path: str) -> str:
+    """`path` printable: the bytes of a name that is not UTF-8 as `\\xNN`."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def unstorable_warning(path: str) -> str:
+    """The warning for a unit or file skipped because its name is not `storable`."""
+    return f"{shown(path)}: skipped: its name is not UTF-8 (rename it to ingest it)"
 
 
 def _split(base: str, label: str | None) -> str:
@@ -208,17 +232,21 @@ def _scan(tree: Tree, path: str, run_name: str, entries: list[Any]) -> RunDir:
     """Classify the files of one run directory (`entries`: what `tree.scandir(path)` gave)."""
     files: list[SourceFile] = []
     tmp: list[str] = []
+    unstorable: list[str] = []
 
     def add(entry: Any, rel: str) -> None:
-        if TMP_FILE.match(entry.name):
+        mid_write = TMP_FILE.match(entry.name)
+        found = None if mid_write else classify(rel)
+        if not (mid_write or found):
+            return
+        if not storable(rel):
+            unstorable.append(rel)
+        elif mid_write:
             tmp.append(rel)  # mid-write (or left by a crash): never read
-            return
-        found = classify(rel)
-        if found is None:
-            return
-        f = _source_file(entry, rel, *found)
-        if f is not None:
-            files.append(f)
+        else:
+            f = _source_file(entry, rel, *found)  # type: ignore[misc]
+            if f is not None:
+                files.append(f)
 
     for entry in entries:
         if _is_dir(entry):
@@ -229,7 +257,7 @@ def _scan(tree: Tree, path: str, run_name: str, entries: list[Any]) -> RunDir:
         elif _is_file(entry):
             add(entry, entry.name)
     return RunDir(path=path, run_name=run_name, layout=_layout(files), files=files,
-                  tmp_files=sorted(tmp))
+                  tmp_files=sorted(tmp), unstorable=sorted(unstorable))
 
 
 def _is_eval_store(tree: Tree, entries: list[Any]) -> bool:
@@ -248,9 +276,13 @@ def _is_eval_store(tree: Tree, entries: list[Any]) -> bool:
 def _scan_eval(tree: Tree, path: str, name: str, entries: list[Any]) -> RunDir:
     """The files of the eval store at `path` (`entries`: its listing)."""
     files: list[SourceFile] = []
+    unstorable: list[str] = []
 
     def add(entry: Any, rel: str) -> None:
         kind = classify_eval(rel)
+        if kind is not None and not storable(rel):
+            unstorable.append(rel)
+            return
         f = _source_file(entry, rel, kind) if kind is not None else None
         if f is not None:
             files.append(f)
@@ -267,7 +299,8 @@ def _scan_eval(tree: Tree, path: str, name: str, entries: list[Any]) -> RunDir:
                     for sub in sorted(tree.scandir(entry.path), key=lambda e: e.name):
                         if _is_file(sub):
                             add(sub, f"{rel}/{sub.name}")
-    return RunDir(path=path, run_name=name, layout="none", files=files, kind="eval_store")
+    return RunDir(path=path, run_name=name, layout="none", files=files, kind="eval_store",
+                  unstorable=unstorable)
 
 
 def _evals_in_run(tree: Tree, path: str, run_name: str, entries: list[Any]) -> list[RunDir]:
@@ -318,9 +351,20 @@ def run_holding(file: Location) -> Location | None:
     return None
 
 
-def discover(root: Any) -> Iterator[RunDir]:
+def _storable(rd: RunDir, walked: str, skipped: list[str] | None) -> list[RunDir]:
+    """[rd] when its path and name can be stored, else [] with its name noted in `skipped`
+    (the path walked when the bytes are above the name, in the path given)."""
+    if storable(rd.path) and storable(rd.run_name):
+        return [rd]
+    if skipped is not None:
+        skipped.append(walked if storable(rd.run_name) else rd.run_name)
+    return []
+
+
+def discover(root: Any, skipped: list[str] | None = None) -> Iterator[RunDir]:
     """Every run and eval store at any depth under `root` (a path, an `s3://` URI or a
-    `Location`), in sorted path order (a run's own eval stores right after it)."""
+    `Location`), in sorted path order (a run's own eval stores right after it); one whose
+    path is not `storable` is appended to `skipped` instead."""
     tree = location(root).tree()
     top = tree.top
     seen: set[str] = set()
@@ -339,12 +383,13 @@ def discover(root: Any) -> Iterator[RunDir]:
         entries = tree.scandir(current)
         name = tree.relpath(current, top)
         if _holds_marker(entries):
-            yield _scan(tree, resolved, name, entries)
-            yield from _evals_in_run(tree, resolved, name, entries)
+            for rd in [_scan(tree, resolved, name, entries),
+                       *_evals_in_run(tree, resolved, name, entries)]:
+                yield from _storable(rd, current, skipped)
             continue
         evals = _is_eval_store(tree, entries)
         if evals:
-            yield _scan_eval(tree, resolved, name, entries)
+            yield from _storable(_scan_eval(tree, resolved, name, entries), current, skipped)
         subdirs = []
         for e in entries:
             if _is_dir(e) and not e.name.startswith(".") and not (evals and e.name == EVAL_RUNS):

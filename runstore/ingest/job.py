@@ -32,7 +32,7 @@ from ..storage.snapshot import read_table
 from ..storage.writer import Writer, ledger_path, rows_where
 from . import parse as jsonl
 from . import progress, run_facts, unchanged
-from .discover import EVAL_STORE, RunDir, SourceFile
+from .discover import EVAL_STORE, RunDir, SourceFile, unstorable_warning
 from .interrupts import Interrupts
 from .normalize import config
 from .normalize.base import Context
@@ -89,6 +89,8 @@ class Job:
         run_id = rd.run_id
         prev = self.led.get(run_id, "")
         run_name = self._run_name(rd)
+        for rel in rd.unstorable:
+            self.warn(unstorable_warning(f"{run_name}/{rel}"))
         changed = self._files(rd, run_name, ahead)
         if rd.kind == EVAL_STORE:
             self.report.eval_stores_read += 1

@@ -3,9 +3,9 @@
 Contract: a run's `run_name` is its directory's path relative to the path given to `ingest`
 (the directory's own name when that path is the run), POSIX-style. `check_prefix(prefix)`
 validates `--prefix` (None stays None; surrounding `/` are dropped; empty, `.`/`..` parts,
-or control characters are a `UsageError`); `prefixed(prefix, name)` is `prefix/name`. A
-run keeps the name of its first ingest (job.py reads it back from the ledger), so a prefix
-names only runs new to the store.
+control characters, or bytes that are not UTF-8 are a `UsageError`); `prefixed(prefix,
+name)` is `prefix/name`. A run keeps the name of its first ingest (job.py reads it back
+from the ledger), so a prefix names only runs new to the store.
 
 `shared_names(runs, new)` is one warning per run_name that a run of `new` (run_ids this
 ingest added) shares with another run of the store (`runs`: the `runs` table's rows): which
@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..errors import UsageError
+from .discover import shown, storable
 
 SHOWN_ID = 8  # run_id characters of a label (sql/run_labels.sql)
 
@@ -30,6 +31,9 @@ def check_prefix(prefix: str | None) -> str | None:
     if not isinstance(prefix, str):
         raise UsageError(f"--prefix is a name such as cluster-a, got {prefix!r}")
     clean = prefix.strip("/")
+    if not storable(clean):
+        raise UsageError(f"--prefix '{shown(prefix)}' is not UTF-8 text: give the name in UTF-8 "
+                         "characters (the store keeps names as text)")
     parts = clean.split("/")
     if not clean or any(p in ("", ".", "..") for p in parts) \
             or any(ord(c) < 32 or c == "\x7f" for c in clean):

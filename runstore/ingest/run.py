@@ -43,7 +43,7 @@ from ..errors import NoRuns, SourceNotFound
 from ..storage.location import Location, location
 from ..storage.manifest import Root, manifest_paths, read_manifest
 from . import names, unchanged
-from .discover import RunDir, discover, run_holding
+from .discover import RunDir, discover, run_holding, shown, unstorable_warning
 from .interrupts import Interrupts, ingest_interrupted
 from .report import NO_RUNS_HINT, IngestReport, Progress
 
@@ -121,15 +121,15 @@ def ingest(root: Root, paths: Iterable[str | os.PathLike[str]], *,
             manifest = w.manifest
             seeded = seed_progress(led, lambda table: read_table(root, manifest, table))
             seeded |= seed_totals(led, table_files(root, manifest, "metrics_raw"))
-            unreadable: list[str] = []
-            runs, empty = _discover_all(roots, prefix, unreadable)
+            skipped: list[str] = []  # runs and eval stores whose names cannot be stored
+            runs, empty = _discover_all(roots, prefix, skipped)
             report.empty_paths = [given[i] for i in empty]
             report.runs_total = sum(rd.kind == "run" for rd in runs)
             report.eval_stores = len(runs) - report.runs_total
             job = Job(root, w, led, report, on_warning, now if now is not None else time.time(),
                       interrupts, ledger_changed=seeded)
-            for text in unreadable:
-                job.warn(text)
+            for name in skipped:
+                job.warn(unstorable_warning(name))
             interrupts.defer()  # from here a signal stops at the next whole file
             try:
                 with ReadAhead(job.tasks(runs), threads) as ahead:
@@ -191,10 +191,11 @@ def _unchanged(root: Root, roots: list[Location], now: float | None) -> IngestRe
     manifest = read_manifest(root)
     if manifest is None or manifest.last_ingest is None:
         return None
-    unreadable: list[str] = []
-    runs, empty = _discover_all(roots, unreadable=unreadable)
-    # A run left out is warned about again: only the whole path says why.
-    return None if empty or unreadable else unchanged.check(root, manifest, runs, now)
+    skipped: list[str] = []
+    runs, empty = _discover_all(roots, skipped=skipped)
+    if empty or skipped or any(rd.unstorable for rd in runs):
+        return None  # the whole path says what it skips, every time
+    return unchanged.check(root, manifest, runs, now)
 
 
 @contextmanager
@@ -240,24 +241,16 @@ def _without_cyclic_gc() -> Iterator[None]:
 
 
 def _discover_all(roots: list[Location], prefix: str | None = None,
-                  unreadable: list[str] | None = None) -> tuple[list[RunDir], list[int]]:
+                  skipped: list[str] | None = None) -> tuple[list[RunDir], list[int]]:
     """The runs under `roots` (each once, named under `prefix` when given), and the indexes
-    of the roots holding none. A run whose path is not UTF-8 text (a directory name in
-    another encoding), which no stored name can hold, is left out, and a warning saying so
-    is added to `unreadable`."""
+    of the roots holding none; those whose names cannot be stored go to `skipped`."""
     seen: set[str] = set()
     out: list[RunDir] = []
     empty: list[int] = []
     for i, top in enumerate(roots):
         found = False
-        for rd in discover(top):
+        for rd in discover(top, skipped):
             found = True
-            if not _utf8(rd.path):
-                if unreadable is not None:
-                    shown = os.fsencode(rd.path).decode("utf-8", "backslashreplace")
-                    unreadable.append(f"{shown}: the directory's path is not UTF-8 text, which "
-                                      "a run's name must be; not ingested: rename it")
-                continue
             if rd.run_id in seen:
                 continue
             seen.add(rd.run_id)
@@ -271,16 +264,6 @@ def _discover_all(roots: list[Location], prefix: str | None = None,
         if not found:
             empty.append(i)
     return out, empty
-
-
-def _utf8(text: str) -> bool:
-    """Whether `text` is UTF-8 text (a name read from the disk in another encoding holds
-    lone surrogates, which UTF-8 cannot encode)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _run_root(p: Location) -> Location:
@@ -300,7 +283,16 @@ def _holds_a_run(p: Location) -> bool:
 
 
 def _no_runs(given: list[str], roots: list[Location]) -> str:
-    """`no runs under empty/: a run is …`, saying `is a file` for a file that is not a run's."""
+    """`no runs under empty/: a run is …`, saying `is a file` for a file that is not a run's,
+    and why when the runs there have paths that cannot be stored."""
+    under = " or ".join(shown(g) for g in given)
+    skipped: list[str] = []
+    for p in roots:
+        for _ in discover(p, skipped):
+            pass
+    if skipped:
+        return (f"no run under {under} can be stored: the paths of {len(skipped)} are not "
+                f"UTF-8 (first: {shown(skipped[0])}); rename the directories to ingest them")
     if len(given) == 1 and roots[0].is_file():
-        return f"{given[0]} is a file, not a run: {NO_RUNS_HINT}; pass a directory of runs"
-    return f"no runs under {' or '.join(given)}: {NO_RUNS_HINT}"
+        return f"{under} is a file, not a run: {NO_RUNS_HINT}; pass a directory of runs"
+    return f"no runs under {under}: {NO_RUNS_HINT}"

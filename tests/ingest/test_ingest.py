@@ -1019,6 +1019,31 @@ def test_unreadable_file_warns_and_the_rest_is_ingested(small_tree: Path, store_
     assert report.rows_added.get("checkpoints") == ck
 
 
+def test_names_that_are_not_utf8_are_skipped_by_name(small_tree: Path, store_path: Path) -> None:
+    # A tree copied from a Latin-1 file system (or unpacked from such a tar) holds names that
+    # are not UTF-8. The store keeps names as text, so such a run, or such a file of a good
+    # run, cannot be stored: it is skipped with a warning naming it, and nothing else changes.
+    store = runstore.open(store_path)
+    store.ingest([small_tree])
+    before = counts(store)
+    bad_run = os.fsdecode(bytes(small_tree / "a") + b"/lr=\xe9")
+    shutil.copytree(small_tree / "a/rl_flat", bad_run)
+    capture = small_tree / "a/rl_flat/capture"
+    capture.mkdir(exist_ok=True)
+    line = {"kind": "train_op", "op": "optim_step", "status": "ok", "scope": {"run_attempt": 0}}
+    (capture / os.fsdecode(b"s\xe9.jsonl")).write_text(json.dumps(line) + "\n")
+    seen: list[str] = []
+    report = store.ingest([small_tree], on_warning=seen.append)
+    assert sorted(report.warnings) == [
+        "a/lr=\\xe9: skipped: its name is not UTF-8 (rename it to ingest it)",
+        "a/rl_flat/capture/s\\xe9.jsonl: skipped: its name is not UTF-8 (rename it to ingest it)",
+    ]
+    assert seen == report.warnings
+    assert counts(store) == before
+    assert store.arrow("select count(*) as n from runs").to_pylist() == \
+        [{"n": len(oracle.run_dirs(small_tree)) - 1}]
+
+
 def test_malformed_whole_files_warn(tmp_path: Path, store_path: Path) -> None:
     root = tmp_path / "runs"
     metrics = b'{"step": 0, "loss": 1.0}\n{"step": 1, "loss": 0.5}\n'

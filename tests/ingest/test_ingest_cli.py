@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -90,6 +91,25 @@ def test_ingest_missing_path_is_an_error(tmp_path: Path, store_path: Path) -> No
 
 
 HINT = "a run is a directory holding metrics.jsonl or config.json"
+
+
+def test_a_tree_whose_path_is_not_utf8_says_why_it_has_no_run(small_tree: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # A tree under a directory named in Latin-1 bytes: its runs are there, but the store keeps
+    # paths as text, so the error says that, not that there is no run.
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(small_tree / "a/rl_flat", os.fsdecode(b"outer/d\xe9/rl_flat"))
+    result = run_cli("--store", "st", "ingest", "outer")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == ("Error: no run under outer can be stored: the paths of 1 are not "
+                             "UTF-8 (first: d\\xe9/rl_flat); rename the "
+                             "directories to ingest them\n")
+    assert not (tmp_path / "st").exists()
+    # Named on the command line itself, the path is refused as every such argument is.
+    result = run_cli("--store", "st", "ingest", os.fsdecode(b"outer/d\xe9"))
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert "argument 'outer/d\\xe9' is not UTF-8 text (byte 0xe9" in result.stderr
+    assert not (tmp_path / "st").exists()
 
 
 def test_ingest_of_what_is_not_a_run_is_an_error(small_tree: Path, tmp_path: Path,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -427,6 +428,22 @@ def test_prefix_names_each_tree_and_the_first_name_sticks(world: World, tmp_path
     for bad in ("", "/", "a//b", "../x", "a/./b", "x\ny"):
         with pytest.raises(UsageError, match="--prefix"):
             store.ingest([world.a], prefix=bad)
+
+
+def test_a_prefix_that_is_not_utf8_is_a_usage_error(world: World, tmp_path: Path) -> None:
+    # A shell hands argument bytes over as they are (`--prefix $'cluster-\\xe9'` typed in a
+    # Latin-1 terminal): Python sees a lone surrogate, which no stored name can hold.
+    store_path = tmp_path / "store"
+    r = cli(store_path, "ingest", str(world.a), "--prefix", os.fsdecode(b"cluster-\xe9"))
+    assert r.exit_code == UsageError.exit_code, r.output
+    assert "argument 'cluster-\\xe9' is not UTF-8 text (byte 0xe9" in r.output  # as any
+    assert not store_path.exists()
+    # From Python, the prefix itself is checked.
+    with pytest.raises(UsageError) as e:
+        runstore.open(store_path).ingest([world.a], prefix=os.fsdecode(b"cluster-\xe9"))
+    assert str(e.value) == ("--prefix 'cluster-\\xe9' is not UTF-8 text: give the name in "
+                            "UTF-8 characters (the store keeps names as text)")
+    assert not store_path.exists()
 
 
 def test_a_shared_name_is_warned_about_once(world: World, tmp_path: Path) -> None:
