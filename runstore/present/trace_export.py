@@ -27,7 +27,9 @@ metadata events (`ph: "M"`: `process_name`, `process_sort_index`, `thread_name`,
   track per nesting depth (`depth 0`, `depth 1`, ...; spans of one depth that overlap in time
   get extra lanes, `depth 2 (lane 2)`, so every track nests properly). Steps are laid out one
   after the other (each step's `wall_start_s`/`wall_end_s` are relative to its own start),
-  in µs. `segment` is an error here: timing spans carry no process sessions.
+  in µs. A span without a finite `wall_start_s` and `wall_end_s` has no place there: it is
+  left out, and the process name says how many were. `segment` is an error here: timing
+  spans carry no process sessions.
 """
 
 from __future__ import annotations
@@ -294,11 +296,16 @@ def _from_spans(store: "Reader", run_id: str, run_name: str,
     lane_tid: dict[tuple[int, int], int] = {}
     offset = 0.0
     by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    unplaced = 0
     for r in rows:
-        by_step[r["step"]].append(r)
+        placed = by_step.setdefault(r["step"], [])  # a step of left-out spans keeps its slice
+        if _placed(r):
+            placed.append(r)
+        else:
+            unplaced += 1
     eps = 1e-3  # µs: float noise of relative wall times
     for s, spans in by_step.items():
-        extent = max(0.0, max(r["wall_end_s"] for r in spans)) * 1e6
+        extent = max([0.0] + [r["wall_end_s"] for r in spans]) * 1e6
         events.append({"name": f"step {s}", "ph": "X", "pid": pid, "tid": 1, "ts": offset,
                        "dur": extent, "args": {"step": s}})
         for r in spans:
@@ -321,7 +328,10 @@ def _from_spans(store: "Reader", run_id: str, run_name: str,
     for e in events:
         if isinstance(e["tid"], tuple):
             e["tid"] = lane_tid[e["tid"]]
-    meta = [_meta("process_name", pid, 0, name=f"{run_name} · timing spans (steps laid end to end)"),
+    left_out = (f"; {unplaced} span{'s' if unplaced != 1 else ''} without a finite wall time "
+                "left out" if unplaced else "")
+    meta = [_meta("process_name", pid, 0,
+                  name=f"{run_name} · timing spans (steps laid end to end{left_out})"),
             _meta("process_sort_index", pid, 0, sort_index=pid),
             _meta("thread_name", pid, 1, name="steps"),
             _meta("thread_sort_index", pid, 1, sort_index=1)]
@@ -331,6 +341,14 @@ def _from_spans(store: "Reader", run_id: str, run_name: str,
                  _meta("thread_sort_index", pid, tid, sort_index=tid)]
     events.sort(key=lambda e: (e["ts"], -e["dur"]))
     return meta + events
+
+
+def _placed(span: dict[str, Any]) -> bool:
+    """Whether a timing span has a place on the timeline: finite `wall_start_s` and
+    `wall_end_s` (a NaN one would make its slice's `ts` no number, or its step's extent
+    depend on the order of the spans)."""
+    return all(span[c] is not None and math.isfinite(span[c])
+               for c in ("wall_start_s", "wall_end_s"))
 
 
 def dumps(events: list[dict[str, Any]]) -> str:

@@ -66,3 +66,45 @@ def test_share_bars_average_consecutive_span_steps_when_steps_are_sparse(tmp_pat
     assert [int(x) for x in bars.x] == [s for s, _ in want]
     assert [round(float(y), 12) for y in bars.y] == [round(v, 12) for _, v in want]
     assert f"bars average every {width} consecutive steps" in fig.layout.title.subtitle.text
+
+
+def strict_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The export as a viewer reads it: strict JSON (no NaN or Infinity token)."""
+    def refuse(token: str) -> Any:
+        raise ValueError(f"not JSON: {token}")
+
+    return json.loads(perfetto.dumps(events), parse_constant=refuse)
+
+
+def test_spans_export_leaves_out_spans_without_finite_wall_times(tmp_path: Path) -> None:
+    """A span whose wall_start or wall_end is NaN has no place on the timeline: it is left out
+    (and counted), and never makes a step's slice empty or a `ts` a string."""
+    nan = math.nan
+    run = write_run(tmp_path / "runs" / "nan_walls", [{"step": s, "time/total": 2.0} for s in (0, 1)], [
+        {"step": 0, "spans": [
+            {"name": "end_nan", "duration": 0.5, "wall_start": 0.0, "wall_end": nan},
+            {"name": "start_nan", "duration": 0.5, "wall_start": nan, "wall_end": 0.5},
+            {"name": "ok", "duration": 2.0, "wall_start": 0.0, "wall_end": 2.0}]},
+        {"step": 1, "spans": [
+            {"name": "ok1", "duration": 1.0, "wall_start": 0.25, "wall_end": 1.25}]}])
+    store = ingested(tmp_path / "runs", tmp_path / "store")
+    events = strict_events(store.trace("nan_walls"))
+    body = [e for e in events if e["ph"] != "M"]
+    assert all(isinstance(e["ts"], float | int) and isinstance(e["dur"], float | int)
+               for e in body)
+    # From the file: the finite spans, steps laid end to end by their finite extent.
+    offset, want_steps, want_spans, left_out = 0.0, [], [], 0
+    for step, spans in sorted(span_file(run).items()):
+        placed = [s for s in spans if math.isfinite(s["wall_start"]) and math.isfinite(s["wall_end"])]
+        left_out += len(spans) - len(placed)
+        extent = max([0.0] + [s["wall_end"] for s in placed]) * 1e6
+        want_steps.append((f"step {step}", offset, extent))
+        want_spans += [(s["name"], offset + s["wall_start"] * 1e6,
+                        (s["wall_end"] - s["wall_start"]) * 1e6) for s in placed]
+        offset += extent
+    got_steps = sorted((e["name"], e["ts"], e["dur"]) for e in body if e["tid"] == 1)
+    got_spans = sorted((e["name"], e["ts"], e["dur"]) for e in body if e["tid"] != 1)
+    assert got_steps == sorted(want_steps)
+    assert got_spans == sorted(want_spans)
+    (process,) = [e["args"]["name"] for e in events if e["name"] == "process_name"]
+    assert f"{left_out} spans without a finite wall time left out" in process
