@@ -9,7 +9,8 @@ metadata events (`ph: "M"`: `process_name`, `process_sort_index`, `thread_name`,
 `thread_sort_index`) that name every process and track, followed by the slices in time order:
 
 * from `trace_slices`: each slice is a complete event (`ph: "X"`, `ts` and `dur` in µs as
-  recorded, `args` = the slice's args) on its (process, track): `pid` numbers the
+  recorded, `args` = the slice's args; a slice whose end was recorded before its start gets
+  `dur` 0 and `args.recorded_dur_us`, the negative E - B) on its (process, track): `pid` numbers the
   (segment, pid) pairs from 1, `tid` numbers the tracks of a process from 1 (never the
   recorded tid, a salted hash that collides). Slices of one track that overlap without
   nesting (the viewers would drop or mis-nest them) go to extra lanes, `<track> (lane 2)`. A slice whose end event was never written
@@ -201,7 +202,7 @@ class _Lanes:
 
 def _chrome_events(rows: list[dict[str, Any]], run_name: str) -> list[dict[str, Any]]:
     # Parents before children: by start, then longest first (an unmatched B is the longest).
-    rows = sorted(rows, key=lambda r: (r["segment"], r["start_us"], -(r["dur_us"] or math.inf),
+    rows = sorted(rows, key=lambda r: (r["segment"], r["start_us"], -_length(r["dur_us"]),
                                        r["depth"] if r["depth"] is not None else 0))
     segments = sorted({r["segment"] for r in rows})
     shift = {seg: 0.0 for seg in segments}
@@ -210,7 +211,8 @@ def _chrome_events(rows: list[dict[str, Any]], run_name: str) -> list[dict[str, 
         for seg in segments:
             mine = [r for r in rows if r["segment"] == seg]
             first = min(r["start_us"] for r in mine)
-            last = max(r["start_us"] + (r["dur_us"] or 0.0) for r in mine)
+            last = max(r["start_us"] + (0.0 if r["dur_us"] is None else _length(r["dur_us"]))
+                       for r in mine)
             shift[seg] = 0.0 if end_prev is None else end_prev + SEGMENT_GAP_US - first
             end_prev = last + shift[seg]
 
@@ -225,7 +227,7 @@ def _chrome_events(rows: list[dict[str, Any]], run_name: str) -> list[dict[str, 
         pid = pids.setdefault(pkey, len(pids) + 1)
         threads[pkey][r["thread"] or ""] += 1
         ts = r["start_us"] + shift[r["segment"]]
-        end = math.inf if r["dur_us"] is None else ts + r["dur_us"]
+        end = ts + _length(r["dur_us"])
         lane = lanes[(pid, r["track"])].place(ts, end)
         tkey = (pid, r["track"], lane)
         if tkey not in tids:
@@ -238,7 +240,9 @@ def _chrome_events(rows: list[dict[str, Any]], run_name: str) -> list[dict[str, 
             args["unmatched"] = True
         else:
             ev["ph"] = "X"
-            ev["dur"] = r["dur_us"]
+            ev["dur"] = _length(r["dur_us"])
+            if r["dur_us"] < 0:
+                args["recorded_dur_us"] = r["dur_us"]
         if args:
             ev["args"] = args
         events.append(ev)
@@ -258,6 +262,13 @@ def _chrome_events(rows: list[dict[str, Any]], run_name: str) -> list[dict[str, 
         meta += [_meta("thread_name", pid, tid, name=name + (f" (lane {lane + 1})" if lane else "")),
                  _meta("thread_sort_index", pid, tid, sort_index=tid)]
     return meta + events
+
+
+def _length(dur_us: float | None) -> float:
+    """A slice's length on the timeline: its recorded `dur_us`, never below 0 (an E event
+    written with a smaller ts than its B pairs into a negative one, which no viewer draws;
+    the event keeps it as `args.recorded_dur_us`), and endless when it never ended (null)."""
+    return math.inf if dur_us is None else max(0.0, dur_us)
 
 
 def _args(text: str | None) -> dict[str, Any]:

@@ -108,3 +108,31 @@ def test_spans_export_leaves_out_spans_without_finite_wall_times(tmp_path: Path)
     assert got_spans == sorted(want_spans)
     (process,) = [e["args"]["name"] for e in events if e["name"] == "process_name"]
     assert f"{left_out} spans without a finite wall time left out" in process
+
+
+def test_trace_slice_that_ends_before_it_begins_has_no_negative_duration(tmp_path: Path) -> None:
+    """An E event written with a smaller ts than its B (a clock that stepped back) pairs into a
+    slice of negative length. The export writes it with `dur` 0 and keeps the recorded
+    E - B in its args; every other slice keeps its recorded `ts` and `dur`."""
+    def event(name: str, ph: str, ts: float, track: str) -> dict[str, Any]:
+        return {"name": name, "ph": ph, "pid": 0, "tid": 7, "ts": ts,
+                "args": {"track": track, "thread": "MainThread"}, "cat": "async"}
+
+    run = write_run(tmp_path / "runs" / "backwards", [{"step": 0, "time/total": 1.0}], trace=[
+        event("fine", "B", 100.0, "Task-1"), event("fine", "E", 140.0, "Task-1"),
+        event("backwards", "B", 300.0, "Task-2"), event("backwards", "E", 250.5, "Task-2")])
+    store = ingested(tmp_path / "runs", tmp_path / "store")
+    events = strict_events(store.trace("backwards"))
+    recorded: dict[str, list[float]] = {}
+    for line in (run / "trace_events.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        recorded.setdefault(e["name"], []).append(e["ts"])
+    slices = {e["name"]: e for e in events if e["ph"] == "X"}
+    assert set(slices) == set(recorded)
+    assert all(e["dur"] >= 0 for e in slices.values())
+    begin, end = recorded["fine"]
+    assert (slices["fine"]["ts"], slices["fine"]["dur"]) == (begin, end - begin)
+    assert "recorded_dur_us" not in slices["fine"].get("args", {})
+    begin, end = recorded["backwards"]
+    assert (slices["backwards"]["ts"], slices["backwards"]["dur"]) == (begin, 0)
+    assert slices["backwards"]["args"]["recorded_dur_us"] == end - begin
