@@ -136,3 +136,27 @@ def test_trace_slice_that_ends_before_it_begins_has_no_negative_duration(tmp_pat
     begin, end = recorded["backwards"]
     assert (slices["backwards"]["ts"], slices["backwards"]["dur"]) == (begin, 0)
     assert slices["backwards"]["args"]["recorded_dur_us"] == end - begin
+
+
+def test_share_bars_of_steps_that_all_lack_a_duration_are_gaps(tmp_path: Path) -> None:
+    """Averaged bars (past MAX_BARS span steps) over steps whose durations are all NaN are
+    gaps, without a warning (the test suite turns warnings into errors); the others average
+    the finite shares of their steps."""
+    n = charts.MAX_BARS * 2
+    run = write_run(
+        tmp_path / "runs" / "nan_bars", [{"step": s, "time/total": 1.0} for s in range(n)],
+        [{"step": s, "spans": [{"name": "a", "duration": math.nan if s < 10 or s == 11 else 0.5,
+                                "wall_start": 0.0, "wall_end": 0.5}]} for s in range(n)])
+    store = ingested(tmp_path / "runs", tmp_path / "store")
+    (bars,) = [t for t in store.plot_spans("nan_bars").data if t.meta["kind"] == "share"]
+    per_step = sorted((s, spans[0]["duration"]) for s, spans in span_file(run).items())
+    width = math.ceil(len(per_step) / charts.MAX_BARS)
+    want = []
+    for i in range(0, len(per_step), width):
+        finite = [v for _, v in per_step[i:i + width] if not math.isnan(v)]
+        want.append(sum(finite) / len(finite) if finite else math.nan)
+    got = [float(y) for y in bars.y]
+    assert len(got) == len(want)
+    assert [math.isnan(v) for v in got] == [math.isnan(v) for v in want]
+    assert [round(v, 12) for v in got if not math.isnan(v)] == \
+        [round(v, 12) for v in want if not math.isnan(v)]

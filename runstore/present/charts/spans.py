@@ -214,7 +214,14 @@ def _bucket_mean(x: Sequence[Any], y: Sequence[float], secs: Sequence[float],
     position = np.searchsorted(np.asarray(steps), np.asarray(x))
     bucket = position // width
     keys, first = np.unique(bucket, return_index=True)
-    bounds = list(first) + [len(x)]
-    mean = lambda v: np.array([np.nanmean(v[a:b]) for a, b in zip(bounds[:-1], bounds[1:])])  # noqa: E731
-    y, secs = np.asarray(y, dtype=float), np.asarray(secs, dtype=float)
+
+    def mean(values: Sequence[float]) -> "np.ndarray":
+        """Each bucket's mean of its values that are not NaN; NaN (a gap) when it has none."""
+        v = np.asarray(values, dtype=float)
+        known = ~np.isnan(v)
+        count = np.add.reduceat(known, first)
+        total = np.add.reduceat(np.where(known, v, 0.0), first)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(count > 0, total / count, np.nan)
+
     return np.asarray(steps)[keys * width], mean(y), mean(secs)
