@@ -160,3 +160,23 @@ def test_share_bars_of_steps_that_all_lack_a_duration_are_gaps(tmp_path: Path) -
     assert [math.isnan(v) for v in got] == [math.isnan(v) for v in want]
     assert [round(v, 12) for v in got if not math.isnan(v)] == \
         [round(v, 12) for v in want if not math.isnan(v)]
+
+
+def test_color_by_orders_numbers_by_value_with_nan_last(tmp_path: Path) -> None:
+    """`color_by` over numbers puts them on the ordered scale in value order (legend order and
+    viridis), whatever the order of the run names; a NaN value is not between two numbers but
+    after them all."""
+    values = {"a": 3e-4, "b": math.nan, "c": 1e-4, "d": 2e-4, "e": -math.inf}
+    for name, lr in values.items():
+        run = write_run(tmp_path / "runs" / name, [{"step": 0, "env/all/reward/total": 1.0}])
+        (run / "config.json").write_text(json.dumps({"learning_rate": lr}, indent=2))
+    store = ingested(tmp_path / "runs", tmp_path / "store")
+    fig = store.plot_metric("env/all/reward/total", color_by="learning_rate")
+    from_files = {name: json.loads((tmp_path / "runs" / name / "config.json").read_text())
+                  ["learning_rate"] for name in values}
+    want = sorted(from_files, key=lambda n: (math.isnan(from_files[n]), from_files[n]))
+    got = sorted(fig.data, key=lambda t: t.legendrank)
+    assert [t.meta["run_name"] for t in got] == want
+    # The scale's colours run from viridis' dark end to its bright end in that order.
+    brightness = [sum(int(c) for c in t.line.color[4:-1].split(",")) for t in got]
+    assert brightness[0] < brightness[-2] and got[0].line.color == "rgb(68, 1, 84)"
