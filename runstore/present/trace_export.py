@@ -132,13 +132,17 @@ def step_window(store: "Reader", run_id: str, step: int) -> tuple[int, float, fl
     The step's timing spans give its shape (names, starts relative to the step, durations);
     the trace gives absolute times. Candidates for the offset between the two are the trace
     slices named like the step's longest span with its duration; the candidate that lines up
-    most of the step's spans wins (at least half of them, else None).
+    most of the step's spans wins (at least half of them, else None). Only spans with finite
+    wall times and duration take part.
     """
-    spans = records(store, named("trace.step_spans"), {"run": run_id, "step": step})
+    # A span without finite times and duration has no shape to match (a NaN would make the
+    # anchor's duration or the window's end NaN, and nothing would match).
+    spans = [s for s in records(store, named("trace.step_spans"), {"run": run_id, "step": step})
+             if _placed(s) and _is_finite(s["duration_s"])]
     if not spans:
         return None
-    anchor = max(spans, key=lambda s: (s["duration_s"] or 0.0))
-    dur = (anchor["duration_s"] or 0.0) * 1e6
+    anchor = max(spans, key=lambda s: s["duration_s"])
+    dur = anchor["duration_s"] * 1e6
     tol = max(MATCH_TOLERANCE_US, 1e-4 * dur)
     candidates = records(
         store, named("trace.anchor_candidates"),
@@ -167,7 +171,7 @@ def _matches(spans: list[dict[str, Any]], slices: list[dict[str, Any]], offset: 
     n = 0
     for sp in spans:
         start = offset + sp["wall_start_s"] * 1e6
-        dur = (sp["duration_s"] or 0.0) * 1e6
+        dur = sp["duration_s"] * 1e6
         tol = max(MATCH_TOLERANCE_US, 1e-4 * dur)
         if any(abs(ts - start) <= MATCH_TOLERANCE_US and d is not None and abs(d - dur) <= tol
                for ts, d in by_name.get(sp["name"], ())):
@@ -358,8 +362,11 @@ def _placed(span: dict[str, Any]) -> bool:
     """Whether a timing span has a place on the timeline: finite `wall_start_s` and
     `wall_end_s` (a NaN one would make its slice's `ts` no number, or its step's extent
     depend on the order of the spans)."""
-    return all(span[c] is not None and math.isfinite(span[c])
-               for c in ("wall_start_s", "wall_end_s"))
+    return _is_finite(span["wall_start_s"]) and _is_finite(span["wall_end_s"])
+
+
+def _is_finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
 
 
 def dumps(events: list[dict[str, Any]]) -> str:

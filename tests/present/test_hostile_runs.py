@@ -180,3 +180,33 @@ def test_color_by_orders_numbers_by_value_with_nan_last(tmp_path: Path) -> None:
     # The scale's colours run from viridis' dark end to its bright end in that order.
     brightness = [sum(int(c) for c in t.line.color[4:-1].split(",")) for t in got]
     assert brightness[0] < brightness[-2] and got[0].line.color == "rgb(68, 1, 84)"
+
+
+def test_trace_step_window_is_found_past_a_span_without_finite_times(tmp_path: Path) -> None:
+    """`trace(run, step=N)` finds step N's window from its timing spans; a span of the step
+    whose duration and wall_end are NaN takes no part in the matching (it would make the
+    anchor or the window's end NaN), so the step's slices are still found."""
+    def pair(name: str, ts: float, dur: float) -> list[dict[str, Any]]:
+        args = {"track": "Task-1", "thread": "MainThread"}
+        return [{"name": name, "ph": ph, "pid": 0, "tid": 7, "ts": t, "args": args,
+                 "cat": "async"} for ph, t in (("B", ts), ("E", ts + dur))]
+
+    t0, t1 = 5_000_000.0, 20_000_000.0  # µs: where steps 0 and 1 start in the trace's clock
+    trace = sorted(pair("train_step", t0, 2e6) + pair("forward", t0 + 5e5, 5e5)
+                   + pair("train_step", t1, 3e6) + pair("forward", t1 + 1e6, 4e5),
+                   key=lambda e: e["ts"])  # as written: in time order (a drop is a restart)
+    nan = math.nan
+    run = write_run(tmp_path / "runs" / "stepped", [{"step": s, "time/total": 2.0} for s in (0, 1)], [
+        {"step": 0, "spans": [
+            {"name": "lost_clock", "duration": nan, "wall_start": 0.0, "wall_end": nan},
+            {"name": "forward", "duration": 0.5, "wall_start": 0.5, "wall_end": 1.0},
+            {"name": "train_step", "duration": 2.0, "wall_start": 0.0, "wall_end": 2.0}]},
+        {"step": 1, "spans": [
+            {"name": "forward", "duration": 0.4, "wall_start": 1.0, "wall_end": 1.4},
+            {"name": "train_step", "duration": 3.0, "wall_start": 0.0, "wall_end": 3.0}]}],
+        trace=trace)
+    store = ingested(tmp_path / "runs", tmp_path / "store")
+    events = strict_events(store.trace("stepped", step=0))
+    begins = [json.loads(line) for line in (run / "trace_events.jsonl").read_text().splitlines()]
+    want = sorted((e["name"], e["ts"]) for e in begins if e["ph"] == "B" and e["ts"] < t1)
+    assert sorted((e["name"], e["ts"]) for e in events if e["ph"] == "X") == want
