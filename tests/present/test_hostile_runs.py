@@ -80,7 +80,8 @@ def test_spans_export_leaves_out_spans_without_finite_wall_times(tmp_path: Path)
     """A span whose wall_start or wall_end is NaN has no place on the timeline: it is left out
     (and counted), and never makes a step's slice empty or a `ts` a string."""
     nan = math.nan
-    run = write_run(tmp_path / "runs" / "nan_walls", [{"step": s, "time/total": 2.0} for s in (0, 1)], [
+    run = write_run(tmp_path / "runs" / "nan_walls",
+                    [{"step": s, "time/total": 2.0} for s in (0, 1)], [
         {"step": 0, "spans": [
             {"name": "end_nan", "duration": 0.5, "wall_start": 0.0, "wall_end": nan},
             {"name": "start_nan", "duration": 0.5, "wall_start": nan, "wall_end": 0.5},
@@ -95,7 +96,8 @@ def test_spans_export_leaves_out_spans_without_finite_wall_times(tmp_path: Path)
     # From the file: the finite spans, steps laid end to end by their finite extent.
     offset, want_steps, want_spans, left_out = 0.0, [], [], 0
     for step, spans in sorted(span_file(run).items()):
-        placed = [s for s in spans if math.isfinite(s["wall_start"]) and math.isfinite(s["wall_end"])]
+        placed = [s for s in spans
+                  if math.isfinite(s["wall_start"]) and math.isfinite(s["wall_end"])]
         left_out += len(spans) - len(placed)
         extent = max([0.0] + [s["wall_end"] for s in placed]) * 1e6
         want_steps.append((f"step {step}", offset, extent))
@@ -196,7 +198,8 @@ def test_trace_step_window_is_found_past_a_span_without_finite_times(tmp_path: P
                    + pair("train_step", t1, 3e6) + pair("forward", t1 + 1e6, 4e5),
                    key=lambda e: e["ts"])  # as written: in time order (a drop is a restart)
     nan = math.nan
-    run = write_run(tmp_path / "runs" / "stepped", [{"step": s, "time/total": 2.0} for s in (0, 1)], [
+    run = write_run(tmp_path / "runs" / "stepped",
+                    [{"step": s, "time/total": 2.0} for s in (0, 1)], [
         {"step": 0, "spans": [
             {"name": "lost_clock", "duration": nan, "wall_start": 0.0, "wall_end": nan},
             {"name": "forward", "duration": 0.5, "wall_start": 0.5, "wall_end": 1.0},
@@ -210,3 +213,22 @@ def test_trace_step_window_is_found_past_a_span_without_finite_times(tmp_path: P
     begins = [json.loads(line) for line in (run / "trace_events.jsonl").read_text().splitlines()]
     want = sorted((e["name"], e["ts"]) for e in begins if e["ph"] == "B" and e["ts"] < t1)
     assert sorted((e["name"], e["ts"]) for e in events if e["ph"] == "X") == want
+
+
+def test_report_takes_a_list_of_run_patterns_as_every_picture_does(tmp_path: Path) -> None:
+    """`runs=` is a scope (a pattern or a list of them) for the report as for the charts: the
+    report of two runs lists those two and names both patterns in its title."""
+    import html
+    import re
+
+    for name, reward in (("a/x", 1.0), ("b/y", 2.0), ("c/z", 3.0)):
+        write_run(tmp_path / "runs" / name, [{"step": 0, "env/all/reward/total": reward}])
+    store = ingested(tmp_path / "runs", tmp_path / "store")
+    text = store.report(tmp_path / "report.html", runs=["a/*", "c/z"]).read_text()
+    runs_section = text.split('<section id="runs">', 1)[1].split("</section>", 1)[0]
+    listed = [html.unescape(r) for r in re.findall(r'<tr data-run="([^"]*)"', runs_section)]
+    on_disk = sorted(str(p.parent.relative_to(tmp_path / "runs"))
+                     for p in (tmp_path / "runs").glob("*/*/metrics.jsonl"))
+    assert listed == [n for n in on_disk if n.startswith("a/") or n == "c/z"]
+    title = re.search(r"<title>(.*?)</title>", text).group(1)
+    assert "a/*" in title and "c/z" in title

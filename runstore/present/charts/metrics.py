@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from ...errors import QueryError
 from ...query.statements import named
 from ...storage.settings import kl_threshold
-from ..scope import ids, no_data_error
+from ..scope import ids, no_data_error, scope_text
 from .figure import Chart, to_figure
 from .lines import (DASHES, MAX_POINTS, Lines, downsample_note, groups, hover_text, label,
                     layout, run_colors, statement_rows, subtitle)
@@ -105,7 +105,8 @@ def metric_chart(store: "Reader", keys: str | Sequence[str], *, runs: str | None
     n_runs = len(set(run_names))
     title = label(", ".join(names))
     sub = subtitle([
-        f"{n_runs} run{'s' if n_runs != 1 else ''}" + (f" matching {label(runs)}" if runs else ""),
+        f"{n_runs} run{'s' if n_runs != 1 else ''}"
+        + (f" matching {label(scope_text(runs))}" if runs else ""),
         f"line style = key ({', '.join(f'{DASHES[i % len(DASHES)]}: {label(k)}' for i, k in enumerate(names))})"
         if len(names) > 1 else "",
         f"coloured by config {label(color_by)}" if color_by else "",
@@ -302,7 +303,7 @@ def reward_chart(store: "Reader", *, runs: str | None = None, color_by: str | No
         lines.add(run, REWARD_KEY, "reward_ma10", x, r[at["ma10_list"]],
                   hover=hover_text(run, "reward_ma10"))
     sub = subtitle([f"{len(parts)} run{'s' if len(parts) != 1 else ''}"
-                     + (f" matching {label(runs)}" if runs else ""),
+                     + (f" matching {label(scope_text(runs))}" if runs else ""),
                      "reward_ma10 (10-step mean) solid, each step's reward faint",
                      f"coloured by config {label(color_by)}" if color_by else "",
                      downsample_note(lines.reduced, max_points)])
