@@ -232,3 +232,21 @@ def test_report_takes_a_list_of_run_patterns_as_every_picture_does(tmp_path: Pat
     assert listed == [n for n in on_disk if n.startswith("a/") or n == "c/z"]
     title = re.search(r"<title>(.*?)</title>", text).group(1)
     assert "a/*" in title and "c/z" in title
+
+
+def test_an_empty_output_path_is_a_usage_error_naming_the_option(tmp_path: Path) -> None:
+    """`-o ''` names no file: every picture command refuses it (exit 2, naming --output),
+    rather than failing with "Is a directory" or writing to stdout instead."""
+    from storekit import cli
+
+    write_run(tmp_path / "runs" / "r", [{"step": s, "env/all/reward/total": 1.0,
+                                         "optim/kl_sample_train_v1": 0.1} for s in range(3)],
+              [{"step": 0, "spans": [{"name": "a", "duration": 1.0, "wall_start": 0.0,
+                                      "wall_end": 1.0}]}])
+    store = ingested(tmp_path / "runs", tmp_path / "store")
+    for args in (["plot", "kl"], ["plot", "metric", "env/all/reward/total"],
+                 ["plot", "rewards"], ["plot", "spans", "r"], ["report"], ["trace", "r"]):
+        result = cli(store, *args, "-o", "")
+        assert result.exit_code == 2, (args, result.output)
+        assert "'--output'" in result.output and "empty" in result.output, result.output
+        assert '"ph"' not in result.output  # nothing exported to stdout
