@@ -250,3 +250,26 @@ def test_an_empty_output_path_is_a_usage_error_naming_the_option(tmp_path: Path)
         assert result.exit_code == 2, (args, result.output)
         assert "'--output'" in result.output and "empty" in result.output, result.output
         assert '"ph"' not in result.output  # nothing exported to stdout
+
+
+def test_metric_keys_that_name_no_key_are_refused_alike_by_charts_and_history(
+        tmp_path: Path) -> None:
+    """`plot_metric` and `history` take keys by one rule: a key or a list of keys, each a
+    string. None, a number or an empty list is a QueryError saying what a key is, never a
+    TypeError; the key "" (a metrics.jsonl can log it) is looked up like any other."""
+    import pytest
+
+    from runstore.errors import QueryError, UnknownKey
+
+    write_run(tmp_path / "runs" / "r", [{"step": 0, "loss": 1.0}, {"step": 1, "": 2.0}])
+    store = ingested(tmp_path / "runs", tmp_path / "store")
+    for bad in (None, 5, [], ["loss", None]):
+        for draw in (store.plot_metric, store.history):
+            with pytest.raises(QueryError, match="metric key") as caught:
+                draw(bad)
+            assert type(caught.value) is QueryError, (bad, draw, caught.value)
+    for draw in (store.plot_metric, store.history):
+        with pytest.raises(UnknownKey):
+            draw("no such key")
+    assert list(store.plot_metric("").data[0].y) == [2.0]
+    assert store.history("")["value"].to_list() == [2.0]

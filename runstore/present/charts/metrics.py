@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ...errors import QueryError
 from ...query.statements import named
 from ...storage.settings import kl_threshold
 from ..scope import ids, no_data_error, scope_text
@@ -40,19 +39,6 @@ def metric_series(store: "Reader", keys: Sequence[str], runs: str | None = None)
                                                         "runs": ids(store, runs)})
 
 
-def _check_keys(keys: str | Sequence[str]) -> list[str]:
-    items = [keys] if isinstance(keys, str) else list(keys)
-    out: list[str] = []
-    for k in items:
-        if not isinstance(k, str) or not k:
-            raise QueryError(f"metric keys are non-empty strings, got {k!r}")
-        if k not in out:
-            out.append(k)
-    if not out:
-        raise QueryError("give at least one metric key, e.g. env/all/reward/total")
-    return out
-
-
 def plot_metric(store: "Reader", keys: str | Sequence[str], *, runs: str | None = None,
                 color_by: str | None = None, smooth: float | None = None,
                 max_points: int = MAX_POINTS) -> "go.Figure":
@@ -70,9 +56,10 @@ def metric_chart(store: "Reader", keys: str | Sequence[str], *, runs: str | None
     EMA of weight W in [0, 1), as `compare` and the web UI smooth), the raw line faint."""
     from ...analysis.smooth import check_weight
     from ...query.keys import require
+    from ...query.statements.frames import metric_keys
 
     weight = None if smooth is None else check_weight(smooth) or None  # 0: the raw values
-    names = _check_keys(keys)
+    names = metric_keys(keys)
     require(store, names)
     params = {"keys": names, "runs": ids(store, runs)}
     if weight is None:  # one row per line
