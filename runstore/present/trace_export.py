@@ -10,8 +10,8 @@ metadata events (`ph: "M"`: `process_name`, `process_sort_index`, `thread_name`,
 
 * from `trace_slices`: each slice is a complete event (`ph: "X"`, `ts` and `dur` in µs as
   recorded, `args` = the slice's args; a slice whose end was recorded before its start gets
-  `dur` 0 and `args.recorded_dur_us`, the negative E - B) on its (process, track): `pid` numbers the
-  (segment, pid) pairs from 1, `tid` numbers the tracks of a process from 1 (never the
+  `dur` 0 and `args.recorded_dur_us`, the negative E - B) on its (process, track): `pid`
+  numbers the (segment, pid) pairs from 1, `tid` numbers the tracks of a process from 1 (never the
   recorded tid, a salted hash that collides). Slices of one track that overlap without
   nesting (the viewers would drop or mis-nest them) go to extra lanes, `<track> (lane 2)`. A slice whose end event was never written
   (`dur_us` null) becomes a lone `ph: "B"` with `args.unmatched = true`, which both viewers
