@@ -147,6 +147,8 @@ def checked_output(ctx: click.Context | None, param: click.Parameter | None,
     """An --output FILE in a directory that exists (checked before the command runs)."""
     if path is None:
         return None
+    if not path:  # names no file (and is not "no --output": that would write to stdout)
+        raise click.BadParameter("is empty; give the name of the file to write", ctx, param)
     parent = Path(path).parent
     if not parent.is_dir():
         what = "is not a directory" if parent.exists() else "does not exist"

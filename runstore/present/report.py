@@ -38,10 +38,12 @@ from ..numbers import nonfinite_name
 from ..query.rows import Rows, from_relation
 from ..query.statements import named
 from . import charts
-from .scope import ids, no_data_error
+from .scope import ids, no_data_error, scope_text
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from ..analysis.runs import Scope
 
     from ..query.reader import Reader
 
@@ -162,10 +164,11 @@ FILTER_JS = """
 """
 
 
-def build(store: "Reader", runs: str | None = None, *, top_spans: int = TOP_SPANS) -> str:
+def build(store: "Reader", runs: Scope = None, *, top_spans: int = TOP_SPANS) -> str:
     """The report as one HTML document (see the module docstring)."""
     e = html.escape
     params = {"runs": ids(store, runs)}
+    scope = scope_text(runs)
 
     def rows(name: str, values: dict[str, Any]) -> "Rows | pa.Table":
         return store.fetch(named(name), values, convert=from_relation)
@@ -189,7 +192,7 @@ def build(store: "Reader", runs: str | None = None, *, top_spans: int = TOP_SPAN
                           "chart-rewards")
 
     meta = [("store", str(store.path)),
-            ("runs", f"{n_runs}" + (f" matching {runs}" if runs else " (all)")),
+            ("runs", f"{n_runs}" + (f" matching {scope}" if scope else " (all)")),
             ("KL flagged", f"{len(flagged)} (kl_threshold {threshold:g})"
              if isinstance(threshold, (int, float)) else str(len(flagged))),
             ("last ingest", _last_ingest(store)),
@@ -216,7 +219,7 @@ def build(store: "Reader", runs: str | None = None, *, top_spans: int = TOP_SPAN
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>runstore report{e(' — ' + runs) if runs else ''}</title>",
+        f"<title>runstore report{e(' — ' + scope) if scope else ''}</title>",
         f"<style>{CSS}</style>",
         # plotly.js, once for every chart; inlined so the file opens with no network.
         f'<script type="text/javascript">{charts.plotly_js()}</script>',
@@ -234,7 +237,7 @@ def build(store: "Reader", runs: str | None = None, *, top_spans: int = TOP_SPAN
     return "\n".join(parts)
 
 
-def write(store: "Reader", path: str | Path, runs: str | None = None, *,
+def write(store: "Reader", path: str | Path, runs: Scope = None, *,
           top_spans: int = TOP_SPANS) -> Path:
     """Write the report to `path` (UTF-8) and return the path."""
     out = Path(path)

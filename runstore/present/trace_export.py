@@ -9,8 +9,9 @@ metadata events (`ph: "M"`: `process_name`, `process_sort_index`, `thread_name`,
 `thread_sort_index`) that name every process and track, followed by the slices in time order:
 
 * from `trace_slices`: each slice is a complete event (`ph: "X"`, `ts` and `dur` in µs as
-  recorded, `args` = the slice's args) on its (process, track): `pid` numbers the
-  (segment, pid) pairs from 1, `tid` numbers the tracks of a process from 1 (never the
+  recorded, `args` = the slice's args; a slice whose end was recorded before its start gets
+  `dur` 0 and `args.recorded_dur_us`, the negative E - B) on its (process, track): `pid`
+  numbers the (segment, pid) pairs from 1, `tid` numbers the tracks of a process from 1 (never the
   recorded tid, a salted hash that collides). Slices of one track that overlap without
   nesting (the viewers would drop or mis-nest them) go to extra lanes, `<track> (lane 2)`. A slice whose end event was never written
   (`dur_us` null) becomes a lone `ph: "B"` with `args.unmatched = true`, which both viewers
@@ -27,7 +28,9 @@ metadata events (`ph: "M"`: `process_name`, `process_sort_index`, `thread_name`,
   track per nesting depth (`depth 0`, `depth 1`, ...; spans of one depth that overlap in time
   get extra lanes, `depth 2 (lane 2)`, so every track nests properly). Steps are laid out one
   after the other (each step's `wall_start_s`/`wall_end_s` are relative to its own start),
-  in µs. `segment` is an error here: timing spans carry no process sessions.
+  in µs. A span without a finite `wall_start_s` and `wall_end_s` has no place there: it is
+  left out, and the process name says how many were. `segment` is an error here: timing
+  spans carry no process sessions.
 """
 
 from __future__ import annotations
@@ -129,13 +132,17 @@ def step_window(store: "Reader", run_id: str, step: int) -> tuple[int, float, fl
     The step's timing spans give its shape (names, starts relative to the step, durations);
     the trace gives absolute times. Candidates for the offset between the two are the trace
     slices named like the step's longest span with its duration; the candidate that lines up
-    most of the step's spans wins (at least half of them, else None).
+    most of the step's spans wins (at least half of them, else None). Only spans with finite
+    wall times and duration take part.
     """
-    spans = records(store, named("trace.step_spans"), {"run": run_id, "step": step})
+    # A span without finite times and duration has no shape to match (a NaN would make the
+    # anchor's duration or the window's end NaN, and nothing would match).
+    spans = [s for s in records(store, named("trace.step_spans"), {"run": run_id, "step": step})
+             if _placed(s) and _is_finite(s["duration_s"])]
     if not spans:
         return None
-    anchor = max(spans, key=lambda s: (s["duration_s"] or 0.0))
-    dur = (anchor["duration_s"] or 0.0) * 1e6
+    anchor = max(spans, key=lambda s: s["duration_s"])
+    dur = anchor["duration_s"] * 1e6
     tol = max(MATCH_TOLERANCE_US, 1e-4 * dur)
     candidates = records(
         store, named("trace.anchor_candidates"),
@@ -164,7 +171,7 @@ def _matches(spans: list[dict[str, Any]], slices: list[dict[str, Any]], offset: 
     n = 0
     for sp in spans:
         start = offset + sp["wall_start_s"] * 1e6
-        dur = (sp["duration_s"] or 0.0) * 1e6
+        dur = sp["duration_s"] * 1e6
         tol = max(MATCH_TOLERANCE_US, 1e-4 * dur)
         if any(abs(ts - start) <= MATCH_TOLERANCE_US and d is not None and abs(d - dur) <= tol
                for ts, d in by_name.get(sp["name"], ())):
@@ -199,7 +206,7 @@ class _Lanes:
 
 def _chrome_events(rows: list[dict[str, Any]], run_name: str) -> list[dict[str, Any]]:
     # Parents before children: by start, then longest first (an unmatched B is the longest).
-    rows = sorted(rows, key=lambda r: (r["segment"], r["start_us"], -(r["dur_us"] or math.inf),
+    rows = sorted(rows, key=lambda r: (r["segment"], r["start_us"], -_length(r["dur_us"]),
                                        r["depth"] if r["depth"] is not None else 0))
     segments = sorted({r["segment"] for r in rows})
     shift = {seg: 0.0 for seg in segments}
@@ -208,7 +215,8 @@ def _chrome_events(rows: list[dict[str, Any]], run_name: str) -> list[dict[str, 
         for seg in segments:
             mine = [r for r in rows if r["segment"] == seg]
             first = min(r["start_us"] for r in mine)
-            last = max(r["start_us"] + (r["dur_us"] or 0.0) for r in mine)
+            last = max(r["start_us"] + (0.0 if r["dur_us"] is None else _length(r["dur_us"]))
+                       for r in mine)
             shift[seg] = 0.0 if end_prev is None else end_prev + SEGMENT_GAP_US - first
             end_prev = last + shift[seg]
 
@@ -223,7 +231,7 @@ def _chrome_events(rows: list[dict[str, Any]], run_name: str) -> list[dict[str, 
         pid = pids.setdefault(pkey, len(pids) + 1)
         threads[pkey][r["thread"] or ""] += 1
         ts = r["start_us"] + shift[r["segment"]]
-        end = math.inf if r["dur_us"] is None else ts + r["dur_us"]
+        end = ts + _length(r["dur_us"])
         lane = lanes[(pid, r["track"])].place(ts, end)
         tkey = (pid, r["track"], lane)
         if tkey not in tids:
@@ -236,7 +244,9 @@ def _chrome_events(rows: list[dict[str, Any]], run_name: str) -> list[dict[str, 
             args["unmatched"] = True
         else:
             ev["ph"] = "X"
-            ev["dur"] = r["dur_us"]
+            ev["dur"] = _length(r["dur_us"])
+            if r["dur_us"] < 0:
+                args["recorded_dur_us"] = r["dur_us"]
         if args:
             ev["args"] = args
         events.append(ev)
@@ -256,6 +266,13 @@ def _chrome_events(rows: list[dict[str, Any]], run_name: str) -> list[dict[str, 
         meta += [_meta("thread_name", pid, tid, name=name + (f" (lane {lane + 1})" if lane else "")),
                  _meta("thread_sort_index", pid, tid, sort_index=tid)]
     return meta + events
+
+
+def _length(dur_us: float | None) -> float:
+    """A slice's length on the timeline: its recorded `dur_us`, never below 0 (an E event
+    written with a smaller ts than its B pairs into a negative one, which no viewer draws;
+    the event keeps it as `args.recorded_dur_us`), and endless when it never ended (null)."""
+    return math.inf if dur_us is None else max(0.0, dur_us)
 
 
 def _args(text: str | None) -> dict[str, Any]:
@@ -294,11 +311,16 @@ def _from_spans(store: "Reader", run_id: str, run_name: str,
     lane_tid: dict[tuple[int, int], int] = {}
     offset = 0.0
     by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    unplaced = 0
     for r in rows:
-        by_step[r["step"]].append(r)
+        placed = by_step.setdefault(r["step"], [])  # a step of left-out spans keeps its slice
+        if _placed(r):
+            placed.append(r)
+        else:
+            unplaced += 1
     eps = 1e-3  # µs: float noise of relative wall times
     for s, spans in by_step.items():
-        extent = max(0.0, max(r["wall_end_s"] for r in spans)) * 1e6
+        extent = max([0.0] + [r["wall_end_s"] for r in spans]) * 1e6
         events.append({"name": f"step {s}", "ph": "X", "pid": pid, "tid": 1, "ts": offset,
                        "dur": extent, "args": {"step": s}})
         for r in spans:
@@ -321,7 +343,10 @@ def _from_spans(store: "Reader", run_id: str, run_name: str,
     for e in events:
         if isinstance(e["tid"], tuple):
             e["tid"] = lane_tid[e["tid"]]
-    meta = [_meta("process_name", pid, 0, name=f"{run_name} · timing spans (steps laid end to end)"),
+    left_out = (f"; {unplaced} span{'s' if unplaced != 1 else ''} without a finite wall time "
+                "left out" if unplaced else "")
+    meta = [_meta("process_name", pid, 0,
+                  name=f"{run_name} · timing spans (steps laid end to end{left_out})"),
             _meta("process_sort_index", pid, 0, sort_index=pid),
             _meta("thread_name", pid, 1, name="steps"),
             _meta("thread_sort_index", pid, 1, sort_index=1)]
@@ -331,6 +356,17 @@ def _from_spans(store: "Reader", run_id: str, run_name: str,
                  _meta("thread_sort_index", pid, tid, sort_index=tid)]
     events.sort(key=lambda e: (e["ts"], -e["dur"]))
     return meta + events
+
+
+def _placed(span: dict[str, Any]) -> bool:
+    """Whether a timing span has a place on the timeline: finite `wall_start_s` and
+    `wall_end_s` (a NaN one would make its slice's `ts` no number, or its step's extent
+    depend on the order of the spans)."""
+    return _is_finite(span["wall_start_s"]) and _is_finite(span["wall_end_s"])
+
+
+def _is_finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
 
 
 def dumps(events: list[dict[str, Any]]) -> str:

@@ -16,6 +16,8 @@ from .base import StoreBase
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
+    from ..analysis.runs import Scope
+
 
 class Pictures(StoreBase):
     """Charts, the report and the trace export."""
@@ -78,8 +80,9 @@ class Pictures(StoreBase):
 
         return charts.plot_spans(self, run, step=step)
 
-    def report(self, path: str | os.PathLike[str], *, runs: str | None = None) -> Path:
-        """Write the self-contained HTML report (summary, KL, rewards, spans, checkpoints).
+    def report(self, path: str | os.PathLike[str], *, runs: "Scope" = None) -> Path:
+        """Write the self-contained HTML report (summary, KL, rewards, spans, checkpoints);
+        `runs` is a scope (a pattern or a list of them), as for the charts.
 
         Example:
             >>> store.report("report.html", runs="gsm8k_tool_rl/*")  # doctest: +SKIP

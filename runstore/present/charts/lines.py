@@ -5,8 +5,8 @@ Contract: `keep_indices(y, max_points)` picks the points of a line to draw (at m
 and last point, so spikes and the global extremes survive); `downsample` applies it to x and
 y (smoothing is `analysis.smooth`'s, the one every chart uses). `label`
 escapes text for plotly's pseudo-HTML. `run_colors` gives each run a colour, by run or by the
-value of a config key (numbers on an ordered scale, text on a qualitative palette, runs
-without the key in grey): plotly's `Plotly` and `Alphabet` palettes and its `Viridis` scale,
+value of a config key (numbers on an ordered scale, NaN last; text on a qualitative palette;
+runs without the key in grey): plotly's `Plotly` and `Alphabet` palettes and its `Viridis` scale,
 sampled as `plotly.colors.sample_colorscale` samples it, written out here so a chart is made
 without importing plotly. `Lines` adds line traces (plain dicts, `figure.py`) that carry
 `meta = {"run_name", "key", "kind"}` (`run_name` holds the run's `run_label`) and remembers
@@ -184,7 +184,9 @@ def run_colors(store: "Reader", run_names: Sequence[str], color_by: str | None =
               for n, v in values.items()}
     if numeric:
         by_label = {labels[n]: v["value_num"] for n, v in values.items()}
-        order = sorted(by_label, key=lambda lab: by_label[lab])
+        # NaN compares false with every number, so a sort by value alone leaves it (and the
+        # numbers around it) out of order: it goes after every number.
+        order = sorted(by_label, key=lambda lab: (math.isnan(by_label[lab]), by_label[lab]))
         stops = [0.45] if len(order) == 1 else [0.9 * i / (len(order) - 1) for i in range(len(order))]
         color_of = dict(zip(order, sample_viridis(stops)))
     else:

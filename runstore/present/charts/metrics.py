@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ...errors import QueryError
 from ...query.statements import named
 from ...storage.settings import kl_threshold
-from ..scope import ids, no_data_error
+from ..scope import ids, no_data_error, scope_text
 from .figure import Chart, to_figure
 from .lines import (DASHES, MAX_POINTS, Lines, downsample_note, groups, hover_text, label,
                     layout, run_colors, statement_rows, subtitle)
@@ -38,19 +37,6 @@ def metric_series(store: "Reader", keys: Sequence[str], runs: str | None = None)
     """Live numeric values of `keys`: Arrow `run_id, run_label, key, step, value`, ordered."""
     return store.arrow(named("charts.metric_series"), {"keys": list(keys),
                                                         "runs": ids(store, runs)})
-
-
-def _check_keys(keys: str | Sequence[str]) -> list[str]:
-    items = [keys] if isinstance(keys, str) else list(keys)
-    out: list[str] = []
-    for k in items:
-        if not isinstance(k, str) or not k:
-            raise QueryError(f"metric keys are non-empty strings, got {k!r}")
-        if k not in out:
-            out.append(k)
-    if not out:
-        raise QueryError("give at least one metric key, e.g. env/all/reward/total")
-    return out
 
 
 def plot_metric(store: "Reader", keys: str | Sequence[str], *, runs: str | None = None,
@@ -70,9 +56,10 @@ def metric_chart(store: "Reader", keys: str | Sequence[str], *, runs: str | None
     EMA of weight W in [0, 1), as `compare` and the web UI smooth), the raw line faint."""
     from ...analysis.smooth import check_weight
     from ...query.keys import require
+    from ...query.statements.frames import metric_keys
 
     weight = None if smooth is None else check_weight(smooth) or None  # 0: the raw values
-    names = _check_keys(keys)
+    names = metric_keys(keys)
     require(store, names)
     params = {"keys": names, "runs": ids(store, runs)}
     if weight is None:  # one row per line
@@ -105,7 +92,8 @@ def metric_chart(store: "Reader", keys: str | Sequence[str], *, runs: str | None
     n_runs = len(set(run_names))
     title = label(", ".join(names))
     sub = subtitle([
-        f"{n_runs} run{'s' if n_runs != 1 else ''}" + (f" matching {label(runs)}" if runs else ""),
+        f"{n_runs} run{'s' if n_runs != 1 else ''}"
+        + (f" matching {label(scope_text(runs))}" if runs else ""),
         f"line style = key ({', '.join(f'{DASHES[i % len(DASHES)]}: {label(k)}' for i, k in enumerate(names))})"
         if len(names) > 1 else "",
         f"coloured by config {label(color_by)}" if color_by else "",
@@ -302,7 +290,7 @@ def reward_chart(store: "Reader", *, runs: str | None = None, color_by: str | No
         lines.add(run, REWARD_KEY, "reward_ma10", x, r[at["ma10_list"]],
                   hover=hover_text(run, "reward_ma10"))
     sub = subtitle([f"{len(parts)} run{'s' if len(parts) != 1 else ''}"
-                     + (f" matching {label(runs)}" if runs else ""),
+                     + (f" matching {label(scope_text(runs))}" if runs else ""),
                      "reward_ma10 (10-step mean) solid, each step's reward faint",
                      f"coloured by config {label(color_by)}" if color_by else "",
                      downsample_note(lines.reduced, max_points)])

@@ -145,7 +145,7 @@ def spans_chart(store: "Reader", run: str, *, step: int | None = None) -> Chart:
     for (n,), cols in groups(columns, shares, ["name"]):
         x, y, secs = cols["step"], _nan(cols["share"]), _nan(cols["seconds"])
         if reduced:
-            x, y, secs = (v.tolist() for v in _bucket_mean(x, y, secs, len(steps)))
+            x, y, secs = (v.tolist() for v in _bucket_mean(x, y, secs, steps))
         data.append({
             "type": "bar", "xaxis": "x2", "yaxis": "y2",
             "x": x, "y": y, "name": label(n), "legendgroup": n,
@@ -200,14 +200,28 @@ def _nan(values: Sequence[Any]) -> list[float]:
 
 
 def _bucket_mean(x: Sequence[Any], y: Sequence[float], secs: Sequence[float],
-                 n_steps: int) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
-    """Average consecutive steps into buckets so at most MAX_BARS bars remain (x = first step)."""
+                 steps: Sequence[int]) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
+    """Average consecutive steps into buckets so at most MAX_BARS bars remain (x: the bucket's
+    first step).
+
+    `steps` are all the run's steps with spans, in order; `x` (a span name's steps, a subset of
+    them, in order) is bucketed by each step's position among them, never by its number: span
+    steps need not be consecutive numbers (a trainer can log spans every 10th step), and every
+    name's bars then cover the same steps, so the stacked bars line up."""
     import numpy as np
 
-    width = math.ceil(n_steps / MAX_BARS)
-    bucket = (np.asarray(x) // width).astype(int)
+    width = math.ceil(len(steps) / MAX_BARS)
+    position = np.searchsorted(np.asarray(steps), np.asarray(x))
+    bucket = position // width
     keys, first = np.unique(bucket, return_index=True)
-    bounds = list(first) + [len(x)]
-    mean = lambda v: np.array([np.nanmean(v[a:b]) for a, b in zip(bounds[:-1], bounds[1:])])  # noqa: E731
-    y, secs = np.asarray(y, dtype=float), np.asarray(secs, dtype=float)
-    return np.asarray(x)[first], mean(y), mean(secs)
+
+    def mean(values: Sequence[float]) -> "np.ndarray":
+        """Each bucket's mean of its values that are not NaN; NaN (a gap) when it has none."""
+        v = np.asarray(values, dtype=float)
+        known = ~np.isnan(v)
+        count = np.add.reduceat(known, first)
+        total = np.add.reduceat(np.where(known, v, 0.0), first)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(count > 0, total / count, np.nan)
+
+    return np.asarray(steps)[keys * width], mean(y), mean(secs)

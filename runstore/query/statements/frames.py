@@ -35,7 +35,7 @@ A scope of runs (`runs=`) is always the list of run_ids that `runstore.analysis.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from ...errors import QueryError, UsageError
 from ...kinds import RUN_KINDS
@@ -117,13 +117,19 @@ def _summary_columns(columns: Sequence[str]) -> list[str]:
 
 
 def metric_keys(keys: str | Sequence[str]) -> list[str]:
-    """Keys as a list without duplicates (first occurrence wins), checked."""
-    items = [keys] if isinstance(keys, str) else list(keys)
+    """Keys (a key, or a sequence of keys) as a list without duplicates (first occurrence
+    wins), checked: the one rule for the metric keys a caller names (charts, `history`)."""
+    if isinstance(keys, str):
+        items = [keys]
+    elif isinstance(keys, Iterable):
+        items = list(keys)
+    else:
+        raise QueryError(f"metric keys are a key or a list of keys, got {keys!r}")
     if not items:
         raise QueryError("give at least one metric key, e.g. keys=['env/all/reward/total']")
     out: list[str] = []
     for k in items:
-        if not isinstance(k, str):
+        if not isinstance(k, str):  # "" is a key a metrics.jsonl can log
             raise QueryError(f"metric keys are strings, got {k!r}")
         if k not in out:
             out.append(k)
