@@ -107,6 +107,10 @@ def compare(store: "Reader", metric: str, *, runs: Scope = None, group_by: Group
     if bucket is not None and (isinstance(bucket, bool) or not isinstance(bucket, (int, float))
                                or not 0 < bucket < float("inf")):
         raise UsageError(f"bucket is a number > 0 (seconds, tokens or USD), got {bucket!r}")
+    if bucket is not None and x == "step":
+        raise UsageError("bucket is the grid of x='time', 'tokens' or 'cost'; on the step axis "
+                         "every step is its own point: leave bucket out, or choose one of "
+                         "those axes")
     xcol = X_COLUMNS[x]
     reserved = [xcol, *STATS, *(SMOOTH_STATS if weight is not None else ())]
     members = groups(store, runs=runs, group_by=group_by, reserved=reserved)

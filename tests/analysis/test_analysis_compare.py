@@ -215,6 +215,9 @@ def test_errors(demo_store: tuple[Path, runstore.Store]) -> None:
         compare_mod.compare(store, REWARD, x="wall")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="bucket"):
         compare_mod.compare(store, REWARD, x="time", bucket=0)
+    # The step axis has no grid: a bucket there was silently ignored.
+    with pytest.raises(UsageError, match="on the step axis every step is its own point"):
+        compare_mod.compare(store, REWARD, bucket=10.0)
     with pytest.raises(UsageError, match=r"no run has config key 'lerning_rate'.*did you mean "
                                          r"learning_rate"):
         compare_mod.compare(store, REWARD, group_by="lerning_rate")
