@@ -9,8 +9,18 @@ table and markdown formats (present.render), `FIRED` lines and notification text
 `while read` loop reads one firing per line. Programs' formats (csv, json) keep the text as
 it is.
 
+Text read from outside can also hold bytes that are not UTF-8 (a shell argument, a file name
+from a Latin-1 file system): Python keeps each as a lone surrogate, which no stored value or
+DuckDB string can hold. `not_utf8(text)` is where the first such character is (None when
+`text` is UTF-8 text), `escaped(text)` shows each such byte as `\\xNN`: the one test and the
+one rendering of them, for the CLI's arguments and the ingest's names alike.
+
 >>> printable("a\\nb\\tc\\x1b[31m\\x00")
 'a⏎b c\\\\x1b[31m\\\\0'
+>>> import os
+>>> name = os.fsdecode(b"caf\\xe9")
+>>> not_utf8(name), escaped(name), not_utf8("café")
+(3, 'caf\\\\xe9', None)
 """
 
 from __future__ import annotations
@@ -22,3 +32,23 @@ CONTROLS.update({ord("\n"): "⏎", ord("\r"): "", ord("\t"): " ", 0: "\\0", 0x7F
 def printable(text: str) -> str:
     """`text` with its control characters shown (see the module)."""
     return text.translate(CONTROLS)
+
+
+def not_utf8(text: str) -> int | None:
+    """The index of the first character of `text` UTF-8 cannot encode (a lone surrogate),
+    else None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return e.start
+    return None
+
+
+def escaped(text: str) -> str:
+    """`text` with each byte a lone surrogate stands for as `\\xNN` (a surrogate no byte
+    stands for as `\\udNNN`)."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = text.encode("utf-8", "backslashreplace")
+    return raw.decode("utf-8", "backslashreplace")

@@ -33,6 +33,7 @@ import click
 
 from ..errors import IOFailure, RunstoreError, UsageError, one_line
 from ..present.render import EXTENSIONS, FORMATS, format_for, shorten
+from ..printable import escaped, not_utf8
 from ..store.inputs import is_remote
 from .failures import handle_errors  # noqa: F401 - the command modules take it from here
 
@@ -215,25 +216,19 @@ def emit(table: Any, fmt: str | None, output: str | None, *, whole: Any = ()) ->
 
 def utf8(text: str, what: str, hint: str = "give it in UTF-8") -> str:
     """`text`, or a usage error naming `what` (an argument, a query's file) and saying `hint`
-    when it is not UTF-8 text: bytes that are not, which Python holds as lone surrogates (an
-    argument, a pipe under the C locale) and no store value or DuckDB string can hold."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        char = ord(text[e.start])
+    when it is not UTF-8 text (`printable.not_utf8`: bytes that are not, which Python holds as
+    lone surrogates and no store value or DuckDB string can hold)."""
+    at = not_utf8(text)
+    if at is not None:
+        char = ord(text[at])
         byte = f"byte 0x{char - 0xDC00:02x}" if 0xDC80 <= char <= 0xDCFF else f"U+{char:04X}"
-        raise click.UsageError(f"{what} is not UTF-8 text ({byte} at character {e.start}): "
-                               f"{hint}") from None
+        raise click.UsageError(f"{what} is not UTF-8 text ({byte} at character {at}): {hint}")
     return text
 
 
 def shown(text: str) -> str:
     """`text` for a message, in quotes, bytes that are not UTF-8 as `\\xNN`."""
-    try:
-        raw = text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:  # a surrogate no byte stands for
-        raw = text.encode("utf-8", "backslashreplace")
-    return f"'{raw.decode('utf-8', 'backslashreplace')}'"
+    return f"'{escaped(text)}'"
 
 
 # A --param VALUE that is a number as people write one; any other text stays text, so that

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal
 
 from ..numbers import int64_from_digits
+from ..printable import escaped, not_utf8
 from ..storage.ledger import EVAL_STORE_KIND, run_id_for
 from ..storage.location import Location, Tree, location
 
@@ -129,22 +130,14 @@ class RunDir:
 
 
 def storable(path: str) -> bool:
-    """Whether a path can be stored: it is UTF-8 text (no lone surrogate of `os.fsdecode`)."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def shown(path: str) -> str:
-    """`path` printable: the bytes of a name that is not UTF-8 as `\\xNN`."""
-    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    """Whether a path can be stored: it is UTF-8 text (no lone surrogate of `os.fsdecode`:
+    `printable.not_utf8`)."""
+    return not_utf8(path) is None
 
 
 def unstorable_warning(path: str) -> str:
     """The warning for a unit or file skipped because its name is not `storable`."""
-    return f"{shown(path)}: skipped: its name is not UTF-8 (rename it to ingest it)"
+    return f"{escaped(path)}: skipped: its name is not UTF-8 (rename it to ingest it)"
 
 
 def _split(base: str, label: str | None) -> str:

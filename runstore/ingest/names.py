@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..errors import UsageError
-from .discover import shown, storable
+from ..printable import escaped
+from .discover import storable
 
 SHOWN_ID = 8  # run_id characters of a label (sql/run_labels.sql)
 
@@ -32,7 +33,7 @@ def check_prefix(prefix: str | None) -> str | None:
         raise UsageError(f"--prefix is a name such as cluster-a, got {prefix!r}")
     clean = prefix.strip("/")
     if not storable(clean):
-        raise UsageError(f"--prefix '{shown(prefix)}' is not UTF-8 text: give the name in UTF-8 "
+        raise UsageError(f"--prefix '{escaped(prefix)}' is not UTF-8 text: give the name in UTF-8 "
                          "characters (the store keeps names as text)")
     parts = clean.split("/")
     if not clean or any(p in ("", ".", "..") for p in parts) \

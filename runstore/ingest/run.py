@@ -43,7 +43,8 @@ from ..errors import NoRuns, SourceNotFound
 from ..storage.location import Location, location
 from ..storage.manifest import Root, manifest_paths, read_manifest
 from . import names, unchanged
-from .discover import RunDir, discover, run_holding, shown, unstorable_warning
+from ..printable import escaped
+from .discover import RunDir, discover, run_holding, unstorable_warning
 from .interrupts import Interrupts, ingest_interrupted
 from .report import NO_RUNS_HINT, IngestReport, Progress
 
@@ -93,9 +94,10 @@ def ingest(root: Root, paths: Iterable[str | os.PathLike[str]], *,
         if not p.exists():
             raise SourceNotFound(f"{p} does not exist — pass a directory of runs (or one run).")
     roots = [_run_root(p) for p in roots]
+    unstored: list[str] = []  # runs and eval stores whose names cannot be stored
     if require_runs and not manifest_paths(root) \
-            and not any(_holds_a_run(p) for p in roots):
-        raise NoRuns(_no_runs(given, roots))  # before the writer creates the store
+            and not any(_holds_a_run(p, unstored) for p in roots):
+        raise NoRuns(_no_runs(given, roots, unstored))  # before the writer creates the store
     report = IngestReport()
     try:
         quick = _unchanged(root, roots, now)
@@ -121,8 +123,9 @@ def ingest(root: Root, paths: Iterable[str | os.PathLike[str]], *,
             manifest = w.manifest
             seeded = seed_progress(led, lambda table: read_table(root, manifest, table))
             seeded |= seed_totals(led, table_files(root, manifest, "metrics_raw"))
-            skipped: list[str] = []  # runs and eval stores whose names cannot be stored
-            runs, empty = _discover_all(roots, prefix, skipped)
+            per_root: list[list[str]] = []  # of each root, what discovery skipped
+            runs, empty = _discover_all(roots, prefix, per_root)
+            skipped = [name for names_ in per_root for name in names_]
             report.empty_paths = [given[i] for i in empty]
             report.runs_total = sum(rd.kind == "run" for rd in runs)
             report.eval_stores = len(runs) - report.runs_total
@@ -154,9 +157,9 @@ def ingest(root: Root, paths: Iterable[str | os.PathLike[str]], *,
                     job.mark_missing({rd.run_id for rd in runs})
                     if require_runs and empty:
                         if not runs and not report.runs_missing:
-                            raise NoRuns(_no_runs(given, roots))  # nothing staged: nothing published
+                            raise NoRuns(_no_runs(given, roots, skipped))  # nothing published
                         for i in empty:
-                            job.warn(_no_runs([given[i]], [roots[i]]))
+                            job.warn(_no_runs([given[i]], [roots[i]], per_root[i]))
                     report.complete = True
                 report.seconds = time.monotonic() - started
                 job.commit(final=True)
@@ -191,9 +194,9 @@ def _unchanged(root: Root, roots: list[Location], now: float | None) -> IngestRe
     manifest = read_manifest(root)
     if manifest is None or manifest.last_ingest is None:
         return None
-    skipped: list[str] = []
-    runs, empty = _discover_all(roots, skipped=skipped)
-    if empty or skipped or any(rd.unstorable for rd in runs):
+    per_root: list[list[str]] = []
+    runs, empty = _discover_all(roots, skipped=per_root)
+    if empty or any(per_root) or any(rd.unstorable for rd in runs):
         return None  # the whole path says what it skips, every time
     return unchanged.check(root, manifest, runs, now)
 
@@ -241,15 +244,19 @@ def _without_cyclic_gc() -> Iterator[None]:
 
 
 def _discover_all(roots: list[Location], prefix: str | None = None,
-                  skipped: list[str] | None = None) -> tuple[list[RunDir], list[int]]:
+                  skipped: list[list[str]] | None = None) -> tuple[list[RunDir], list[int]]:
     """The runs under `roots` (each once, named under `prefix` when given), and the indexes
-    of the roots holding none; those whose names cannot be stored go to `skipped`."""
+    of the roots holding none; `skipped` gets, for each root, the list of those there whose
+    names cannot be stored."""
     seen: set[str] = set()
     out: list[RunDir] = []
     empty: list[int] = []
     for i, top in enumerate(roots):
         found = False
-        for rd in discover(top, skipped):
+        mine: list[str] = []
+        if skipped is not None:
+            skipped.append(mine)
+        for rd in discover(top, mine):
             found = True
             if rd.run_id in seen:
                 continue
@@ -277,22 +284,20 @@ def _run_root(p: Location) -> Location:
     return p
 
 
-def _holds_a_run(p: Location) -> bool:
-    """Whether `p` holds a run or an eval store (something to ingest)."""
-    return next(iter(discover(p)), None) is not None
+def _holds_a_run(p: Location, skipped: list[str]) -> bool:
+    """Whether `p` holds a run or an eval store (something to ingest); what the walk skipped
+    for its name goes to `skipped` (all of it, when there is none)."""
+    return next(iter(discover(p, skipped)), None) is not None
 
 
-def _no_runs(given: list[str], roots: list[Location]) -> str:
+def _no_runs(given: list[str], roots: list[Location], skipped: list[str]) -> str:
     """`no runs under empty/: a run is …`, saying `is a file` for a file that is not a run's,
-    and why when the runs there have paths that cannot be stored."""
-    under = " or ".join(shown(g) for g in given)
-    skipped: list[str] = []
-    for p in roots:
-        for _ in discover(p, skipped):
-            pass
+    and why when the runs there have paths that cannot be stored (`skipped`, as the walk of
+    `roots` found them)."""
+    under = " or ".join(escaped(g) for g in given)
     if skipped:
         return (f"no run under {under} can be stored: the paths of {len(skipped)} are not "
-                f"UTF-8 (first: {shown(skipped[0])}); rename the directories to ingest them")
+                f"UTF-8 (first: {escaped(skipped[0])}); rename the directories to ingest them")
     if len(given) == 1 and roots[0].is_file():
         return f"{under} is a file, not a run: {NO_RUNS_HINT}; pass a directory of runs"
     return f"no runs under {under}: {NO_RUNS_HINT}"
