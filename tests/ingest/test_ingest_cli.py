@@ -110,6 +110,20 @@ def test_a_tree_whose_path_is_not_utf8_says_why_it_has_no_run(small_tree: Path, 
     assert (result.exit_code, result.stdout) == (2, "")
     assert "argument 'outer/d\\xe9' is not UTF-8 text (byte 0xe9" in result.stderr
     assert not (tmp_path / "st").exists()
+    # Beside a path with a run (and into a store that exists), the path whose runs are all
+    # skipped is a warning saying why, about that path and its runs alone; the run is stored.
+    shutil.copytree(small_tree / "a/rl_flat", "good/rl_flat")
+    shutil.copytree(small_tree / "a/rl_flat", os.fsdecode(b"outer2/r\xe9/x/rl_flat"))
+    result = run_cli("--store", "st", "ingest", "good", "outer", "outer2")
+    assert result.exit_code == 0, result.stderr
+    warnings = [w for w in result.stderr.splitlines() if "no run under" in w]
+    assert warnings == [
+        "warning: no run under outer can be stored: the paths of 1 are not UTF-8 (first: "
+        "d\\xe9/rl_flat); rename the directories to ingest them",
+        "warning: no run under outer2 can be stored: the paths of 1 are not UTF-8 (first: "
+        "r\\xe9/x/rl_flat); rename the directories to ingest them"], result.stderr
+    assert run_cli("--store", "st", "sql", "select run_name from runs", "-F", "csv").stdout \
+        == "run_name\nrl_flat\n"
 
 
 def test_ingest_of_what_is_not_a_run_is_an_error(small_tree: Path, tmp_path: Path,
