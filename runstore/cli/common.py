@@ -135,7 +135,7 @@ def output_options(fn: Callable[..., Any] | None = None, *, text: bool = False) 
     fn = click.option("--output", "-o", "output", type=click.Path(dir_okay=False),
                       callback=checked_output,
                       help="Write to FILE instead of standard output (its directory must "
-                           "exist).")(fn)
+                           "exist; `-` is standard output).")(fn)
     fn = click.option("--format", "-F", "fmt", type=click.Choice(FORMATS),
                       help="Output format (default: from the --output extension: "
                            f"{' '.join(EXTENSIONS)}; else table on a terminal, else "
@@ -145,8 +145,9 @@ def output_options(fn: Callable[..., Any] | None = None, *, text: bool = False) 
 
 def checked_output(ctx: click.Context | None, param: click.Parameter | None,
                    path: str | None) -> str | None:
-    """An --output FILE in a directory that exists (checked before the command runs)."""
-    if path is None:
+    """An --output FILE in a directory that exists (checked before the command runs); `-`
+    is standard output, as for most command-line tools (None: no file)."""
+    if path is None or path == "-":
         return None
     if not path:  # names no file (and is not "no --output": that would write to stdout)
         raise click.BadParameter("is empty; give the name of the file to write", ctx, param)
@@ -374,8 +375,20 @@ class Progress:
 RUNS_HELP = ("Only these runs: a GLOB over run_name (* matches / too), a run_name, a run_id "
              "or a unique prefix of one, or a run's directory.")
 RUNS_GLOB = click.option("--runs", metavar="GLOB", help=RUNS_HELP)
+
+
+def checked_html(ctx: click.Context | None, param: click.Parameter | None,
+                 path: str) -> str:
+    """An HTML --output FILE: as `checked_output`, but a page is always a file (`-`, standard
+    output elsewhere, is refused rather than written as a file named `-`)."""
+    if path == "-":
+        raise click.BadParameter("the page is written to a file, not to standard output: "
+                                 "give a file name such as report.html", ctx, param)
+    return checked_output(ctx, param, path)  # type: ignore[return-value]
+
+
 HTML_OUT = click.option("--output", "-o", "output", required=True,
-                         type=click.Path(dir_okay=False), callback=checked_output,
+                         type=click.Path(dir_okay=False), callback=checked_html,
                          help="HTML file to write (its directory must exist).")
 
 

@@ -154,7 +154,8 @@ def report(ctx: click.Context, output: str, runs: str | None) -> None:
               help="trace_events.jsonl slices, or timing spans (auto: the trace when there is one).")
 @click.option("--output", "-o", "output", type=click.Path(dir_okay=False),
               callback=checked_output,
-              help="Write to FILE instead of standard output (its directory must exist).")
+              help="Write to FILE instead of standard output (its directory must exist; `-` "
+                   "is standard output).")
 @click.pass_context
 @handle_errors
 def trace(ctx: click.Context, run: str, step: int | None, segment: int | None, source: str,
