@@ -7,8 +7,9 @@ name, layout, kind and config fields, code diff, final checkpoint and largest
 `progress/done_frac` (progress.py), status: `completed` once a final checkpoint is written,
 `running` while a file changed in the last `RUNNING_WINDOW_S` seconds, else `idle`),
 counting the run as new, updated or unchanged; an interrupt between two files stops it
-there, the run's row still staged. `mark_missing(seen)` marks runs whose directory is
-gone. `commit(final=, background=)` publishes a snapshot of what is staged (the ledger and
+there, the run's row still staged. A file the ledger knows that the run's directory no longer
+holds keeps its rows (nothing stored is lost) and is warned of once: its entry is marked
+`gone` until it is there again. `mark_missing(seen)` marks runs whose directory is gone. `commit(final=, background=)` publishes a snapshot of what is staged (the ledger and
 report taken at that moment, so they match its rows exactly), in a background thread while
 the next batch is staged when asked; one commit runs at a time, in order. The final commit of
 a complete ingest records in `last_ingest` what the next one compares to tell a no-op from
@@ -19,7 +20,9 @@ fingerprint of the store files the snapshot is published over.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
@@ -61,6 +64,7 @@ class Job:
         self.replace_runs: list[str] = []
         self.new_runs: set[str] = set()  # run_ids this ingest added to the store
         self._stored_runs: dict[str, dict[str, Any]] | None = None  # loaded when needed
+        self._known: dict[str, list[str]] | None = None  # run_id -> its files in the ledger
         self._committer: ThreadPoolExecutor | None = None
         self._committing: Future[Manifest] | None = None
         # What a complete ingest records for the next one to compare (unchanged.py): the
@@ -92,6 +96,8 @@ class Job:
         for rel in rd.unstorable:
             self.warn(unstorable_warning(f"{run_name}/{rel}"))
         changed = self._files(rd, run_name, ahead)
+        if self.report.partial is None:  # an interrupted run has not been seen whole
+            self._gone(rd, run_name)
         if rd.kind == EVAL_STORE:
             self.report.eval_stores_read += 1
             if prev is None or prev.state.get("run_path") != rd.path:
@@ -144,6 +150,33 @@ class Job:
                 self.report.partial_run = rd.kind == "run"
                 return True
         return changed
+
+    def _gone(self, rd: RunDir, run_name: str) -> None:
+        """Warn once of each file the ledger knows for `rd` that its directory no longer holds
+        (deleted, or made a directory): its rows stay, and its entry says `gone` so the next
+        ingest does not warn again; a file that is there again loses the mark."""
+        if self._known is None:
+            self._known = defaultdict(list)
+            for run_id, rel in self.led.entries:
+                if rel:
+                    self._known[run_id].append(rel)
+        here = {f.rel_path for f in rd.files}
+        for rel in self._known.get(rd.run_id, ()):
+            e = self.led.get(rd.run_id, rel)
+            if e is None:
+                continue
+            if rel in here and e.state.get("gone"):
+                state = {k: v for k, v in e.state.items() if k != "gone"}
+            elif rel not in here and not e.state.get("gone"):
+                drop = ("" if rd.kind == EVAL_STORE else
+                        f" (to drop them: runstore forget {rd.run_id}, then ingest again)")
+                self.warn(f"{run_name}/{rel}: no longer in its directory; the rows read from it "
+                          f"stay in the store{drop}")
+                state = {**e.state, "gone": True}
+            else:
+                continue
+            self.led.put(replace(e, state=state))
+            self.ledger_changed = True
 
     def _status(self, final_checkpoint: bool, newest_ns: int) -> str:
         # A final checkpoint beats fresh mtimes: a copied tree of finished runs is not running.
