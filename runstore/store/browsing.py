@@ -104,9 +104,10 @@ class Browsing(StoreBase):
         return self._statement("rollout_index", {"run": self._run_id(run)})
 
     def trajectories(self, run: str, *, iteration: int, split: str = "train",
-                     highest: bool = False, limit: int = 100,
+                     highest: bool = False, limit: int | None = 100,
                      offset: int = 0) -> "pl.DataFrame":
-        """One page of `run`'s trajectories at `split`, `iteration`, lowest `total_reward`
+        """One page of `run`'s trajectories at `split`, `iteration` (`limit=None`: every one
+        from `offset`), lowest `total_reward`
         first (`highest=True`: highest first; NaN rewards last either way): `group_idx,
         traj_idx, total_reward, final_reward, n_steps, final_ob_len, tags,
         sampling_client_step, metrics, n_conversations, conversations_of` (`trajectory`: the
@@ -118,8 +119,9 @@ class Browsing(StoreBase):
             >>> t["total_reward"].to_list(), t["n_total"][0]
             ([1.0, 0.0, 0.0], 8)
         """
+        page = _page(1 if limit is None else limit, offset)
         params = {"run": self._run_id(run), "split": split, "iteration": _whole(iteration),
-                  "highest": bool(highest), **_page(limit, offset)}
+                  "highest": bool(highest), **page, "limit": limit}
         return self._statement("trajectories", params)
 
     def messages(self, run: str, *, iteration: int, groups: Sequence[int],

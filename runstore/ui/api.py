@@ -405,7 +405,7 @@ class Api:
         return tabular(self.store.arrow(queries.ROLLOUT_RUNS))
 
     def rollouts_index(self, p: Params) -> dict[str, Any]:
-        return tabular(self.store.arrow(queries.ROLLOUT_INDEX, {"run": self._run(p)}))
+        return tabular(self.store.rollout_index(self._run(p)).to_arrow())
 
     def _where(self, p: Params) -> dict[str, Any]:
         iteration = p.integer("iteration")
@@ -414,7 +414,11 @@ class Api:
         return {"run": self._run(p), "split": p.text("split"), "iteration": iteration}
 
     def trajectories(self, p: Params) -> dict[str, Any]:
-        return tabular(self.store.arrow(queries.TRAJECTORIES, self._where(p)))
+        """Every trajectory at the split and iteration, lowest total reward first
+        (`Store.trajectories`, unpaged: the page draws their histogram)."""
+        where = self._where(p)
+        return tabular(self.store.trajectories(where["run"], iteration=where["iteration"],
+                                               split=where["split"], limit=None).to_arrow())
 
     def conversations(self, p: Params) -> dict[str, Any]:
         return tabular(self.store.arrow(queries.CONVERSATIONS, self._where(p)))

@@ -128,50 +128,6 @@ group by s.step
 order by s.step
 """
 
-ROLLOUT_INDEX = """
-with t as (
-    select t.split, t.iteration, count(*) as n_trajectories,
-           avg(t.total_reward) filter (where not isnan(t.total_reward)) as mean_reward
-    from trajectories as t
-    join runs as r on r.run_id = t.run_id
-    where r.run_id = $run
-    group by t.split, t.iteration
-),
-c as (
-    select c.split, c.iteration, count(*) as n_conversations
-    from conversations as c
-    join runs as r on r.run_id = c.run_id
-    where r.run_id = $run
-    group by c.split, c.iteration
-)
-select coalesce(t.split, c.split) as split, coalesce(t.iteration, c.iteration) as iteration,
-       coalesce(t.n_trajectories, 0) as n_trajectories, t.mean_reward,
-       coalesce(c.n_conversations, 0) as n_conversations
-from t
-full outer join c on c.split = t.split and c.iteration = t.iteration
-order by split, iteration
-"""
-
-TRAJECTORIES = """
-with conv as (
-    select c.group_idx, c.traj_idx, count(*) as n_conversations
-    from conversations as c
-    join runs as r on r.run_id = c.run_id
-    where r.run_id = $run and c.split = $split and c.iteration = $iteration
-    group by c.group_idx, c.traj_idx
-)
-select t.group_idx, t.traj_idx, t.total_reward, t.final_reward, t.n_steps, t.final_ob_len,
-       t.tags, t.sampling_client_step, t.metrics,
-       coalesce(exact.n_conversations, 0) as n_conversations,
-       coalesce(grp.n_conversations, 0) as n_group_conversations
-from trajectories as t
-join runs as r on r.run_id = t.run_id
-left join conv as exact on exact.group_idx = t.group_idx and exact.traj_idx = t.traj_idx
-left join conv as grp on grp.group_idx = t.group_idx and grp.traj_idx is null
-where r.run_id = $run and t.split = $split and t.iteration = $iteration
-order by t.total_reward, t.group_idx, t.traj_idx
-"""
-
 CONVERSATIONS = """
 select c.conversation_id, c.section, c.title, c.group_idx, c.traj_idx, c.n_messages
 from conversations as c

@@ -45,7 +45,8 @@ full outer join c on c.split = t.split and c.iteration = t.iteration
 order by split, iteration
 
 -- name: trajectories
--- One page of the trajectories of the run at `$split`, `$iteration`: lowest total reward
+-- One page of the trajectories of the run at `$split`, `$iteration` (a null `$limit`: all
+-- of them from `$offset`): lowest total reward
 -- first, or highest first when `$highest` (ties by group, then trajectory; NaN and null
 -- rewards last either way), with how many conversations the logtree ties to each
 -- (`n_conversations`: to the trajectory itself, else to its group, `conversations_of`).

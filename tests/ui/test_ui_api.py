@@ -444,3 +444,26 @@ def test_docs_list_every_endpoint(ui_demo: tuple[Path, Path]) -> None:
     text = (Path(__file__).resolve().parents[2] / "docs" / "ui.md").read_text()
     documented = set(re.findall(r"^\| `(?:GET|POST) (/api/[a-z/-]+)", text, re.M))
     assert documented == served
+
+
+def test_trajectory_transcript_counts_are_the_conversations_listed(ui_server: UiServer) -> None:
+    # The page's "transcripts" column: conversations tied to the trajectory, else to its
+    # group (`conversations_of`), as the iteration's conversation list says.
+    seen = set()
+    for run in ("math_rl_sweep/qwen3-8b/lr_1e-5", "gsm8k_tool_rl/sweep/lr_1e-4/seed_0"):
+        for r in records(get(ui_server, "rollouts/index", {"run": run})):
+            if not (r["n_trajectories"] and r["n_conversations"]):
+                continue
+            where = {"run": run, "split": r["split"], "iteration": r["iteration"]}
+            convs = records(get(ui_server, "rollouts/conversations", where))
+            traj = records(get(ui_server, "rollouts/trajectories", where))
+            assert len(traj) == r["n_trajectories"]
+            for t in traj:
+                exact = sum(c["group_idx"] == t["group_idx"] and c["traj_idx"] == t["traj_idx"]
+                            for c in convs)
+                group = sum(c["group_idx"] == t["group_idx"] and c["traj_idx"] is None
+                            for c in convs)
+                want = ("trajectory", exact) if exact else ("group", group) if group else (None, 0)
+                assert (t["conversations_of"], t["n_conversations"]) == want, (where, t)
+                seen.add(want[0])
+    assert {"trajectory", "group"} <= seen  # both kinds were met

@@ -283,7 +283,7 @@ def test_timing_step_picker_draws_the_steps_waterfall(ui_server: UiServer, brows
 # -- Rollouts ------------------------------------------------------------------------------
 
 def test_the_lowest_reward_transcript(ui_server: UiServer, browser: Any, ui_tree: Path,
-                                      errors: list[str]) -> None:
+                                      ui_demo: tuple[Path, Path], errors: list[str]) -> None:
     run, split, it = "math_rl_sweep/qwen3-8b/lr_1e-5", "eval/test", 0
     rewards = {k[3:]: v for k, v in oracle.rollout_rewards(ui_tree).items() if k[:3] == (run, split, it)}
     lowest = min(rewards.values())
@@ -293,6 +293,16 @@ def test_the_lowest_reward_transcript(ui_server: UiServer, browser: Any, ui_tree
     heads, rows = read_table(page, "#trajectories")
     shown = [float(x) for x in column(heads, rows, "total_reward")]
     assert shown == sorted(rewards.values())  # lowest first
+    # The transcripts column: a trajectory's own conversations, else its group's.
+    store = runstore.open(ui_demo[1])
+    want = {f"{t['group_idx']}.{t['traj_idx']}":
+            f"group: {t['n_conversations']}" if t["conversations_of"] == "group"
+            else str(t["n_conversations"]) if t["n_conversations"] else "–"
+            for t in store.trajectories(run, iteration=it, split=split, limit=None).to_dicts()}
+    assert dict(zip(column(heads, rows, "group.traj"), column(heads, rows, "transcripts"))) == want
+    kinds = {"group" if v.startswith("group: ") else "own" if v.isdigit() else "none"
+             for v in want.values()}
+    assert kinds == {"group", "own", "none"}, want  # every kind of cell was compared
     page.locator("#trajectories tbody tr").first.click()
     page.wait_for_selector("#conversation .msg")
     group, traj = (int(x) for x in rows[0][0].split("."))

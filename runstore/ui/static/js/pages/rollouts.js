@@ -141,7 +141,7 @@ export async function mount(root) {
     const t = { columns: ["group.traj", "total_reward", "final", "steps", "tags", "transcripts"],
       types: ["varchar", "double", "double", "int64", "varchar", "int64"],
       rows: rows.map((r) => [`${r.group_idx}.${r.traj_idx}`, r.total_reward, r.final_reward, r.n_steps,
-        (r.tags || []).join(","), r.n_conversations || (r.n_group_conversations ? -r.n_group_conversations : 0)]) };
+        (r.tags || []).join(","), r.conversations_of === "group" ? -r.n_conversations : r.n_conversations]) };
     const order = h("button", { class: "small", id: "traj-order", onclick: () => { url.set({ order: desc ? null : "desc" }); load(); } },
       desc ? "highest reward first" : "lowest reward first");
     left.append(h("div", { class: "toolbar", style: { marginTop: "10px" } }, h("b", {}, "Trajectories"), order),
