@@ -48,8 +48,23 @@ class Params:
         return [v for k, v in self.items if k == name]
 
     def get(self, name: str, default: str | None = None) -> str | None:
+        """The one value of a parameter that takes one (`all` reads those that take
+        several): given twice it is refused, not read as the last of them."""
         values = self.all(name)
-        return values[-1] if values else default
+        if len(values) > 1:
+            raise QueryError(f"parameter {name!r} is given {len(values)} times; it takes one "
+                             "value")
+        return values[0] if values else default
+
+    def flag(self, name: str) -> bool:
+        """A yes/no parameter: `1`/`true`/`yes` or `0`/`false`/`no` in any case; absent or
+        empty is no."""
+        value = (self.get(name) or "").lower()
+        if value in ("", "0", "false", "no"):
+            return False
+        if value in ("1", "true", "yes"):
+            return True
+        raise QueryError(f"parameter {name!r} is true or false, got {_shown(self.get(name))}")
 
     def text(self, name: str) -> str:
         value = self.get(name)

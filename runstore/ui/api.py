@@ -323,7 +323,7 @@ class Api:
         runs = [r for r in p.all("run") if r]
         if not runs:
             raise QueryError("give the runs to compare: run=NAME, repeated")
-        every = p.get("all") in ("1", "true")
+        every = p.flag("all")
         table = self.store.diff(runs, all=every)
         names = [c for c in table.columns if c not in ("key", "differs")]
         found = self.store.resolve(runs)

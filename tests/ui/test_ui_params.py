@@ -141,3 +141,37 @@ def test_head_of_the_event_stream_is_its_head_and_ends(ui_server: UiServer) -> N
     head, _, rest = got.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 ") and b"text/event-stream" in head.lower()
     assert rest == b""
+
+
+@pytest.mark.parametrize("path, params, name", [
+    ("series", {"run": RUN}, "metric"),
+    ("series", {"metric": REWARD, "run": RUN}, "x"),
+    ("rollouts/trajectories", {"run": RUN, "split": "train"}, "iteration"),
+    ("timing/spans", {"run": RUN}, "step"),
+])
+def test_a_one_value_parameter_given_twice_is_a_400(ui_server: UiServer, path: str,
+                                                    params: dict[str, Any], name: str) -> None:
+    # It was read as the last of them: `metric=A&metric=B` charted B alone, saying nothing.
+    first = {"metric": REWARD, "x": "step", "iteration": "0", "step": "0"}[name]
+    second = {"metric": "optim/kl_sample_train_v1", "x": "time", "iteration": "10",
+              "step": "1"}[name]
+    status, body = answer(ui_server, path, {**params, name: [first, second]})
+    assert status == 400, body
+    assert f"'{name}' is given 2 times" in body["error"], body
+
+
+@pytest.mark.parametrize("value, every", [("1", True), ("TRUE", True), ("yes", True),
+                                          ("0", False), ("False", False), ("", False)])
+def test_diff_all_reads_true_and_false_in_any_case(ui_server: UiServer, ui_demo: tuple[Path, Path],
+                                                   value: str, every: bool) -> None:
+    other = "gsm8k_tool_rl/sweep/lr_3e-4/seed_0"
+    status, body = answer(ui_server, "diff", {"run": [RUN, other], "all": value})
+    assert status == 200, body
+    with runstore.open(ui_demo[1]) as store:
+        want = store.diff([RUN, other], all=every)
+    assert len(body["diff"]["rows"]) == want.height
+
+
+def test_diff_all_that_is_no_yes_or_no_is_a_400(ui_server: UiServer) -> None:
+    status, body = answer(ui_server, "diff", {"run": [RUN, RUN], "all": "maybe"})
+    assert status == 400 and "'all' is true or false" in body["error"], body
