@@ -63,7 +63,8 @@ _TOKEN = re.compile(r"""
   | (?P<other>[\[\]{}`])
   | (?P<word>[^\s"'`()\[\]{},;<>=!]+)
 """, re.VERBOSE)
-_DECIMAL = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+# ASCII digits only: Python's \d and float() also read other scripts' digits ("١" is 1).
+_DECIMAL = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ MINIMUM = 64 * 2**20  # less cannot even hold a query's set-up
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
           "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*|%)\s*")
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*|%)\s*", re.ASCII)  # digits 0-9 only
 FORMS = "bytes, or a size such as 4GB, 512MB, 1.5GiB, or a share of the machine's memory (25%)"
 _CGROUP_FILES = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 

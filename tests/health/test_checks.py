@@ -342,6 +342,9 @@ BAD_RULES = [
     ("a > 1 and b < 2", "there are 2 comparisons"),
     ("optim/entropy > high", "'high' is not a number"),
     ("optim/entropy > nan", "'nan' is not a number"),
+    # Python reads other scripts' digits as numbers (float("١") is 1.0); a rule does not.
+    ("optim/entropy > \u0661", "'\u0661' is not a number"),
+    ("optim/entropy > \uff11.5", "is not a number"),
     ("optim/entropy > 1e999", "finite number"),
     ("abs(x) > 1", "'abs(x)' is not a metric name"),
     ("my metric > 1", "'my metric' is not a metric name"),

@@ -168,7 +168,7 @@ def test_shares_are_of_the_machine() -> None:
 
 
 @pytest.mark.parametrize("bad", ["lots", "4XB", "0%", "101%", "-1GB", "1KB", "10", "", "GB",
-                                 True, 3.5, None, "4GB4"])
+                                 True, 3.5, None, "4GB4", "\u0664GB", "\uff14GB"])
 def test_a_size_that_is_not_one_is_a_usage_error(bad: Any) -> None:
     with pytest.raises(UsageError, match="memory limit"):
         memory.parse(bad)
