@@ -121,7 +121,11 @@ class _Reader:
         self.text = text
         self.toks = tokens(text)
         self.word = _trend_word(self.toks)
-        self.hint = TREND_HINT if self.word else THRESHOLD_HINT
+        # `stale` alone, or `drop x`, may be either kind: both hints.
+        first = self.toks[0].text.lower() if self.toks and self.toks[0].kind == "word" else ""
+        self.hint = (TREND_HINT if self.word else
+                     f"{THRESHOLD_HINT}; {TREND_HINT}" if first in ("drop", "rise", "stale")
+                     else THRESHOLD_HINT)
 
     def fail(self, why: str, at: int | None = None) -> UsageError:
         where = f" at column {at + 1}" if at is not None else ""

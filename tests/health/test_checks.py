@@ -338,6 +338,8 @@ BAD_RULES = [
     ("", "empty rule"),
     ("optim/entropy", "there is no comparison"),
     ("optim/entropy = 0.05", "'=' is not one of > >= < <="),
+    ("stale", "; trend rules are drop(METRIC) > X"),  # both hints: it may be either kind
+    ("drop env/all/reward/total", "trend rules are"),
     ("optim/entropy != 0.05", "is not one of > >= < <="),
     ("a > 1 and b < 2", "there are 2 comparisons"),
     ("optim/entropy > high", "'high' is not a number"),
