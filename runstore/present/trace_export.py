@@ -41,7 +41,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import QueryError
-from ..numbers import json_number
+from ..numbers import is_int64, json_number
 from ..query.rows import records
 from ..query.statements import named
 from .scope import one_run
@@ -61,6 +61,9 @@ def trace_events(store: "Reader", run: str, *, step: int | None = None,
     """The run's trace as Chrome trace events (see the module docstring)."""
     if step is not None and segment is not None:
         raise QueryError("give --step or --segment, not both")
+    for name, value in (("step", step), ("segment", segment)):
+        if value is not None and not is_int64(value):
+            raise QueryError(f"{name} is a whole number, got {value!r}")
     if source not in ("auto", "trace", "spans"):
         raise QueryError(f"source must be auto, trace or spans, got {source!r}")
     run_id, run_name = one_run(store, run)

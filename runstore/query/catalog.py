@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 
 def spelled(name: str, known: Iterable[str]) -> str:
     """`name` as `known` spells it when one of them is `name` in another case (DuckDB's names
-    ignore case: `KL_Health` reads kl_health), else `name` itself."""
+    ignore case: `KL_Health` reads kl_health), else `name` itself; a `name` that is not text is
+    a `QueryError` (the Python API takes any value)."""
+    if not isinstance(name, str):
+        raise QueryError(f"a table or view is named by text, got {name!r}")
     return next((k for k in known if k.lower() == name.lower()), name)
 
 

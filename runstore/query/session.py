@@ -41,6 +41,7 @@ from ..storage.manifest import Manifest, Root, manifest_paths, read_manifest
 from ..storage.settings import DEFAULT_SETTINGS
 from ..storage.snapshot import damaged_file, read_error
 from . import deadline, guard, memory, sandbox
+from .request import checked as checked_request
 from .connect import Database
 from .result import Result
 
@@ -115,7 +116,7 @@ class Session:
         import duckdb
 
         timeout = deadline.checked(timeout)
-        params = dict(params or {})
+        params = checked_request(sql, params)
         db, owned = self.database(params, allow_read)
         con = db.cursor()
         limit = deadline.Deadline(con, timeout)

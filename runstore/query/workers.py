@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from .. import errors
 from ..errors import QueryError, RunstoreError
 from . import deadline, memory
+from .request import checked as checked_request
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -321,6 +322,7 @@ class Workers:
               text: str | None = None) -> Iterator[Answer]:
         """One query in a worker (see the module docstring)."""
         timeout = deadline.checked(timeout)
+        params = checked_request(sql, params)
         request = pickle.dumps({"sql": sql, "params": params, "timeout": timeout,
                                 "allow_read": allow_read, "skip_rows": skip_rows,
                                 "keep_rows": keep_rows, "keep_bytes": keep_bytes,

@@ -14,9 +14,10 @@ carry `n_total`, the count before the page was cut. Nothing here writes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from ..errors import UsageError
+from ..numbers import is_int64
 from ..query.statements import named
 from .base import StoreBase
 
@@ -140,7 +141,7 @@ class Browsing(StoreBase):
         if isinstance(chars, bool) or not isinstance(chars, int) or chars < 0:
             raise UsageError(f"chars is a whole number of characters of at least 0, got {chars!r}")
         params = {"run": self._run_id(run), "split": split, "iteration": _whole(iteration),
-                  "groups": [_whole(g) for g in groups], "chars": chars}
+                  "groups": [_whole(g) for g in _listed(groups, "groups")], "chars": chars}
         return self._statement("messages", params)
 
     def search(self, text: str, *, runs: "str | Sequence[str] | None" = None,
@@ -234,7 +235,14 @@ class Browsing(StoreBase):
         return frame
 
 
+def _listed(values: Any, name: str) -> list[Any]:
+    """`values` as a list, when it is a list, tuple or other iterable that is not text."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise UsageError(f"{name} is a list of whole numbers, got {values!r}")
+    return list(values)
+
+
 def _whole(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int64(value):  # as the int64 columns it is compared with hold
         raise UsageError(f"give a whole number (an iteration, step or group), got {value!r}")
     return value
