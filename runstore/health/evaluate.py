@@ -296,7 +296,9 @@ class CheckResult:
 
         def seen(i: int) -> str:
             missing = self.runs - self.checked[i]
-            lacking = f", {missing} without {_what(self.rules[i])}" if missing else ""
+            # From a step on, a run may log the metric but no step that late: say so.
+            late = " from that step" if self.since_step is not None else ""
+            lacking = f", {missing} without {_what(self.rules[i])}{late}" if missing else ""
             return f"({self.checked[i]} checked{lacking})"
 
         if len(self.rules) == 1:

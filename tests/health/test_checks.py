@@ -725,9 +725,9 @@ def test_green_check_says_what_it_checked(awkward_store: runstore.Store, _awkwar
     result = run_cli(store, "check", "--since-step", "12", "--rule", "optim/entropy < -1",
                      "-F", "markdown")
     line = (f"0 of {all_n} runs fired a rule from step 12: kl_sample_train_v1|v2 > 0.01 "
-            f"fired for 0 ({kl_seen} checked, {all_n - kl_seen} without KL); "
+            f"fired for 0 ({kl_seen} checked, {all_n - kl_seen} without KL from that step); "
             f"optim/entropy < -1 fired for 0 ({ent_seen} checked, {all_n - ent_seen} without "
-            "optim/entropy)")
+            "optim/entropy from that step)")
     assert result.exit_code == 0 and result.stdout == line + "\n" and result.stderr == line + "\n"
 
 
