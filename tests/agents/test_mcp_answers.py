@@ -129,3 +129,31 @@ def test_a_scripted_agent_finds_the_unstable_runs_and_their_learning_rates(demo:
                                       "format": "csv"})
     found = {r[1]: float(r[2]) for r in csv_rows(answer.split("\n", 1)[1])[1:] if r}
     assert found == pytest.approx(truth)
+
+
+def test_a_key_without_a_line_says_why(demo: Any) -> None:
+    # Found from the files: a key every run logs only as text, and one no `sl/` run logs.
+    ui_tree, demo = demo
+    values: dict[str, list[Any]] = {}
+    for run in oracle.run_dirs(ui_tree):
+        for (_, key), v in oracle.live_metrics(run).items():
+            values.setdefault(key, []).append(v)
+    text_only = sorted(k for k, vs in values.items()
+                       if all(isinstance(v, str) for v in vs))
+    assert text_only, "the demo logs a key only as text"
+    answer = demo.ok("metric_history", {"keys": text_only[0]})
+    assert "## 0 lines" in answer
+    assert f"No line for {text_only[0]}: its values are text, not numbers" in answer
+    sl_keys = {k for run in oracle.run_dirs(ui_tree)
+               if oracle.run_name(ui_tree, run).startswith("sl/")
+               for (_, k) in oracle.live_metrics(run)}
+    other = "env/all/reward/total"
+    assert other in values and other not in sl_keys
+    answer = demo.ok("metric_history", {"keys": other, "runs": "sl/*"})
+    assert f"No line for {other}: no run in scope logs it." in answer
+    last = max(s for run in oracle.run_dirs(ui_tree)
+               for (s, k) in oracle.live_metrics(run) if k == other)
+    answer = demo.ok("metric_history", {"keys": other, "x_min": last + 1})
+    assert f"No line for {other}: no numeric point in scope on this x axis or window." in answer
+    # A key that has its line says nothing of the kind.
+    assert "No line" not in demo.ok("metric_history", {"keys": other})

@@ -81,6 +81,8 @@ class MetricTools(Toolbox):
         out.line(f"## {len(lines)} lines (run × key) on x={x}{where}"
                  + (f", smoothed {smooth}" if smooth is not None else ""))
         out.table(*page(lines, 0, lines.height), fmt=format, what="lines")
+        for key, why in self._no_line(names, set(lines["key"].to_list()), runs):
+            out.line(f"No line for {key}: {why}.")
         if dropped:
             out.line(f"Downsampled: {dropped:,} of {int(lines['points'].sum()):,} points dropped "
                      f"(lines over max_points={max_points} keep each bucket's min and max, and "
@@ -91,3 +93,15 @@ class MetricTools(Toolbox):
         out.table(points.slice(offset, limit).to_arrow(), Page(offset, limit, points.height),
                   fmt=format, what="points")
         return out.render()
+
+    def _no_line(self, names: list[str], drawn: set[str], runs: Runs) -> list[tuple[str, str]]:
+        """Why each key asked for has no line: no run in scope logs it, or only as text."""
+        missing = [k for k in dict.fromkeys(names) if k not in drawn]
+        if not missing:
+            return []
+        found = self.store.keys(runs=runs)
+        types = dict(zip(found["key"].to_list(), found["type"].to_list()))
+        return [(k, "no run in scope logs it" if k not in types else
+                 "its values are text, not numbers (the `metrics` view's value_str holds them)"
+                 if types[k] == "string" else "no numeric point in scope on this x axis or window")
+                for k in missing]
