@@ -71,7 +71,7 @@ from .grammar import is_trend
 from .rules import DEFAULT_WEIGHT, KINDS, TrendRule, parse_rule
 
 __all__ = ["DEFAULT_WEIGHT", "KINDS", "MIN_HISTORY", "TrendResult", "TrendRule", "evaluate",
-           "fire", "fire_rows", "parse_trend", "rule_values"]
+           "fire", "fire_rows", "fire_run", "parse_trend"]
 
 if TYPE_CHECKING:
     import polars as pl
@@ -211,40 +211,57 @@ def _series(store: "Reader", keys: tuple[str, ...], runs: Scope,
     return store.fetch(sql, params, convert=lambda r: r.fetchall())
 
 
-def _finite(x: float | None) -> bool:
-    return x is not None and -math.inf < x < math.inf
-
-
-def rule_values(points: Sequence[tuple[Any, float | None]],
-                rule: TrendRule) -> list[tuple[Any, float]]:
-    """One run's `(step, value)` points, in step order, as `(step, rule value)` at each of the
-    rule's steps (NaN where the value is undefined; see the module)."""
-    values = [v for _, v in points]
-    finite = [_finite(v) for v in values]
+def fire_run(steps: Sequence[Any], values: Sequence[float | None],
+             rule: TrendRule) -> dict[str, Any] | None:
+    """One run's fired row of a drop/rise rule (`first_step`, `last_step`, `steps_over`,
+    `peak`, `latest`, `longest_streak`; see the module) over its points in step order (one
+    point a step), or None when no step is over. The rule's value at each rule step and
+    whether it is over are computed in one pass: the one definition of drop and rise."""
+    inf = math.inf
     s = smoothed(values, rule.smoothing)
-    out: list[tuple[Any, float]] = []
-    if rule.kind == "drop":
-        best = None  # the best smoothed value so far, from the first finite point on
-        for (step, _), ok, sm in zip(points, finite, s):
+    limit, strict = rule.value, rule.op == ">"
+    drop = rule.kind == "drop"
+    best = None  # drop: the best smoothed value so far, from the first finite point on
+    earlier: list[float] = []  # rise: the finite raw values before this step, sorted
+    insort = bisect.insort
+    first = last = peak = None
+    latest = NAN
+    over_n = streak = longest = 0
+    seen = False  # a rule step yet
+    for step, v, sm in zip(steps, values, s):
+        ok = v is not None and -inf < v < inf
+        if drop:
+            if ok and (best is None or sm > best):  # type: ignore[operator]
+                best = sm
+            if best is None:
+                continue
+            r = best - sm if ok else NAN  # type: ignore[operator]
+        else:
+            n = len(earlier)  # the finite raw values before this step
+            if n >= MIN_HISTORY:
+                mid = n // 2
+                median = earlier[mid] if n % 2 else (earlier[mid - 1] + earlier[mid]) / 2
+                r = sm / median if ok and median > 0 else NAN  # type: ignore[operator]
             if ok:
-                best = sm if best is None or sm > best else best  # type: ignore[operator]
-            if best is not None:
-                out.append((step, best - sm if ok else NAN))  # type: ignore[operator]
-        return out
-    earlier: list[float] = []  # the finite raw values before this step, sorted
-    for (step, v), ok, sm in zip(points, finite, s):
-        if len(earlier) >= MIN_HISTORY:
-            median = _median(earlier)
-            out.append((step, sm / median if ok and median > 0 else NAN))  # type: ignore[operator]
-        if ok:
-            bisect.insort(earlier, v)  # type: ignore[arg-type]
-    return out
-
-
-def _median(ordered: list[float]) -> float:
-    n = len(ordered)
-    mid = n // 2
-    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+                insort(earlier, v)  # type: ignore[arg-type]
+            if n < MIN_HISTORY:
+                continue
+        seen = True
+        latest = r
+        if r == r and (r > limit if strict else r >= limit):
+            over_n += 1
+            if step is not None:
+                first = step if first is None else first
+                last = step
+            peak = r if peak is None or r > peak else peak
+            streak += 1
+            longest = longest if longest > streak else streak
+        else:
+            streak = 0
+    if not seen or not over_n:
+        return None
+    return {"first_step": first, "last_step": last, "steps_over": over_n, "peak": peak,
+            "latest": latest, "longest_streak": longest}
 
 
 def _trend(store: "Reader", rule: TrendRule, runs: Scope,
@@ -263,39 +280,24 @@ def fire_rows(points: Iterable[tuple[Any, ...]],
         by_run.setdefault(run_id, []).append((step, value))
     rows = []
     for run_id in sorted(by_run):
-        # Step order (a step-less point first, as the sort of a null does).
-        ordered = sorted(by_run[run_id], key=lambda p: (p[0] is not None, p[0] or 0))
-        found = _fired(rule_values(ordered, rule), rule)
+        run = by_run[run_id]
+        # Step order (a step-less point first, as the sort of a null does); one point a step.
+        run.sort(key=lambda p: (p[0] is not None, p[0] or 0))
+        found = fire_run([p[0] for p in run], [p[1] for p in run], rule)
         if found is not None:
             rows.append({"run_id": run_id, **found})
     return rows, len(by_run)
 
 
-def _fired(values: list[tuple[Any, float]], rule: TrendRule) -> dict[str, Any] | None:
-    """first/last step over, steps over, peak, latest and the longest streak of one run's rule
-    values; None when no step is over."""
-    over_steps: list[Any] = []
-    peak = None
-    streak = longest = 0
-    for step, r in values:
-        over = not math.isnan(r) and (r > rule.value if rule.op == ">" else r >= rule.value)
-        if over:
-            over_steps.append(step)
-            peak = r if peak is None or r > peak else peak
-            streak += 1
-            longest = max(longest, streak)
-        else:
-            streak = 0
-    if not over_steps:
-        return None
-    stepped = [s for s in over_steps if s is not None]
-    return {"first_step": min(stepped, default=None), "last_step": max(stepped, default=None),
-            "steps_over": len(over_steps), "peak": peak, "latest": values[-1][1],
-            "longest_streak": longest}
-
-
 def fire(frame: "pl.DataFrame", rule: TrendRule) -> tuple["pl.DataFrame", int]:
-    """`fire_rows` over a polars frame (run_id, step, value), as a polars frame of the `FIRED`
-    columns, and the runs checked."""
-    rows, checked = fire_rows(frame.select("run_id", "step", "value").iter_rows(), rule)
-    return _polars([tuple(r[c] for c in FIRED) for r in rows], FIRED_TYPES), checked
+    """`fire_run` over each run of a polars frame (run_id, step, value; any order), grouped
+    and put in step order by polars, as a polars frame of the `FIRED` columns, and the runs
+    checked."""
+    runs = (frame.sort("run_id", "step", nulls_last=False)
+            .group_by("run_id", maintain_order=True).agg("step", "value"))
+    rows = []
+    for run_id, steps, values in runs.iter_rows():
+        found = fire_run(steps, values, rule)
+        if found is not None:
+            rows.append((run_id, *(found[c] for c in FIRED[1:])))
+    return _polars(rows, FIRED_TYPES), runs.height
