@@ -102,7 +102,8 @@ def smoothed(values: Iterable[float | None], weight: float) -> list[float | None
     w = check_weight(weight)
     xs = list(values)
     inf = math.inf
-    largest = max((abs(x) for x in xs if x is not None and -inf < x < inf), default=0.0)
+    finite = [x for x in xs if x is not None and -inf < x < inf]
+    largest = max(max(finite), -min(finite)) if finite else 0.0
     # Values this large are averaged at a quarter (exact: a power of two) and scaled back.
     scale = 0.25 if largest >= 2.0 ** 1022 else 1.0
     bound = largest * scale
