@@ -11,8 +11,9 @@ when two runs share it; `status` is `run_status`'s, as of the query). `runs` is 
 (`analysis.runs`: names, run_ids, directories or a GLOB), resolved to run_ids once. Trend
 rules (`drop`, `rise`, `stale`: trends.py) in the
 same list are evaluated beside that statement and merged into the same rows, ordered by run
-name, then rule order; a list of threshold rules alone imports neither polars nor
-pyarrow.compute.
+name, then rule order; the rows come as plain Python values (`arrow=False`) for either kind,
+so `runstore check` imports neither polars nor pyarrow (polars makes the Arrow table when
+one is asked for: pyarrow's own `from_pylist` would import pandas).
 `check(store, ...)` is `runstore check`: it chooses the rules (config.py), refuses a rule
 whose metric no run in the store has logged (`keys.UnknownKey`, naming the closest logged
 keys; the default KL rule excepted) and returns a `CheckResult` whose `summary()` is one
@@ -160,9 +161,9 @@ class _Evaluated:
 def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | None,
               since_step: int | None, *, arrow: bool = True) -> _Evaluated:
     """Threshold rules in one statement, trend rules (trends.py) beside them, merged in
-    rule order: one table with both kinds' rows and per-rule counts. Only trend rules load
-    polars, which merges the two; with `arrow=False` the rows are plain `Rows` and no
-    pyarrow is loaded, for threshold and trend rules alike."""
+    rule order: one table with both kinds' rows and per-rule counts, merged as plain rows;
+    with `arrow=False` they stay plain `Rows` and neither polars nor pyarrow is loaded, for
+    threshold and trend rules alike."""
     from ..analysis.runs import scope_ids
 
     ids = scope_ids(store, runs)  # type: ignore[arg-type]
