@@ -18,41 +18,41 @@
 -- @column final_state_path: `state_path` of the final checkpoint (null when none)
 -- @column final_sampler_path: `sampler_path` of the final checkpoint (null when none)
 with numbered as (
-    select run_id, name, batch, epoch, rolling, state_path, sampler_path, seq,
+    select run_id, seq,
            coalesce(final, false) or name = 'final' as is_final,
-           row_number() over (partition by run_id order by seq desc) as newest,
-           count(*) over (partition by run_id) as n
+           {'name': name, 'batch': batch, 'epoch': epoch, 'rolling': rolling,
+            'state_path': state_path, 'sampler_path': sampler_path} as c
     from checkpoints
 ),
-sampler as (
-    select run_id, name, sampler_path,
-           row_number() over (partition by run_id order by seq desc) as newest
-    from checkpoints
-    where sampler_path is not null
-),
-final_checkpoint as (
-    select run_id, name, state_path, sampler_path,
-           row_number() over (partition by run_id order by seq desc) as newest
+per_run as (
+    -- One pass over each run's records: the newest record (by `seq`), the newest with a
+    -- sampler path and the newest final one, each taken whole from one row (a struct), so a
+    -- tie in `seq` cannot mix two records' columns.
+    select run_id,
+           count(*) as n,
+           arg_max_null(c, seq) as latest,
+           arg_max_null(c, seq) filter (where c.sampler_path is not null) as sampler,
+           arg_max_null(c, seq) filter (where is_final) as final
     from numbered
-    where is_final
+    group by run_id
 )
 select c.run_id,
        r.run_name,
        r.run_label,
        c.n as n_checkpoints,
-       c.name as latest_name,
-       c.batch,
-       c.epoch,
-       coalesce(c.rolling, false) as rolling,
-       c.state_path,
-       c.sampler_path,
-       s.name as sampler_name,
-       s.sampler_path as latest_sampler_path,
-       f.name as final_name,
-       f.state_path as final_state_path,
-       f.sampler_path as final_sampler_path
-from numbered as c
-left join run_labels as r on r.run_id = c.run_id
-left join sampler as s on s.run_id = c.run_id and s.newest = 1
-left join final_checkpoint as f on f.run_id = c.run_id and f.newest = 1
-where c.newest = 1
+       c.latest.name as latest_name,
+       c.latest.batch as batch,
+       c.latest.epoch as epoch,
+       coalesce(c.latest.rolling, false) as rolling,
+       c.latest.state_path as state_path,
+       c.latest.sampler_path as sampler_path,
+       c.sampler.name as sampler_name,
+       c.sampler.sampler_path as latest_sampler_path,
+       c.final.name as final_name,
+       c.final.state_path as final_state_path,
+       c.final.sampler_path as final_sampler_path
+from per_run as c
+-- One label row per run_id (a group, which `runs` has anyway): a query that reads no label
+-- column (run_summary) then skips this join.
+left join (select run_id, any_value(run_name) as run_name, any_value(run_label) as run_label
+           from run_labels group by run_id) as r on r.run_id = c.run_id

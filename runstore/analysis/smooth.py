@@ -8,12 +8,11 @@ smoothed value at point t is
 where k_i counts the finite points up to i. That is TensorBoard's smoothing
 (`last = W*last + (1-W)*x; s = last / (1 - W^k)`, k the finite points so far): W = 0 gives
 the raw values, W = 0.9 smooths heavily (a point's weight halves every ~6.6 points), and the
-first value is the first finite point itself (the debiasing). It is exactly polars'
+first value is the first finite point itself (the debiasing). It equals polars'
 `ewm_mean(alpha=1 - W, adjust=True, ignore_nulls=True)` over the finite values with nulls in
 place of the others: with `adjust=True` polars weights point i by (1 - alpha)^(t-i) = W^(t-i)
 and divides by the sum of the weights; `ignore_nulls=True` counts only non-null points in the
-exponent, as TensorBoard counts only finite ones (tests/analysis/test_analysis_smooth.py holds polars
-to a direct implementation of the formula and to TensorBoard's loop).
+exponent, as TensorBoard counts only finite ones.
 
 The smoothed value is finite whenever the points are: it is a weighted average of them, and
 it is computed so that no step of it overflows (`[1.7e308, -1.7e308, ...]` smooths to
@@ -25,18 +24,28 @@ NaN, while the raw band leaves that run out and counts it.) Steps the run did no
 exist for it: the average runs over the points logged, whatever the steps between them (as in
 TensorBoard and W&B's default EMA).
 
-`ema(column, weight)` is that expression (use `.over(run)` on a frame sorted by run then step);
-`smooth_frame(frame, weight, by=...)` sorts and adds the column; `check_weight` validates a
+`smoothed(values, weight)` is the one computation, over one run's values as plain Python
+floats, step for step as polars' `ewm_mean(alpha=1 - W, adjust=True)` computes the same
+average (the mean moves by the new point's share of `x - mean`; values of 2^1022 or more,
+where `x - mean` could overflow, are averaged at a quarter, exact, and scaled back, the
+average held within the largest value).
+What reads rows it already fetched (trend rules, `runstore check`) calls it and imports no
+polars. `ema(column, weight)` is the same computation as a polars expression (it runs
+`smoothed` over each group's values: use `.over(run)` on a frame sorted by run then step);
+`smooth_frame(frame, weight, by=...)` sorts and adds the column. `check_weight` validates a
 weight (the one check of `compare`, `plot … --smooth`, the UI and trend rules: a whole number
 of steps, what `plot --smooth N` once took, is refused with the weight to write instead,
 `steps_weight(N)`). This is runstore's one smoothing: every chart, band and rule that smooths
-calls `ema`. polars is imported inside the functions.
+calls `smoothed`, through `ema` where it holds a polars frame. polars is imported inside the
+functions. (polars' own `ewm_mean(alpha=1 - W, adjust=True, ignore_nulls=True)` over the
+finite values gives the same numbers, to the bit: tests/analysis/test_analysis_smooth.py holds
+`smoothed`, `ema`, that call, TensorBoard's loop and the closed formula to one another.)
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from ..errors import UsageError
 
@@ -79,8 +88,51 @@ def steps_weight(steps: int) -> float:
     return round((steps - 1) / (steps + 1), 2)
 
 
+def smoothed(values: Iterable[float | None], weight: float) -> list[float | None]:
+    """The smoothed value (see the module) at each of one run's points, in their order: None
+    before the first finite point, the last smoothed value carried over a non-finite one.
+
+    >>> [round(v, 6) for v in smoothed([1.0, 3.0, float("nan"), 5.0], 0.5)]
+    [1.0, 2.333333, 2.333333, 3.857143]
+
+    ((0.5*1 + 3) / 1.5, carried over the NaN, then (0.25*1 + 0.5*3 + 5) / 1.75.)
+    >>> smoothed([None, float("inf"), 2.0], 0.9)
+    [None, None, 2.0]
+    """
+    w = check_weight(weight)
+    xs = list(values)
+    inf = math.inf
+    finite = [x for x in xs if x is not None and -inf < x < inf]
+    largest = max(max(finite), -min(finite)) if finite else 0.0
+    # Values this large are averaged at a quarter (exact: a power of two) and scaled back.
+    scale = 0.25 if largest >= 2.0 ** 1022 else 1.0
+    bound = largest * scale
+    # polars' ewm_mean(alpha=1 - W, adjust=True) step by step: the weight of the points
+    # before is `old` (decayed by 1 - alpha), the new point's 1, and the mean moves by the new
+    # point's share of (x - mean): the same numbers as that call, to the bit.
+    decay = 1.0 - (1.0 - w)
+    old, mean, current = 1.0, 0.0, None
+    out: list[float | None] = []
+    append = out.append
+    for x in xs:
+        if x is not None and -inf < x < inf:  # finite (NaN compares false)
+            x *= scale
+            if current is None:
+                mean = x
+            else:
+                old *= decay
+                if mean != x:
+                    mean = mean + (x - mean) * (1.0 / (old + 1.0))
+                old += 1.0
+            # An average is no larger than the largest value; held there (rounding can pass
+            # it by an ulp), it stays finite when scaled back.
+            current = (bound if mean > bound else -bound if mean < -bound else mean) / scale
+        append(current)
+    return out
+
+
 def ema(column: "str | pl.Expr", weight: float) -> "pl.Expr":
-    """The smoothed value of `column` (see the module), over the rows in their order.
+    """`smoothed` of `column` as a polars expression, over the rows in their order.
 
     Apply it per run: `ema("value", 0.9).over("run_id")` on a frame sorted by run, then step.
     """
@@ -88,16 +140,11 @@ def ema(column: "str | pl.Expr", weight: float) -> "pl.Expr":
 
     weight = check_weight(weight)
     col = pl.col(column) if isinstance(column, str) else column
-    finite = pl.when(col.is_finite()).then(col).otherwise(None)
-    # polars updates the average as m + (x - m) * a, and x - m of 1.7e308 and -1.7e308
-    # overflows: values that large are averaged at a quarter (exact: a power of two) and
-    # scaled back. An average is no larger than the largest value; held there (polars'
-    # rounding can pass it by an ulp), it stays finite when scaled back.
-    largest = finite.abs().max()
-    scale = pl.when(largest >= 2.0 ** 1022).then(0.25).otherwise(1.0)
-    smoothed = (finite * scale).ewm_mean(alpha=1.0 - weight, adjust=True, ignore_nulls=True)
-    bound = largest * scale
-    return (smoothed.clip(-bound, bound) / scale).forward_fill()
+
+    def run(values: "pl.Series") -> "pl.Series":
+        return pl.Series(values.name, smoothed(values.to_list(), weight), dtype=pl.Float64)
+
+    return col.cast(pl.Float64).map_batches(run, return_dtype=pl.Float64)
 
 
 def smooth_frame(frame: "pl.DataFrame", weight: float, *, by: str | Sequence[str] = "run_id",

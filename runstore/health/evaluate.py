@@ -11,8 +11,9 @@ when two runs share it; `status` is `run_status`'s, as of the query). `runs` is 
 (`analysis.runs`: names, run_ids, directories or a GLOB), resolved to run_ids once. Trend
 rules (`drop`, `rise`, `stale`: trends.py) in the
 same list are evaluated beside that statement and merged into the same rows, ordered by run
-name, then rule order; a list of threshold rules alone imports neither polars nor
-pyarrow.compute.
+name, then rule order; the rows come as plain Python values (`arrow=False`) for either kind,
+so `runstore check` imports neither polars nor pyarrow (polars makes the Arrow table when
+one is asked for: pyarrow's own `from_pylist` would import pandas).
 `check(store, ...)` is `runstore check`: it chooses the rules (config.py), refuses a rule
 whose metric no run in the store has logged (`keys.UnknownKey`, naming the closest logged
 keys; the default KL rule excepted) and returns a `CheckResult` whose `summary()` is one
@@ -41,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from .. import families
 from ..errors import UsageError
 from ..query.keys import family
-from ..query.rows import Rows, from_polars, from_relation
+from ..query.rows import Rows, from_relation
 from ..storage.schema import F64, I64, STR, arrow_type
 from ..query.statements.check import check_statement
 from ..query.statements.frames import count_runs_query
@@ -160,9 +161,9 @@ class _Evaluated:
 def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | None,
               since_step: int | None, *, arrow: bool = True) -> _Evaluated:
     """Threshold rules in one statement, trend rules (trends.py) beside them, merged in
-    rule order: one table with both kinds' rows and per-rule counts. Only trend rules load
-    polars, which merges the two; with `arrow=False` the rows are plain `Rows` and no
-    pyarrow is loaded, for threshold and trend rules alike."""
+    rule order: one table with both kinds' rows and per-rule counts, merged as plain rows;
+    with `arrow=False` they stay plain `Rows` and neither polars nor pyarrow is loaded, for
+    threshold and trend rules alike."""
     from ..analysis.runs import scope_ids
 
     ids = scope_ids(store, runs)  # type: ignore[arg-type]
@@ -173,14 +174,13 @@ def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | 
         return _Evaluated(table, tuple(int(c["checked"]) for c in by_rule),
                           tuple(int(c["fired_runs"]) for c in by_rule),
                           int(by_rule[0]["scope_runs"]))
-    import polars as pl
-
     from .trends import evaluate as evaluate_trends
 
     plain = [(i, r) for i, r in enumerate(rules) if not isinstance(r, TrendRule)]
     trend = [(i, r) for i, r in enumerate(rules) if isinstance(r, TrendRule)]
     checked, fired = [0] * len(rules), [0] * len(rules)
-    parts = []
+    columns = ["run_id", *COLUMNS, "rule_idx"]
+    merged: list[tuple[Any, ...]] = []
     scope_runs = None
     if plain:
         table, counts = _answer(store, [r for _, r in plain], ids, since_step, arrow=False)
@@ -189,20 +189,22 @@ def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | 
             checked[where[c["rule_idx"]]] = int(c["checked"])
             fired[where[c["rule_idx"]]] = int(c["fired_runs"])
             scope_runs = int(c["scope_runs"])
-        parts.append(_renumber(_frame(table), where))
+        merged += _renumber(table, where)
     if trend:
         result = evaluate_trends(store, [r for _, r in trend], runs=runs, since_step=since_step)
         where = [i for i, _ in trend]
         for j, i in enumerate(where):
             checked[i], fired[i] = result.checked[j], result.fired[j]
-        parts.append(_renumber(result.frame, where))
+        merged += _renumber(result.rows, where)
     if scope_runs is None:
         scope_runs = int(store.fetch(*count_runs_query(ids),
                                      convert=lambda r: r.fetchall())[0][0])
-    merged = pl.concat([p.cast(dict(parts[0].schema)) for p in parts])
-    if len(parts) > 1:
-        merged = merged.sort(["run_name", "rule_idx"], maintain_order=True)
-    table = merged.to_arrow().cast(arrow_schema(merged.columns)) if arrow else from_polars(merged)
+    if plain and trend:
+        # By run name (no name first), then rule order; each part is in that order already.
+        name, idx = columns.index("run_name"), columns.index("rule_idx")
+        merged.sort(key=lambda r: (r[name] is not None, r[name] or "", r[idx]))
+    rows = Rows(columns, [ROW_TYPES[c] != STR for c in columns], merged)
+    table = pa_table(rows) if arrow else rows
     return _Evaluated(table, tuple(checked), tuple(fired), scope_runs)
 
 
@@ -232,12 +234,17 @@ def _frame(rows: "Rows | pa.Table") -> "pl.DataFrame":
                         schema={c: types[ROW_TYPES[c]] for c in rows.column_names})
 
 
-def _renumber(frame: "pl.DataFrame", where: list[int]) -> "pl.DataFrame":
-    """`frame` with its `rule_idx` (a position in a subset of the rules) mapped to `where`."""
-    import polars as pl
+def _renumber(rows: "Rows | pa.Table", where: list[int]) -> list[tuple[Any, ...]]:
+    """`rows` (run_id, the COLUMNS, rule_idx) as tuples of those columns, in that order, with
+    `rule_idx` (a position in a subset of the rules) mapped to `where`."""
+    data = rows.select(["run_id", *COLUMNS, "rule_idx"]).to_pylist()
+    return [(*(r[c] for c in ("run_id", *COLUMNS)), where[r["rule_idx"]]) for r in data]
 
-    return frame.with_columns(pl.Series("rule_idx", where, dtype=pl.Int64).gather(
-        frame["rule_idx"].cast(pl.Int64)))
+
+def pa_table(rows: Rows) -> "pa.Table":
+    """Plain check rows as Arrow, with the check statement's column types (`ROW_TYPES`),
+    through polars (pyarrow's own `from_pylist` imports pandas, ~0.3 s)."""
+    return _frame(rows).to_arrow().cast(arrow_schema(rows.column_names))
 
 
 def evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", *, runs: str | None = None,

@@ -45,25 +45,33 @@ last step over, `steps_over` how many, `longest_streak` the most consecutive rul
 `peak` the largest value over X, `latest` the value at the run's last rule step (NaN there
 when that step's value is NaN), `status` `run_status`'s. `since_step` drops the earlier steps
 before anything is computed (as if they were not logged); stale ignores it.
+
+Computed over plain rows (the statements' results as Python values, `query.rows`), with the
+one smoothing's row form (`analysis.smooth.smoothed`): `runstore check` with trend rules
+imports neither polars nor pyarrow. `fire(frame, rule)` takes and gives polars frames for a
+caller that holds one (the doctor), computed by the same `fire_rows`.
 """
 
 from __future__ import annotations
 
+import bisect
+import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Sequence, cast
+from typing import TYPE_CHECKING, Any, Iterable, Sequence, cast
 
 from ..analysis.runs import Scope, scope_ids
-from ..analysis.smooth import ema
+from ..analysis.smooth import smoothed
 from ..errors import UsageError
-from ..query.result import frame
+from ..query.rows import Rows, records
 from ..query.statements.frames import family_series_query, run_status_query
-from .firing import COLUMNS
+from ..storage.schema import F64, I64, STR
+from .firing import COLUMN_TYPES, COLUMNS
 from .grammar import is_trend
 from .rules import DEFAULT_WEIGHT, KINDS, TrendRule, parse_rule
 
 __all__ = ["DEFAULT_WEIGHT", "KINDS", "MIN_HISTORY", "TrendResult", "TrendRule", "evaluate",
-           "parse_trend", "values"]
+           "fire", "fire_rows", "fire_run", "parse_trend"]
 
 if TYPE_CHECKING:
     import polars as pl
@@ -72,6 +80,13 @@ if TYPE_CHECKING:
     from ..query.reader import Reader
 
 MIN_HISTORY = 10
+# The columns of `evaluate`'s rows and their types: the check's own (`firing.COLUMN_TYPES`).
+ROW_TYPES = {"run_id": STR, **COLUMN_TYPES, "rule_idx": I64}
+# A fired drop/rise row, as `fire_rows` gives it (without run_name, rule and status).
+FIRED = ("run_id", "first_step", "last_step", "steps_over", "peak", "latest", "longest_streak")
+FIRED_TYPES = {"run_id": STR, "first_step": I64, "last_step": I64, "steps_over": I64,
+               "peak": F64, "latest": F64, "longest_streak": I64}
+NAN = float("nan")
 
 
 def parse_trend(text: str) -> TrendRule | None:
@@ -98,146 +113,191 @@ def parse_trend(text: str) -> TrendRule | None:
 
 @dataclass(frozen=True)
 class TrendResult:
-    """What `evaluate` found: the rows that fired (`frame`, as polars computed them; `table`,
-    the same as Arrow) and, per rule, runs checked and fired."""
+    """What `evaluate` found: the rows that fired (`rows`, plain: `run_id`, the COLUMNS,
+    `rule_idx`, by run_name then rule_idx; `table`, the same as Arrow; `frame`, as polars)
+    and, per rule, runs checked and fired."""
 
-    frame: "pl.DataFrame"  # run_id, the COLUMNS, rule_idx; by run_name, then rule_idx
+    rows: Rows
     checked: tuple[int, ...]
     fired: tuple[int, ...]
 
     @property
     def table(self) -> "pa.Table":
+        # Through polars: pyarrow's own from_pylist imports pandas (~0.3 s).
         return self.frame.to_arrow()
+
+    @property
+    def frame(self) -> "pl.DataFrame":
+        return _polars(self.rows.data, ROW_TYPES)
+
+
+def _polars(data: list[tuple[Any, ...]], types: dict[str, str]) -> "pl.DataFrame":
+    import polars as pl
+
+    kinds = {STR: pl.String, I64: pl.Int64, F64: pl.Float64}
+    return pl.DataFrame(data, orient="row", schema={c: kinds[t] for c, t in types.items()})
 
 
 def evaluate(store: "Reader", rules: Sequence[TrendRule], *, runs: Scope = None,
              since_step: int | None = None, now: datetime | None = None) -> TrendResult:
     """Every (run, rule) that fires, with per-rule counts (see the module)."""
-    import polars as pl
-
     if since_step is not None and (isinstance(since_step, bool) or not isinstance(since_step, int)):
         raise UsageError(f"since_step must be a whole step number, got {since_step!r}")
     now = now or datetime.now(timezone.utc)
-    parts, checked, fired = [], [], []
+    rows: list[tuple[Any, ...]] = []
+    checked, fired = [], []
     status = _status(store, runs)
+    by_id = {s["run_id"]: s for s in status}
     for i, rule in enumerate(rules):
         if rule.kind == "stale":
-            rows, n = _stale(status, rule, now)
+            found, n = _stale(status, rule, now)
         else:
-            rows, n = _trend(store, rule, runs, since_step)
-            rows = rows.join(status.select("run_id", "run_name", "status"), on="run_id")
-        rows = rows.with_columns(rule=pl.lit(rule.name), rule_idx=pl.lit(i, pl.Int64))
-        parts.append(rows.select("run_id", *COLUMNS, "rule_idx"))
+            found, n = _trend(store, rule, runs, since_step)
+            found = [{**f, "run_name": by_id[f["run_id"]]["run_name"],
+                      "status": by_id[f["run_id"]]["status"]}
+                     for f in found if f["run_id"] in by_id]
+        rows += [(f["run_id"], f["run_name"], rule.name, *(f[c] for c in COLUMNS[2:-1]),
+                  f["status"], i) for f in found]
         checked.append(n)
-        fired.append(rows.height)
-    table = pl.concat(parts) if parts else _empty()
-    table = table.sort(["run_name", "rule_idx"])
-    return TrendResult(table, tuple(checked), tuple(fired))
+        fired.append(len(found))
+    # By run name (no name first), then rule.
+    rows.sort(key=lambda r: (r[1] is not None, r[1] or "", r[-1]))
+    columns = list(ROW_TYPES)
+    return TrendResult(Rows(columns, [ROW_TYPES[c] != STR for c in columns], rows),
+                       tuple(checked), tuple(fired))
 
 
-def _empty() -> "pl.DataFrame":
-    import polars as pl
-
-    return pl.DataFrame(schema={"run_id": pl.Utf8, "run_name": pl.Utf8, "rule": pl.Utf8,
-                                "first_step": pl.Int64, "last_step": pl.Int64,
-                                "steps_over": pl.Int64, "longest_streak": pl.Int64,
-                                "peak": pl.Float64, "latest": pl.Float64, "status": pl.Utf8,
-                                "rule_idx": pl.Int64})
-
-
-def _status(store: "Reader", runs: Scope) -> "pl.DataFrame":
+def _status(store: "Reader", runs: Scope) -> list[dict[str, Any]]:
     """run_id, run_name (the run's `run_label`, as `check` shows runs), status (run_status, as
     of the query), last_step, source_updated_at."""
-    return frame(store, *run_status_query(scope_ids(store, runs)))
+    return records(store, *run_status_query(scope_ids(store, runs)))
 
 
-def _stale(status: "pl.DataFrame", rule: TrendRule, now: datetime) -> tuple["pl.DataFrame", int]:
-    import polars as pl
-
-    known = status.filter(pl.col("source_updated_at").is_not_null())
+def _stale(status: list[dict[str, Any]], rule: TrendRule,
+           now: datetime) -> tuple[list[dict[str, Any]], int]:
+    known = [s for s in status if s["source_updated_at"] is not None]
     # Epoch microseconds on both sides: the column's time zone name (UTC, Etc/UTC) may differ
     # from `now`'s, and an instant is an instant.
     now_us = (now if now.tzinfo else now.replace(tzinfo=timezone.utc)).timestamp() * 1e6
-    minutes = (pl.lit(now_us) - pl.col("source_updated_at").dt.epoch("us")) / 6e7
-    over = minutes > rule.value if rule.op == ">" else minutes >= rule.value
-    rows = (known.with_columns(minutes=minutes)
-            .filter(~pl.col("status").is_in(["completed", "missing"]) & over)
-            .select("run_id", "run_name", "status",
-                    first_step=pl.col("last_step"), last_step=pl.col("last_step"),
-                    steps_over=pl.lit(None, pl.Int64), longest_streak=pl.lit(None, pl.Int64),
-                    peak=pl.col("minutes"), latest=pl.col("minutes")))
-    return rows, known.height
+    rows = []
+    for s in known:
+        updated = s["source_updated_at"]
+        if updated.tzinfo is None:
+            updated = updated.replace(tzinfo=timezone.utc)
+        minutes = (now_us - _epoch_us(updated)) / 6e7
+        over = minutes > rule.value if rule.op == ">" else minutes >= rule.value
+        if over and s["status"] is not None and s["status"] not in ("completed", "missing"):
+            rows.append({"run_id": s["run_id"], "run_name": s["run_name"],
+                         "status": s["status"], "first_step": s["last_step"],
+                         "last_step": s["last_step"], "steps_over": None,
+                         "longest_streak": None, "peak": minutes, "latest": minutes})
+    return rows, len(known)
+
+
+def _epoch_us(t: datetime) -> int:
+    """Whole microseconds since the epoch of an aware datetime (exact, as Arrow holds it)."""
+    delta = t - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def _series(store: "Reader", keys: tuple[str, ...], runs: Scope,
-            since_step: int | None) -> "pl.DataFrame":
+            since_step: int | None) -> list[tuple[Any, ...]]:
     """run_id, step, value: per run and step, the live numeric value of the family `keys`
     (the first spelling that has one at the step)."""
     sql, params = family_series_query(scope_ids(store, runs), since_step=since_step is not None)
     params["keys"] = list(keys)
     if since_step is not None:
         params["since_step"] = since_step
-    return frame(store, sql, params)
+    return store.fetch(sql, params, convert=lambda r: r.fetchall())
 
 
-def values(frame: "pl.DataFrame", rule: TrendRule) -> "pl.DataFrame":
-    """`frame` (run_id, step, value; any order) with the rule's value at each of its steps
-    (`rule_value`; NaN where undefined), restricted to the rule's steps (see the module)."""
-    import polars as pl
-
-    df = frame.sort(["run_id", "step"])
-    v = pl.col("value")
-    finite = v.is_finite()
-    smoothed = ema("value", rule.smoothing).over("run_id")
-    df = df.with_columns(_finite=finite, _s=smoothed)
-    if rule.kind == "drop":
-        best = (pl.when(pl.col("_finite")).then(pl.col("_s")).cum_max().forward_fill()
-                .over("run_id"))
-        # Steps before the first finite value have no best yet: not rule steps.
-        df = df.with_columns(_best=best).filter(pl.col("_best").is_not_null())
-        value = pl.when(pl.col("_finite")).then(pl.col("_best") - pl.col("_s"))
-    else:
-        raw = pl.when(finite).then(v)
-        history = (finite.cast(pl.Int64).cum_sum() - finite.cast(pl.Int64)).over("run_id")
-        median = raw.rolling_median(window_size=max(df.height, 1), min_samples=1) \
-            .shift(1).over("run_id")
-        df = df.with_columns(_history=history, _median=median)
-        df = df.filter(pl.col("_history") >= MIN_HISTORY)
-        value = (pl.when(pl.col("_finite") & (pl.col("_median") > 0))
-                 .then(pl.col("_s") / pl.col("_median")))
-    return (df.with_columns(rule_value=value.fill_null(float("nan")))
-            .select("run_id", "step", "value", "rule_value"))
+def fire_run(steps: Sequence[Any], values: Sequence[float | None],
+             rule: TrendRule) -> dict[str, Any] | None:
+    """One run's fired row of a drop/rise rule (`first_step`, `last_step`, `steps_over`,
+    `peak`, `latest`, `longest_streak`; see the module) over its points in step order (one
+    point a step), or None when no step is over. The rule's value at each rule step and
+    whether it is over are computed in one pass: the one definition of drop and rise."""
+    inf = math.inf
+    s = smoothed(values, rule.smoothing)
+    limit, strict = rule.value, rule.op == ">"
+    drop = rule.kind == "drop"
+    best = None  # drop: the best smoothed value so far, from the first finite point on
+    earlier: list[float] = []  # rise: the finite raw values before this step, sorted
+    insort = bisect.insort
+    first = last = peak = None
+    latest = NAN
+    over_n = streak = longest = 0
+    seen = False  # a rule step yet
+    for step, v, sm in zip(steps, values, s):
+        ok = v is not None and -inf < v < inf
+        if drop:
+            if ok and (best is None or sm > best):  # type: ignore[operator]
+                best = sm
+            if best is None:
+                continue
+            r = best - sm if ok else NAN  # type: ignore[operator]
+        else:
+            n = len(earlier)  # the finite raw values before this step
+            if n >= MIN_HISTORY:
+                mid = n // 2
+                median = earlier[mid] if n % 2 else (earlier[mid - 1] + earlier[mid]) / 2
+                r = sm / median if ok and median > 0 else NAN  # type: ignore[operator]
+            if ok:
+                insort(earlier, v)  # type: ignore[arg-type]
+            if n < MIN_HISTORY:
+                continue
+        seen = True
+        latest = r
+        if r == r and (r > limit if strict else r >= limit):
+            over_n += 1
+            if step is not None:
+                first = step if first is None else first
+                last = step
+            peak = r if peak is None or r > peak else peak
+            streak += 1
+            longest = longest if longest > streak else streak
+        else:
+            streak = 0
+    if not seen or not over_n:
+        return None
+    return {"first_step": first, "last_step": last, "steps_over": over_n, "peak": peak,
+            "latest": latest, "longest_streak": longest}
 
 
 def _trend(store: "Reader", rule: TrendRule, runs: Scope,
-           since_step: int | None) -> tuple["pl.DataFrame", int]:
+           since_step: int | None) -> tuple[list[dict[str, Any]], int]:
     """The fired rows of a drop/rise rule (without run_name/status) and the runs checked."""
-    return fire(_series(store, rule.families[0], runs, since_step), rule)
+    return fire_rows(_series(store, rule.families[0], runs, since_step), rule)
+
+
+def fire_rows(points: Iterable[tuple[Any, ...]],
+              rule: TrendRule) -> tuple[list[dict[str, Any]], int]:
+    """The fired rows of a drop/rise rule over `points` (run_id, step, value: per run and step
+    the live numeric value of the rule's family, any order), each a dict of `FIRED`, by
+    run_id, and how many runs `points` holds (checked)."""
+    by_run: dict[str, list[tuple[Any, float | None]]] = {}
+    for run_id, step, value in points:
+        by_run.setdefault(run_id, []).append((step, value))
+    rows = []
+    for run_id in sorted(by_run):
+        run = by_run[run_id]
+        # Step order (a step-less point first, as the sort of a null does); one point a step.
+        run.sort(key=lambda p: (p[0] is not None, p[0] or 0))
+        found = fire_run([p[0] for p in run], [p[1] for p in run], rule)
+        if found is not None:
+            rows.append({"run_id": run_id, **found})
+    return rows, len(by_run)
 
 
 def fire(frame: "pl.DataFrame", rule: TrendRule) -> tuple["pl.DataFrame", int]:
-    """The fired rows of a drop/rise rule over `frame` (run_id, step, value: per run and step
-    the live numeric value of the rule's family, any order): `run_id, first_step, last_step,
-    steps_over, peak, latest, longest_streak`, and how many runs `frame` holds (checked)."""
-    import polars as pl
-
-    checked = frame["run_id"].n_unique()
-    df = values(frame, rule)
-    r = pl.col("rule_value")
-    over = ~r.is_nan() & ((r > rule.value) if rule.op == ">" else (r >= rule.value))
-    # Streaks: the number of not-over steps so far is the same along a streak of over-steps.
-    df = df.with_columns(_over=over).with_columns(
-        _island=(~pl.col("_over")).cast(pl.Int64).cum_sum().over("run_id"))
-    streaks = (df.filter(pl.col("_over")).group_by("run_id", "_island").agg(n=pl.len())
-               .group_by("run_id").agg(longest_streak=pl.col("n").max()))
-    rows = (df.group_by("run_id").agg(
-        first_step=pl.col("step").filter(pl.col("_over")).min(),
-        last_step=pl.col("step").filter(pl.col("_over")).max(),
-        steps_over=pl.col("_over").sum().cast(pl.Int64),
-        peak=r.filter(pl.col("_over")).max(),
-        latest=r.sort_by("step").last())
-        .filter(pl.col("steps_over") > 0)
-        .join(streaks, on="run_id")
-        .with_columns(pl.col("longest_streak").cast(pl.Int64)))
-    return rows, checked
-
+    """`fire_run` over each run of a polars frame (run_id, step, value; any order), grouped
+    and put in step order by polars, as a polars frame of the `FIRED` columns, and the runs
+    checked."""
+    runs = (frame.sort("run_id", "step", nulls_last=False)
+            .group_by("run_id", maintain_order=True).agg("step", "value"))
+    rows = []
+    for run_id, steps, values in runs.iter_rows():
+        found = fire_run(steps, values, rule)
+        if found is not None:
+            rows.append((run_id, *(found[c] for c in FIRED[1:])))
+    return _polars(rows, FIRED_TYPES), runs.height

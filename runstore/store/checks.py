@@ -7,7 +7,7 @@ an `Alert`) evaluate the rules `runstore check` chooses; `notifier` is the webho
 the URLs given and runstore.toml's (None when there are none: the webhook client is then
 never imported); `watch` and `watcher` ingest paths again and again and evaluate the rules
 after each pass (`health.watch`). polars is imported only by `check`; a check of threshold
-rules alone imports neither polars nor pyarrow (`check_result(arrow=False)`).
+and trend rules imports neither polars nor pyarrow (`check_result(arrow=False)`).
 """
 
 from __future__ import annotations

@@ -107,3 +107,54 @@ def test_the_web_ui_smooths_the_same_way(lines: list[list[float | None]], w: flo
 def test_bad_weights_are_refused(bad: object) -> None:
     with pytest.raises(UsageError, match=r"smoothing weight in \[0, 1\)"):
         smooth.check_weight(bad)
+
+
+# Issue 31: `smoothed` (plain floats, what trend rules compute with, without polars) is the one
+# computation and `ema` runs it over a polars group. Two paths, held to each other and to
+# polars' own ewm_mean (the same average, computed in Rust), to the bit.
+wide = st.lists(st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.just(math.nan),
+                          st.just(math.inf), st.just(-math.inf), st.none()), max_size=80)
+
+
+def polars_ewm(xs: list[float | None], w: float) -> list[float | None]:
+    """polars' debiased EMA over the finite values, held within the largest of them (an
+    average is), carried over the others."""
+    finite = pl.when(pl.col("v").is_finite()).then(pl.col("v"))
+    largest = finite.abs().max()
+    return pl.DataFrame({"v": xs}, schema={"v": pl.Float64}).select(
+        finite.ewm_mean(alpha=1 - w, adjust=True, ignore_nulls=True)
+        .clip(-largest, largest).forward_fill()
+    )["v"].to_list()
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.dictionaries(st.sampled_from(["a", "b", "c"]), wide, min_size=1), weights)
+def test_the_row_form_and_the_polars_form_are_one(runs: dict[str, list[float | None]],
+                                                  w: float) -> None:
+    rows = [(r, step, v) for r, vs in runs.items() for step, v in enumerate(vs)]
+    df = pl.DataFrame(rows, schema={"run_id": pl.Utf8, "step": pl.Int64, "value": pl.Float64},
+                      orient="row")
+    out = smooth.smooth_frame(df, w)
+    for r, vs in runs.items():
+        rows_form = smooth.smoothed(vs, w)
+        polars_form = out.filter(pl.col("run_id") == r)["smoothed"].to_list()
+        assert len(rows_form) == len(vs)
+        assert [repr(v) for v in rows_form] == [repr(v) for v in polars_form], (vs, w)
+        # Finite wherever a finite point came before, and null before the first one.
+        seen = False
+        for x, s in zip(vs, rows_form):
+            seen = seen or (x is not None and math.isfinite(x))
+            assert (s is not None and math.isfinite(s)) if seen else s is None, (vs, w)
+        if all(x is None or not math.isfinite(x) or abs(x) < 2.0 ** 1022 for x in vs):
+            # Below the values it scales, the same numbers as polars' own call, to the bit.
+            assert [repr(v) for v in rows_form] == [repr(v) for v in polars_ewm(vs, w)], (vs, w)
+
+
+def test_the_row_form_without_polars() -> None:
+    # What `runstore check` computes trend rules with: plain floats, the carry and the gaps.
+    assert smooth.smoothed([], 0.9) == []
+    got = smooth.smoothed([None, math.nan, 1.0, math.inf, 3.0], 0.5)
+    assert got[:4] == [None, None, 1.0, 1.0]
+    assert math.isclose(got[4], (0.5 * 1.0 + 3.0) / 1.5, rel_tol=1e-15)  # type: ignore[arg-type]
+    big = smooth.smoothed([1.7e308, -1.7e308, 1.7e308], 0.9)
+    assert all(math.isfinite(v) for v in big)  # type: ignore[arg-type]
