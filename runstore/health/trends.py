@@ -48,8 +48,8 @@ before anything is computed (as if they were not logged); stale ignores it.
 
 Computed over plain rows (the statements' results as Python values, `query.rows`), with the
 one smoothing's row form (`analysis.smooth.smoothed`): `runstore check` with trend rules
-imports neither polars nor pyarrow. `fire(frame, rule)` takes and gives polars frames for a
-caller that holds one (the doctor), computed by the same `fire_rows`.
+imports neither polars nor pyarrow, and neither does the doctor, which hands its series to the
+same `fire_rows`.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ from .grammar import is_trend
 from .rules import DEFAULT_WEIGHT, KINDS, TrendRule, parse_rule
 
 __all__ = ["DEFAULT_WEIGHT", "KINDS", "MIN_HISTORY", "TrendResult", "TrendRule", "evaluate",
-           "fire", "fire_rows", "fire_run", "parse_trend"]
+           "fire_rows", "fire_run", "parse_trend"]
 
 if TYPE_CHECKING:
     import polars as pl
@@ -84,8 +84,6 @@ MIN_HISTORY = 10
 ROW_TYPES = {"run_id": STR, **COLUMN_TYPES, "rule_idx": I64}
 # A fired drop/rise row, as `fire_rows` gives it (without run_name, rule and status).
 FIRED = ("run_id", "first_step", "last_step", "steps_over", "peak", "latest", "longest_streak")
-FIRED_TYPES = {"run_id": STR, "first_step": I64, "last_step": I64, "steps_over": I64,
-               "peak": F64, "latest": F64, "longest_streak": I64}
 NAN = float("nan")
 
 
@@ -287,17 +285,3 @@ def fire_rows(points: Iterable[tuple[Any, ...]],
         if found is not None:
             rows.append({"run_id": run_id, **found})
     return rows, len(by_run)
-
-
-def fire(frame: "pl.DataFrame", rule: TrendRule) -> tuple["pl.DataFrame", int]:
-    """`fire_run` over each run of a polars frame (run_id, step, value; any order), grouped
-    and put in step order by polars, as a polars frame of the `FIRED` columns, and the runs
-    checked."""
-    runs = (frame.sort("run_id", "step", nulls_last=False)
-            .group_by("run_id", maintain_order=True).agg("step", "value"))
-    rows = []
-    for run_id, steps, values in runs.iter_rows():
-        found = fire_run(steps, values, rule)
-        if found is not None:
-            rows.append((run_id, *(found[c] for c in FIRED[1:])))
-    return _polars(rows, FIRED_TYPES), runs.height

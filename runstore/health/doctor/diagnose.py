@@ -36,6 +36,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from ...printable import printable
+from ...query.rows import records
 from ...resources import statement
 from ...storage import schema
 from .catalogue import CATALOGUE, SEVERITIES, Finding, finding as find
@@ -153,8 +154,8 @@ def diagnose(store: "Reader", runs: Sequence[str] | str | None = None, *,
     chosen = _chosen(cfg, only)
     # A run is shown by its label (sql/run_labels.sql: its name, with a run_id prefix when
     # two runs share the name), the `run_name` column of every row, as `check` shows it.
-    labels = store.arrow("select run_id, run_name, run_label from run_labels "
-                         "order by run_label, run_id").to_pylist()
+    labels = records(store, "select run_id, run_name, run_label from run_labels "
+                            "order by run_label, run_id")
     names = {r["run_id"]: r["run_label"] for r in labels}
     # The runs whose name no other run holds: their label is the name itself.
     unique = {r["run_id"] for r in labels if r["run_label"] == r["run_name"]}
@@ -249,8 +250,8 @@ def _evaluate(store: "Reader", findings: list[Finding], cfg: DoctorConfig,
     their rules' rows, which are worked out meanwhile."""
     from concurrent.futures import ThreadPoolExecutor
 
-    unplain = [r["run_id"] for r in store.arrow(statement("doctor.unplain_runs")).to_pylist()]
-    pattern_keys = {f.name: [r["key"] for r in store.arrow(f.keys_sql).to_pylist()]
+    unplain = [r["run_id"] for r in records(store, statement("doctor.unplain_runs"))]
+    pattern_keys = {f.name: [r["key"] for r in records(store, f.keys_sql)]
                     for f in findings if f.keys_sql is not None}
     live = statement("doctor.live_metrics")
     set_aside = (_set_aside(store) if any("set_aside" in f.placeholders for f in findings)
@@ -263,7 +264,7 @@ def _evaluate(store: "Reader", findings: list[Finding], cfg: DoctorConfig,
         if scope is not None:
             sql = f"select * from (\n{sql}\n) as f where list_contains($scope, f.run_id)"
             params["scope"] = scope
-        rows = store.arrow(sql, params).to_pylist()
+        rows = records(store, sql, params)
         for r in rows:
             r["finding"] = f.name
         return rows
@@ -317,7 +318,7 @@ def _set_aside(store: "Reader") -> list[str]:
     (analysis.groups.is_seed_like, what `compare --group-by auto` sets aside)."""
     from ...analysis.groups import is_seed_like
 
-    stored = [r["key"] for r in store.arrow("select distinct key from config").to_pylist()]
+    stored = [r["key"] for r in records(store, "select distinct key from config")]
     return sorted({"learning_rate", *(k for k in stored if is_seed_like(k))})
 
 
@@ -327,43 +328,39 @@ def _trends(store: "Reader", findings: list[Finding], cfg: DoctorConfig, live: s
     """The fired rows of each trend finding's rule, as the lists its statement binds: the
     drop and rise rules over the live values of their families (one statement for all of
     them, `doctor.series`), the stale rule as health.trends evaluates it."""
-    import polars as pl
-
     from ...query.keys import family
     from .. import trends
 
     chosen = [(f, trend_rule(f, cfg.params[f.name])) for f in findings if f.trend is not None]
     series = [(f, rule) for f, rule in chosen if f.trend and f.trend[0] != "stale"]
-    frames: dict[int, pl.DataFrame] = {}
+    # Per family (its index in `series`): (run_id, step, value) of every live point.
+    points: dict[int, list[tuple[Any, ...]]] = {}
     if series:
         spellings = [(i, pref, key) for i, (f, _) in enumerate(series)
                      for pref, key in enumerate(family(f.trend[1]))]  # type: ignore[index,arg-type]
-        lists = store.arrow(_over_live(live, statement("doctor.series")),
+        lists = store.fetch(_over_live(live, statement("doctor.series")),
                             {"live_keys": sorted({k for _, _, k in spellings}),
                              "live_unplain": unplain, "spellings": [k for _, _, k in spellings],
                              "family": [i for i, _, _ in spellings],
-                             "pref": [p for _, p, _ in spellings]})
-        both = pl.from_arrow(lists).explode("steps", "values") \
-            .rename({"steps": "step", "values": "value"})  # type: ignore[union-attr]
-        if scope is not None:
-            both = both.filter(pl.col("run_id").is_in(scope))
-        frames = {i: part.drop("family") for (i,), part in both.partition_by(
-            "family", as_dict=True).items()}
+                             "pref": [p for _, p, _ in spellings]},
+                            convert=lambda r: r.fetchall())
+        within = None if scope is None else set(scope)
+        for run_id, i, steps, values in lists:  # run_id, family, steps, values
+            if within is None or run_id in within:
+                points.setdefault(i, []).extend(
+                    (run_id, step, value) for step, value in zip(steps, values))
     out: dict[str, list[Any]] = {}
     for f, rule in chosen:
         kind = f.trend[0]  # type: ignore[index]
         assert rule is not None
         if kind == "stale":
-            table = trends.evaluate(store, [rule], runs=scope, now=now).table
-            fired = pl.from_arrow(table).select("run_id", minutes="peak")  # type: ignore[union-attr]
+            fired = [{"run_id": r["run_id"], "minutes": r["peak"]}
+                     for r in trends.evaluate(store, [rule], runs=scope, now=now).rows.to_pylist()]
         else:
             i = next(j for j, (g, _) in enumerate(series) if g is f)
-            empty = pl.DataFrame(schema={"run_id": pl.String, "step": pl.Int64,
-                                         "value": pl.Float64})
-            fired, _ = trends.fire(frames.get(i, empty), rule)
-        assert isinstance(fired, pl.DataFrame)
+            fired, _ = trends.fire_rows(points.get(i, []), rule)
         for column in TREND_LISTS[kind]:
-            out[f"{kind}_{column}"] = fired[column].to_list()
+            out[f"{kind}_{column}"] = [r[column] for r in fired]
     return out
 
 
