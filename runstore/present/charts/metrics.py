@@ -10,8 +10,9 @@ what `kl_steps` shows) and `reward_lines` (the rows of `reward_series`, over
 `kl_series` and `reward_series` give those statements' rows as Arrow tables (`kl_series`
 flattened, in the chart's order: `kl_run_order`, `step_order`).
 `plot_metric` refuses a key no run has logged (`keys.require`, `UnknownKey`); an empty
-result is `scope.no_data_error`. Smoothing (`smooth=W`) computes with polars; the rest
-imports neither polars, pyarrow nor numpy (numpy only to cut a line past its budget).
+result is `scope.no_data_error`. Smoothing (`smooth=W`) is `analysis.smooth.smoothed` over
+each line's values in step order; no chart here imports polars or pyarrow (numpy only to cut a
+line past its budget).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def metric_chart(store: "Reader", keys: str | Sequence[str], *, runs: str | None
     run in the store has logged is an `UnknownKey` error (see `keys.require`). `smooth=W`
     adds each line smoothed with runstore's one smoothing (`analysis.smooth`, the debiased
     EMA of weight W in [0, 1), as `compare` and the web UI smooth), the raw line faint."""
-    from ...analysis.smooth import check_weight
+    from ...analysis.smooth import check_weight, smoothed
     from ...query.keys import require
     from ...query.statements.frames import metric_keys
 
@@ -62,15 +63,13 @@ def metric_chart(store: "Reader", keys: str | Sequence[str], *, runs: str | None
     names = metric_keys(keys)
     require(store, names)
     params = {"keys": names, "runs": ids(store, runs)}
-    if weight is None:  # one row per line
-        columns, rows = statement_rows(store, "charts.metric_lines", params)
-        at = {c: i for i, c in enumerate(columns)}
-        parts = [((r[at["run_label"]], r[at["key"]]),
-                  {"step": r[at["step_list"]], "value": r[at["value_list"]]}) for r in rows]
-    else:
-        columns, rows = _smoothed(store, params, weight)
-        parts = [((run, key), cols) for (run, _, key), cols in
-                 groups(columns, rows, ["run_label", "run_id", "key"])]
+    columns, rows = statement_rows(store, "charts.metric_lines", params)  # one row per line
+    at = {c: i for i, c in enumerate(columns)}
+    parts = [((r[at["run_label"]], r[at["key"]]),
+              {"step": r[at["step_list"]], "value": r[at["value_list"]]}) for r in rows]
+    if weight is not None:  # each line's debiased EMA, from its values in step order
+        for _, cols in parts:
+            cols["smoothed"] = smoothed(cols["value"], weight)
     if not parts:
         raise no_data_error(store, runs, f"logs a numeric value for {', '.join(names)} — "
                              "list the keys with `runstore sql \"select distinct key from "
@@ -103,18 +102,6 @@ def metric_chart(store: "Reader", keys: str | Sequence[str], *, runs: str | None
             "layout": layout(title, sub, xaxis="step",
                              yaxis=label(names[0]) if len(names) == 1 else "value",
                              legend_title=label(color_by) if color_by else "run")}
-
-
-def _smoothed(store: "Reader", params: dict[str, Any],
-              weight: float) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """`charts.metric_series` (run_id, run_label, key, step, value; ordered by run, key, step)
-    with `smoothed`, each line's debiased EMA (`analysis.smooth.ema`), as plain rows."""
-    from ...analysis.smooth import ema
-    from ...query.result import frame
-
-    df = frame(store, named("charts.metric_series"), params)
-    df = df.with_columns(ema("value", weight).over(["run_id", "key"]).alias("smoothed"))
-    return list(df.columns), df.rows()
 
 
 def _kl_params(store: "Reader", runs: str | None, threshold: float | None) -> dict[str, Any]:
