@@ -2,19 +2,25 @@
 `set_setting`), tried with hostile input and on a store damaged between two commands.
 
 What must hold: a damaged store gives one `Error:` line naming the file and `runstore repair`,
-exit 3 (never "a runstore bug", never a machine fault), and publishes nothing. Each check compares with the
-store read back before the command (`storekit.digest`) or with the manifests on disk.
+exit 3 (never "a runstore bug", never a machine fault), and publishes nothing; a value handed
+to the Python API's writing methods that no rule allows (a lock wait of NaN, of text) is a
+`UsageError` at once, never an endless wait, a `TypeError` or a `StoreLocked`. Each check
+compares with the store read back before the command (`storekit.digest`) or with the
+manifests on disk.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
+import threading
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
 import runstore
-from runstore.errors import StoreCorrupt
+from runstore.errors import StoreCorrupt, UsageError
 from runstore.storage.manifest import manifest_paths, read_manifest
 from conftest import copy_store
 from storekit import assert_clear_error, cli, digest
@@ -45,3 +51,45 @@ def test_forget_on_a_damaged_file_names_it(damage: str, shared_small_store: Path
         runstore.open(store).forget(["b/c/sl"])
     assert manifest_paths(store) == published  # nothing published
     assert digest(store, ("runs", "config", "spans")) == untouched
+
+
+@pytest.fixture
+def held(shared_small_store: Path, tmp_path: Path) -> Any:
+    """A copy of the small store whose write lock another holder has, for the test's time."""
+    store = copy_store(shared_small_store, tmp_path / "store")
+    fd = os.open(store / "_runstore" / "lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    yield runstore.open(store)
+    os.close(fd)
+
+
+WRITES: dict[str, Callable[[runstore.Store, Any], Any]] = {
+    "compact": lambda s, t: s.compact(lock_timeout=t),
+    "forget": lambda s, t: s.forget(["b/c/sl"], lock_timeout=t),
+    "migrate": lambda s, t: s.migrate(lock_timeout=t),
+    "repair": lambda s, t: s.repair(lock_timeout=t),
+    "set_setting": lambda s, t: s.set_setting("kl_threshold", 0.02, lock_timeout=t),
+}
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1, "5", None, True, 1e300],
+                         ids=repr)
+@pytest.mark.parametrize("method", sorted(WRITES))
+def test_a_lock_wait_no_rule_allows_is_refused(method: str, value: Any, held: runstore.Store) -> None:
+    before = manifest_paths(held.path)
+    outcome: list[BaseException | None] = []
+
+    def call() -> None:
+        try:
+            WRITES[method](held, value)
+            outcome.append(None)
+        except BaseException as e:  # noqa: BLE001 - what the call raised is the answer
+            outcome.append(e)
+
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    worker.join(30)  # not a speed limit: without the check, NaN and inf wait for ever
+    assert outcome, f"{method}(lock_timeout={value!r}) is still waiting for the lock"
+    assert isinstance(outcome[0], UsageError), repr(outcome[0])
+    assert "lock_timeout" in str(outcome[0])
+    assert manifest_paths(held.path) == before
