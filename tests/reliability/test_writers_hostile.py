@@ -6,7 +6,8 @@ exit 3 (never "a runstore bug", never a machine fault), and publishes nothing; a
 to the Python API's writing methods that no rule allows (a lock wait of NaN, of text) is a
 `UsageError` at once, never an endless wait, a `TypeError` or a `StoreLocked`. Each check
 compares with the store read back before the command (`storekit.digest`) or with the
-manifests on disk.
+manifests on disk. `runstore demo` stopped while writing its tree makes it whole when run
+again (the runs it ingests are the demo tree's, `oracle.run_dirs`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from typing import Any, Callable
 
 import pytest
 
+import oracle
 import runstore
+from runstore.demo import default_specs, generate_tree
 from runstore.errors import StoreCorrupt, UsageError
 from runstore.storage.manifest import manifest_paths, read_manifest
 from conftest import copy_store
@@ -93,3 +96,28 @@ def test_a_lock_wait_no_rule_allows_is_refused(method: str, value: Any, held: ru
     assert isinstance(outcome[0], UsageError), repr(outcome[0])
     assert "lock_timeout" in str(outcome[0])
     assert manifest_paths(held.path) == before
+
+
+def test_a_demo_stopped_while_writing_its_tree_is_whole_when_run_again(
+        _demo_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`runstore demo` stopped (Ctrl-C, a kill) while it writes its run tree, then run again,
+    ingests the whole demo tree, not the runs written before the stop."""
+    from runstore.demo import showcase
+
+    whole = generate_tree
+
+    def stopped(root: Path, specs: Any = None, **kw: Any) -> None:
+        whole(root, default_specs()[:3], **kw)  # the first runs, then Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(showcase, "generate_tree", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        showcase.run_demo(tmp_path / "demo", echo=lambda text: None)
+    monkeypatch.undo()
+    showcase.run_demo(tmp_path / "demo", echo=lambda text: None)
+
+    want = sorted(str(r.relative_to(_demo_template)) for r in oracle.run_dirs(_demo_template))
+    runs = runstore.open(tmp_path / "demo" / "store").arrow("select run_path from runs")
+    root = (tmp_path / "demo" / "runs").resolve()
+    got = sorted(str(Path(p).relative_to(root)) for p in runs["run_path"].to_pylist())
+    assert got == want
