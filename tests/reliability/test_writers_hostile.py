@@ -121,3 +121,22 @@ def test_a_demo_stopped_while_writing_its_tree_is_whole_when_run_again(
     root = (tmp_path / "demo" / "runs").resolve()
     got = sorted(str(Path(p).relative_to(root)) for p in runs["run_path"].to_pylist())
     assert got == want
+
+
+def test_forget_prints_run_names_with_control_characters_shown(_small_template: Path,
+                                                                tmp_path: Path) -> None:
+    """A run's name and directory hold what its tree holds (an ANSI escape, a newline): forget
+    lists them shown, not obeyed by the terminal, one line per run."""
+    import shutil
+
+    names = ["x/esc\x1b[31mred", "x/nl\nname", "x/tab\tbell\x07"]
+    for name in names:
+        shutil.copytree(_small_template / "a" / "rl_flat", tmp_path / "tree" / name)
+    store = tmp_path / "store"
+    runstore.open(store).ingest([tmp_path / "tree"])
+    for dry in (["--dry-run"], []):
+        result = cli(store, "forget", *dry, *names)
+        assert result.exit_code == 0, result.output
+        lines = result.stdout.splitlines()
+        assert not any(ord(c) < 32 or c == "\x7f" for line in lines for c in line), lines
+        assert sum(line.startswith("x/") for line in lines) == len(names), lines
