@@ -23,15 +23,14 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
-import math
 import os
 import stat
-import threading
 import time
 import uuid
 from typing import Any
 
 from ..errors import IOFailure, StoreCorrupt, StoreLocked, UsageError
+from ..numbers import seconds
 from .location import AlreadyExists, Local, Location, S3
 
 LOCK = "_runstore/lock"
@@ -45,11 +44,11 @@ def lock_for(root: Location) -> "Lock | Lease":
 def wait_limit(timeout: Any) -> float:
     """`timeout` as the seconds `acquire` waits: 0 or a finite number above it, no longer than
     Python can wait (`threading.TIMEOUT_MAX`); else a `UsageError` naming `lock_timeout`."""
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
-            or not math.isfinite(timeout) or not 0 <= timeout <= threading.TIMEOUT_MAX:
+    checked = seconds(timeout, zero=True)
+    if checked is None:
         raise UsageError(f"lock_timeout must be a number of seconds, 0 or above (e.g. 60), got "
                          f"{timeout!r}")
-    return float(timeout)
+    return checked
 
 
 class Lock:

@@ -140,3 +140,13 @@ def test_forget_prints_run_names_with_control_characters_shown(_small_template: 
         lines = result.stdout.splitlines()
         assert not any(ord(c) < 32 or c == "\x7f" for line in lines for c in line), lines
         assert sum(line.startswith("x/") for line in lines) == len(names), lines
+
+
+@pytest.mark.parametrize("interval", [1e300, float("inf"), float("nan"), 0, -1, "5", True],
+                         ids=repr)
+def test_a_watch_interval_no_rule_allows_is_refused_before_a_pass(
+        interval: Any, small_tree: Path, tmp_path: Path) -> None:
+    store = runstore.open(tmp_path / "store")
+    with pytest.raises(UsageError, match="--watch"):
+        store.watch([small_tree], interval=interval)
+    assert not (tmp_path / "store").exists()  # no pass ran
