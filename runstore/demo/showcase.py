@@ -2,12 +2,12 @@
 
 Contract: `run_demo(base, store=None, echo=print)` writes the demo tree (`demo.default_specs()`
 with seed `DEMO_SEED`) into `base/runs` unless it is already there (aside, in
-`base/.runs.partial`, then renamed into place, so a stopped demo leaves no partial tree), ingests it into `store`
-(default `base/store`), and prints the answers to the questions the design names (which runs
-went unstable, reward trends, slow spans, checkpoints, cost and crashes, eval scores), each
-with the SQL that answered
-it, so the output doubles as a tutorial; it ends with the `runstore sql` and `runstore ui`
-lines to try next. Returns the ingest report.
+`base/.runs.partial`, then renamed into place, so a stopped demo leaves no partial tree),
+ingests it into `store` (default `base/store`), and prints the answers to the questions the
+design names (which runs went unstable, reward trends, slow spans, checkpoints, cost and
+crashes, eval scores), each with the SQL that answered it, so the output doubles as a
+tutorial; it ends with the `runstore sql` and `runstore ui` lines to try next. Returns the
+ingest report.
 """
 
 from __future__ import annotations

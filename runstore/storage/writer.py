@@ -18,9 +18,10 @@ Contract:
   Parquet file is written once and never modified).
 * Only a holder of the lock writes. Delta versions written after the newest manifest belong
   to a writer that died before publishing; `Writer` rolls those tables back (Delta `restore`)
-  and deletes its ledger files past the newest snapshot before writing anything, so a crash at any point loses only the unpublished work. A table
-  the snapshot lists files of but whose log is gone, or a file the rollback would need that
-  is gone, stops the writer with "run `runstore repair`".
+  and deletes its ledger files past the newest snapshot before writing anything, so a crash
+  at any point loses only the unpublished work. A table the snapshot lists files of but whose
+  log is gone, or a file the rollback would need that is gone, stops the writer with "run
+  `runstore repair`".
 * `delete(table, predicate)` stages a Delta delete: `predicate` is a sqlglot condition
   (`rows_where`), rendered as SQL text only when the delete runs; `append(table, data)`
   stages Arrow rows. `commit` applies what is staged (two tables at a time), writes the

@@ -78,7 +78,8 @@ WRITES: dict[str, Callable[[runstore.Store, Any], Any]] = {
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -1, "5", None, True, 1e300],
                          ids=repr)
 @pytest.mark.parametrize("method", sorted(WRITES))
-def test_a_lock_wait_no_rule_allows_is_refused(method: str, value: Any, held: runstore.Store) -> None:
+def test_a_lock_wait_no_rule_allows_is_refused(method: str, value: Any,
+                                               held: runstore.Store) -> None:
     before = manifest_paths(held.path)
     outcome: list[BaseException | None] = []
 
