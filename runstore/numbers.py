@@ -17,6 +17,9 @@ Contract:
   `"Infinity"`, `"-Infinity"`), anything else unchanged. Webhook payloads (health.notify)
   and every UI answer (ui/answers.py's tables, present/series.py's chart lines) write numbers
   through it; `json_numbers(values)` is it over a list, at C speed when all are finite.
+* `seconds(value, zero=False)` is a duration handed to the library (a lock wait, a watch's
+  interval) as a float: a finite number, not a bool, above 0 (`zero`: 0 or above) and no
+  longer than Python can wait (`threading.TIMEOUT_MAX`); None for anything else.
 """
 
 from __future__ import annotations
@@ -91,3 +94,17 @@ def json_numbers(values: list[Any]) -> list[Any]:
     except (TypeError, OverflowError, ValueError):  # a null or a string; an overflow; inf - inf
         pass
     return [json_number(v) for v in values]
+
+
+def seconds(value: Any, *, zero: bool = False) -> float | None:
+    """`value` as a duration to wait, or None when it is none (see the module doc).
+
+    >>> seconds(2), seconds(0), seconds(0, zero=True), seconds(float("nan")), seconds(True)
+    (2.0, None, 0.0, None, None)
+    """
+    import threading
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value > threading.TIMEOUT_MAX:
+        return None
+    return float(value) if value > 0 or (zero and value == 0) else None

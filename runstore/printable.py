@@ -5,9 +5,9 @@ it instead of their terminal acting on it: a newline as `⏎`, a tab as a space,
 NUL as `\\0`, DEL and every other C0 control as `\\xNN` (an ANSI escape would move the cursor
 or recolour the terminal). It is the one rule of every line and cell written for people: the
 table and markdown formats (present.render), `FIRED` lines and notification text
-(health.firing), the doctor's findings (present.findings). A line stays one line, so a
-`while read` loop reads one firing per line. Programs' formats (csv, json) keep the text as
-it is.
+(health.firing), the doctor's findings (present.findings), the runs `forget` lists
+(cli.maintain). A line stays one line, so a `while read` loop reads one firing per line.
+Programs' formats (csv, json) keep the text as it is.
 
 Text read from outside can also hold bytes that are not UTF-8 (a shell argument, a file name
 from a Latin-1 file system): Python keeps each as a lone surrogate, which no stored value or

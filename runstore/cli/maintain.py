@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..printable import printable
 from .common import handle_errors, lock_timeout_option, open_store
 
 
@@ -117,7 +118,8 @@ def forget(ctx: click.Context, runs: tuple[str, ...], missing: bool, dry_run: bo
     report = open_store(ctx).forget(list(runs), missing=missing, dry_run=dry_run,
                                     lock_timeout=lock_timeout)
     for r in report.runs:
-        click.echo(f"{r['run_name']}  {r['run_id']}  {r['status']}  {r['run_path']}")
+        # Names and directories are the tree's: control characters shown, never obeyed.
+        click.echo(printable(f"{r['run_name']}  {r['run_id']}  {r['status']}  {r['run_path']}"))
     for table, n in sorted(report.rows.items()):
         click.echo(f"{table}: {n} row{'s' if n != 1 else ''}")
     click.echo(report.summary())

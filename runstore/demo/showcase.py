@@ -1,16 +1,18 @@
 """`runstore demo`: write a realistic run tree, ingest it, and answer a few questions.
 
 Contract: `run_demo(base, store=None, echo=print)` writes the demo tree (`demo.default_specs()`
-with seed `DEMO_SEED`) into `base/runs` unless it is already there, ingests it into `store`
-(default `base/store`), and prints the answers to the questions the design names (which runs
-went unstable, reward trends, slow spans, checkpoints, cost and crashes, eval scores), each
-with the SQL that answered
-it, so the output doubles as a tutorial; it ends with the `runstore sql` and `runstore ui`
-lines to try next. Returns the ingest report.
+with seed `DEMO_SEED`) into `base/runs` unless it is already there (aside, in
+`base/.runs.partial`, then renamed into place, so a stopped demo leaves no partial tree),
+ingests it into `store` (default `base/store`), and prints the answers to the questions the
+design names (which runs went unstable, reward trends, slow spans, checkpoints, cost and
+crashes, eval scores), each with the SQL that answered it, so the output doubles as a
+tutorial; it ends with the `runstore sql` and `runstore ui` lines to try next. Returns the
+ingest report.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -55,7 +57,13 @@ def run_demo(base: Path, *, store: str | None = None,
     base = Path(base)
     runs_dir = base / "runs"
     if not runs_dir.is_dir():
-        generate_tree(runs_dir, seed=DEMO_SEED)
+        # Written aside, then renamed into place: a demo stopped while writing (Ctrl-C, a
+        # kill) leaves no part of a tree that the next demo would take for the whole one.
+        partial = base / ".runs.partial"
+        if partial.is_dir():
+            shutil.rmtree(partial)
+        generate_tree(partial, seed=DEMO_SEED)
+        partial.rename(runs_dir)
         echo(f"wrote a demo run tree to {runs_dir}")
     st = Store(store if store else base / "store")
     report = st.ingest([runs_dir])

@@ -27,7 +27,6 @@ ingest.
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import threading
@@ -36,6 +35,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from ..errors import QueryError, SourceNotFound, StoreLocked, StoreNotFound, UsageError
 from ..ingest.report import NO_RUNS_HINT, IngestReport, Progress
+from ..numbers import seconds
 from ..query.reader import Reader
 from ..storage.location import Location, location
 from .config import choose_rules
@@ -184,7 +184,7 @@ def watch(store: "Watched", paths: Sequence[str | os.PathLike[str]], *,
     appears, once (`present.findings.finding_text` words one). Returns the number of passes
     run.
     """
-    if interval is not None and (not math.isfinite(interval) or interval <= 0):
+    if interval is not None and seconds(interval) is None:
         raise UsageError(f"--watch takes a number of seconds > 0, got {interval!r}")
     watcher = Watcher(store, paths, check=check, rules=rules, on_alert=on_alert,
                       on_report=on_report, on_warning=on_warning, progress=progress,

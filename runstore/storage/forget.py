@@ -31,7 +31,7 @@ from ..crashpoints import pause_point
 from . import ledger as ledger_mod
 from . import schema
 from .manifest import Manifest, Root, read_manifest
-from .snapshot import open_parquet, read_table, table_files
+from .snapshot import read_file, read_table, table_files
 from .writer import rows_where, writer
 
 RUN_COLUMNS = ("run_id", "run_name", "run_path", "status")
@@ -114,6 +114,6 @@ def _count(root: Root, m: Manifest, table: str, ids: list[str]) -> int:
     n = 0
     for f in table_files(root, m, table):
         # Files of the Delta writer may hold string_view, which is_in has no kernel for.
-        column = open_parquet(f).read(columns=["run_id"]).column("run_id").cast(pa.string())
+        column = read_file(f, table, columns=["run_id"]).column("run_id").cast(pa.string())
         n += pc.sum(pc.is_in(column, value_set=value_set)).as_py() or 0
     return int(n)

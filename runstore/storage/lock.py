@@ -13,7 +13,9 @@ lock that dies with its holder:
   every commit (`renew`, which stops a writer whose lease was taken over), a lease past its
   expiry is taken over.
 
-Waiting past `timeout` is a `StoreLocked` naming the holder.
+Waiting past `timeout` is a `StoreLocked` naming the holder. `timeout` is 0 (do not wait) or
+a finite number of seconds above it (`wait_limit`): anything else (NaN, which would wait for
+ever; a negative number; text) is a `UsageError` naming `lock_timeout`, before any waiting.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import time
 import uuid
 from typing import Any
 
-from ..errors import IOFailure, StoreCorrupt, StoreLocked
+from ..errors import IOFailure, StoreCorrupt, StoreLocked, UsageError
+from ..numbers import seconds
 from .location import AlreadyExists, Local, Location, S3
 
 LOCK = "_runstore/lock"
@@ -38,6 +41,16 @@ def lock_for(root: Location) -> "Lock | Lease":
     return Lease(root) if isinstance(root, S3) else Lock(root)  # type: ignore[arg-type]
 
 
+def wait_limit(timeout: Any) -> float:
+    """`timeout` as the seconds `acquire` waits: 0 or a finite number above it, no longer than
+    Python can wait (`threading.TIMEOUT_MAX`); else a `UsageError` naming `lock_timeout`."""
+    checked = seconds(timeout, zero=True)
+    if checked is None:
+        raise UsageError(f"lock_timeout must be a number of seconds, 0 or above (e.g. 60), got "
+                         f"{timeout!r}")
+    return checked
+
+
 class Lock:
     """An exclusive, process-lifetime lock on the store (released by the kernel on death)."""
 
@@ -46,6 +59,7 @@ class Lock:
         self.fd: int | None = None
 
     def acquire(self, timeout: float) -> None:
+        timeout = wait_limit(timeout)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
@@ -135,6 +149,7 @@ class Lease:
             return {}  # being written, or garbage: treat as held until it expires
 
     def acquire(self, timeout: float) -> None:
+        timeout = wait_limit(timeout)
         deadline = time.monotonic() + timeout
         self.token = uuid.uuid4().hex
         unreadable_since: float | None = None

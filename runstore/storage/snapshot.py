@@ -11,9 +11,9 @@ lost snapshot entry.
 live Parquet files in that snapshot: exactly the files its manifest lists, never a
 directory glob (files a compaction replaced stay on disk until vacuum). `read_table` reads a
 small table whole as Arrow (runs, the ledger), conformed to the current schema (columns a
-later migration added as nulls; string views as strings). A file that is missing or does not
-read is reported by name: `damaged_file` finds the first one (optionally checking content
-hashes, see integrity.py), `read_error` turns an engine's error about a store file into one
+later migration added as nulls; string views as strings), `read_file` one live file of it.
+A file that is missing or does not read is reported by name: `damaged_file` finds the first
+one (optionally checking content hashes, see integrity.py), `read_error` turns an engine's error about a store file into one
 that names the file and says to run `runstore repair`. Every Parquet file of the store is
 written once and never modified, so readers never see one change under them.
 """
@@ -119,14 +119,21 @@ def read_table(root: Root, manifest: Manifest, table: str) -> pa.Table:
     if not files:
         return schema_mod.empty(table)
     target = schema_mod.schema(table)
-    parts = []
-    for f in files:
-        try:
-            parts.append(conform(open_parquet(f).read(), target))
-        except (OSError, pa.ArrowException) as e:
-            why = "missing" if not location(f).exists() else f"unreadable ({one_line(e, 200)})"
-            raise integrity.damaged_error(f, table, why) from e
-    return pa.concat_tables(parts)
+    return pa.concat_tables([read_file(f, table, target=target) for f in files])
+
+
+def read_file(path: str, table: str, *, columns: list[str] | None = None,
+              target: pa.Schema | None = None) -> pa.Table:
+    """One live Parquet file of `table` as Arrow (only `columns`, if given; `conform`ed to
+    `target`, if given); a missing or unreadable one is the `StoreCorrupt` that names it and
+    says to run `runstore repair`."""
+    try:
+        part = open_parquet(path).read(columns=columns)
+        return conform(part, target) if target is not None else part
+    except (OSError, pa.ArrowException) as e:
+        why = ("missing" if not location(path).exists()
+               else f"unreadable ({one_line(e, 200)})")
+        raise integrity.damaged_error(path, table, why) from e
 
 
 def check_file(path: str) -> str | None:

@@ -18,9 +18,10 @@ Contract:
   Parquet file is written once and never modified).
 * Only a holder of the lock writes. Delta versions written after the newest manifest belong
   to a writer that died before publishing; `Writer` rolls those tables back (Delta `restore`)
-  before writing anything, so a crash at any point loses only the unpublished work. A table
-  the snapshot lists files of but whose log is gone, or a file the rollback would need that
-  is gone, stops the writer with "run `runstore repair`".
+  and deletes its ledger files past the newest snapshot before writing anything, so a crash
+  at any point loses only the unpublished work. A table the snapshot lists files of but whose
+  log is gone, or a file the rollback would need that is gone, stops the writer with "run
+  `runstore repair`".
 * `delete(table, predicate)` stages a Delta delete: `predicate` is a sqlglot condition
   (`rows_where`), rendered as SQL text only when the delete runs; `append(table, data)`
   stages Arrow rows. `commit` applies what is staged (two tables at a time), writes the
@@ -30,7 +31,7 @@ Contract:
   commit writes gets its content hash in the snapshot; a commit whose delete or compaction
   read a file that no longer matches its hash publishes nothing (integrity.py). New files
   are laid out by layout.py.
-* Files are deleted only by vacuum.py, after a publish, and never one a kept snapshot lists.
+* Data files are deleted only by vacuum.py, after a publish, and never one a kept snapshot lists.
 * A store may also live under an `s3://bucket/prefix`: the same layout as objects, Delta
   tables written by deltalake's own object store, and a lease instead of the fcntl lock
   (location.py and lock.py hold the differences).
@@ -191,6 +192,7 @@ class Writer:
     def _recover(self) -> None:
         """Roll back Delta versions that no published manifest covers (a crashed writer)."""
         self.root.sweep_temporaries((MANIFESTS, LEDGERS, vacuum_mod.RETIRED))
+        self._drop_unpublished_ledgers()
         tables_dir = self.root / "tables"
         present = tables_dir.list()
         for name, entry in sorted((self.manifest.tables if self.manifest else {}).items()):
@@ -243,6 +245,18 @@ class Writer:
                     f"the Delta table {path} no longer matches the store's snapshot "
                     f"(version {dt.version()}, snapshot {entry['version']}). Run "
                     "`runstore repair` (it rebuilds the table's log from the snapshot).")
+
+    def _drop_unpublished_ledgers(self) -> None:
+        """Delete the ledger files past the newest snapshot: a writer killed between writing
+        its ledger and publishing left them, no snapshot lists them, and on S3 (where a ledger
+        is a create-once put) one would refuse every later commit of that snapshot number."""
+        if self.manifest is None:
+            return  # no snapshot to compare with: the ledgers may be all `repair` has left
+        for name in (self.root / LEDGERS).list():
+            seq = name.removesuffix(".parquet")
+            if seq.isdigit() and int(seq) > self.manifest.seq:
+                with writing(self.root, f"{LEDGERS}/{name}"):
+                    self.root.delete(f"{LEDGERS}/{name}")
 
     # -- staging -----------------------------------------------------------------------
     def delete(self, table: str, predicate: "exp.Condition") -> None:
