@@ -80,11 +80,13 @@ class Writing(StoreBase):
         from ..analysis.runs import resolve
         from ..storage.forget import forget
 
-        items = [runs] if isinstance(runs, str) else list(runs)
-        if not items and not missing:
+        none = isinstance(runs, (tuple, list)) and not runs  # the default: no RUN named
+        if none and not missing:
             raise UsageError("name the runs to forget (RUN...), or pass missing=True / --missing")
         self.manifest()
-        ids = [r.run_id for r in resolve(self, items)] if items else []
+        # `resolve` checks what was given (a pattern or a list of them; None, a number or
+        # bytes are refused naming it) and resolves each to one run.
+        ids = [] if none else [r.run_id for r in resolve(self, runs)]  # type: ignore[arg-type]
         return forget(self.path, ids, missing=missing, dry_run=dry_run,
                       lock_timeout=lock_timeout)
 

@@ -10,6 +10,7 @@ directories are gone; `--dry-run` changes nothing. Kills at every phase: tests/r
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -184,3 +185,14 @@ def test_forget_errors_are_plain(two: tuple[Path, Path, runstore.Store]) -> None
         store.forget(["nope"])
     with pytest.raises(UsageError):
         store.forget([])
+
+
+@pytest.mark.parametrize("runs", [None, 123, b"sweep/*", [b"sweep/*"]], ids=repr)
+def test_forget_of_what_names_no_run_is_refused_naming_it(
+        two: tuple[Path, Path, runstore.Store], runs: object) -> None:
+    # None and 123 raised TypeError from list(); bytes were iterated as numbers.
+    _, _, store = two
+    before = store.snapshot()
+    with pytest.raises(QueryError, match=f"got {re.escape(repr(runs))}"):
+        store.forget(runs)  # type: ignore[arg-type]
+    assert store.snapshot() == before
