@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..errors import UsageError
 from ..printable import printable
 from .common import handle_errors, lock_timeout_option, open_store
 
@@ -62,8 +63,20 @@ def repair(ctx: click.Context, check_only: bool, lock_timeout: float) -> None:
         ctx.exit(1)
 
 
+def _hours(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """--vacuum-hours checked as the library checks it (`store.inputs.vacuum_hours`)."""
+    from ..store.inputs import vacuum_hours
+
+    if value is None:
+        return None
+    try:
+        return vacuum_hours(value, "it")
+    except UsageError as e:
+        raise click.BadParameter(str(e), ctx, param) from None
+
+
 @click.command()
-@click.option("--vacuum-hours", type=click.FloatRange(min=0), default=None, metavar="H",
+@click.option("--vacuum-hours", type=float, default=None, metavar="H", callback=_hours,
               help="Then delete the files that no kept snapshot lists and none has listed for "
               "more than H hours (fractions allowed; at least 10 minutes, for queries still "
               "reading an older snapshot).")

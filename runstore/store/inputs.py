@@ -3,7 +3,7 @@
 Contract: module functions, each the one definition's check of its kind of input (so a
 command can refuse a bad option before it does any work, with the library's own message):
 `seconds(value, name)` a time limit (`query.deadline.checked`: finite, above 0; None for
-none); `smoothing_weight(value, what)` runstore's one smoothing weight (`analysis.smooth`:
+none); `vacuum_hours(value, what)` how long a vacuum keeps replaced files (finite, 0 or more); `smoothing_weight(value, what)` runstore's one smoothing weight (`analysis.smooth`:
 in [0, 1), with what to write instead of an old step count); `memory_size(value)` a memory
 limit (`query.memory.parse`: bytes, `4GB`, `25%`); `json_body(data, what)` one JSON document
 read by the rules the ingest reads files by (`ingest.parse.loads`: at most `MAX_NESTING`
@@ -25,6 +25,18 @@ def seconds(value: Any, name: str = "timeout") -> float | None:
     from ..query.deadline import checked
 
     return checked(value, name)
+
+
+def vacuum_hours(value: Any, what: str = "vacuum_hours") -> float:
+    """`value` as how many hours a replaced file is kept before a vacuum deletes it: a finite
+    number of at least 0 (not a bool); a UsageError naming `what` otherwise."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value * 3600.0) or value < 0:  # finite in seconds too
+        raise UsageError(f"{what} must be a finite number of hours of at least 0, got "
+                         f"{value!r}")
+    return float(value)
 
 
 def smoothing_weight(value: Any, what: str = "smooth") -> float:

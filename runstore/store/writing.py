@@ -97,17 +97,16 @@ class Writing(StoreBase):
         (at least `vacuum.READER_GRACE_S`, for queries still reading an older snapshot).
         Returns each table's file count before (`files_before`) and what the vacuum deleted
         (`vacuum`, a `vacuum.VacuumReport`)."""
-        if vacuum_hours is not None and not (
-                isinstance(vacuum_hours, (int, float)) and vacuum_hours >= 0):
-            raise UsageError(f"vacuum_hours must be a number of hours of at least 0, got "
-                             f"{vacuum_hours!r}")
         from ..storage.writer import CompactReport, writer
+        from .inputs import vacuum_hours as checked_hours
+
+        hours = None if vacuum_hours is None else checked_hours(vacuum_hours)
 
         self.manifest()
         with writer(self.path, lock_timeout=lock_timeout) as w:
             report = CompactReport(w.compact())
-            if vacuum_hours is not None:
-                report.vacuum = w.vacuum(float(vacuum_hours))
+            if hours is not None:
+                report.vacuum = w.vacuum(hours)
         return report
 
     def repair(self, *, check: bool = False, lock_timeout: float = 60.0) -> "RepairReport":

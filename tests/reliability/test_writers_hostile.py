@@ -151,3 +151,19 @@ def test_a_watch_interval_no_rule_allows_is_refused_before_a_pass(
     with pytest.raises(UsageError, match="--watch"):
         store.watch([small_tree], interval=interval)
     assert not (tmp_path / "store").exists()  # no pass ran
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "1e308"])
+def test_a_vacuum_age_no_clock_can_reach_is_refused(value: str, shared_small_store: Path,
+                                                    tmp_path: Path) -> None:
+    # `inf` and 1e308 were taken ("more than inf h"); `nan` was refused naming vacuum_hours.
+    store = copy_store(shared_small_store, tmp_path / "store")
+    before = runstore.open(store).snapshot()
+    r = cli(store, "compact", "--vacuum-hours", value)
+    assert r.exit_code == 2, r.output
+    assert "'--vacuum-hours'" in r.output and "finite number of hours" in r.output
+    assert runstore.open(store).snapshot() == before
+    for bad in (True, float(value), "5"):
+        with pytest.raises(UsageError, match="vacuum_hours must be a finite number of hours"):
+            runstore.open(store).compact(vacuum_hours=bad)
+    assert runstore.open(store).snapshot() == before
