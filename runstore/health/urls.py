@@ -4,8 +4,8 @@ Contract: webhook URLs carry their secret in the path (Slack: /services/T.../B..
 query or the user info. `redact(url)` is what a message may show of one
 (`https://hooks.slack.com/…`); `scrub(text, url)` removes every secret part of a URL from a
 text (what the HTTP stack said about it), whether the text holds the URL as written or as
-parsed. `check_url(url, where=)` accepts only an http(s) URL with a host and without any
-control character or space: a CR or LF could make a request carry headers nobody wrote, so
+parsed. `check_url(url, where=)` accepts only an http(s) URL with a host DNS can name (as
+the request will encode it) and without any control character or space: a CR or LF could make a request carry headers nobody wrote, so
 such a URL is refused before any request, by a `UsageError` that names where it came from
 (`where`, e.g. `/path/runstore.toml: check.notify[2]`) and shows it redacted only.
 `without_userinfo(url)` is the URL without `user:password@` and the Basic Authorization
@@ -106,6 +106,13 @@ def check_url(url: Any, where: str | None = None) -> str:
         parts.port  # noqa: B018 - a bad port raises here
     except ValueError:
         ok = False
+    if ok:
+        try:  # as the request will encode it: DNS holds no label over 63 characters
+            parts.hostname.encode("idna")  # type: ignore[union-attr]
+        except UnicodeError:
+            raise UsageError(f"{at}notification URL {redact(url)[:80]}… names a host no DNS "
+                             "can hold (a part between dots over 63 characters); give the "
+                             "webhook URL your chat tool shows") from None
     if not ok:
         raise UsageError(f"{at}notification URL {redact(url)} is not an http(s) URL with a "
                          "host; give the webhook URL your chat tool shows (https://hooks."

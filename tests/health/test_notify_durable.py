@@ -294,6 +294,9 @@ SECRET_URL = "http://alice:hunter2@127.0.0.1:9/a/SECRETPATH?token=SECRETQ"
     ("ftp://host/SECRETPATH", "is not an http(s) URL with a host"),
     (SECRET_URL.replace("/a/", "/a\r\nX-Injected: SECRETHDR/"), "holds a control character"),
     (SECRET_URL.replace("SECRETQ", "SECRETQ\nX: SECRETHDR"), "holds a control character"),
+    # A host part over 63 characters: the request's IDNA encoding failed on every post, in a
+    # warning that did not say it would be tried again.
+    (SECRET_URL.replace("127.0.0.1", "h" * 64 + ".example"), "names a host no DNS can hold"),
 ])
 def test_a_bad_url_in_runstore_toml_names_the_file_and_the_key(store: Path, bad: str,
                                                                what: str) -> None:
