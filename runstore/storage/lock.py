@@ -36,6 +36,11 @@ from .location import AlreadyExists, Local, Location, S3
 LOCK = "_runstore/lock"
 
 
+# What a holder is doing: any writing command (an ingest, compact, forget, migrate, repair,
+# a settings change) holds the lock, so the message does not guess which.
+HELD = "a runstore command writing to it: an ingest, compact, forget, migrate or repair"
+
+
 def lock_for(root: Location) -> "Lock | Lease":
     """The write lock of the store at `root`: a lease on S3, an `fcntl` lock on local disk."""
     return Lease(root) if isinstance(root, S3) else Lock(root)  # type: ignore[arg-type]
@@ -90,8 +95,8 @@ class Lock:
                     holder = self._holder(fd)
                     os.close(fd)
                     raise StoreLocked(
-                        f"store is locked by PID {holder} (an ingest in progress); waited "
-                        f"{timeout:g} s. Try again when it finishes, or raise --lock-timeout."
+                        f"store is locked by PID {holder} ({HELD}); waited {timeout:g} s. "
+                        "Try again when it finishes, or raise --lock-timeout."
                     )
                 time.sleep(0.1)
         try:  # who holds it, for the message above; best effort (a full disk refuses it)
@@ -176,8 +181,8 @@ class Lease:
                 who = (held or {}).get("pid", "?")
                 host = (held or {}).get("host")
                 raise StoreLocked(
-                    f"store is locked by PID {who}{f' on {host}' if host else ''} (an ingest "
-                    f"in progress); waited {timeout:g} s. Try again when it finishes, or raise "
+                    f"store is locked by PID {who}{f' on {host}' if host else ''} ({HELD}); "
+                    f"waited {timeout:g} s. Try again when it finishes, or raise "
                     "--lock-timeout.")
             time.sleep(0.2)
 

@@ -167,3 +167,14 @@ def test_a_vacuum_age_no_clock_can_reach_is_refused(value: str, shared_small_sto
         with pytest.raises(UsageError, match="vacuum_hours must be a finite number of hours"):
             runstore.open(store).compact(vacuum_hours=bad)
     assert runstore.open(store).snapshot() == before
+
+
+@pytest.mark.parametrize("method", sorted(WRITES))
+def test_a_held_lock_names_no_command_it_cannot_know(method: str, held: runstore.Store) -> None:
+    # Every writing command holds the lock; the message said "an ingest in progress" whoever
+    # held it (here, none: this test holds it, as a compact or forget would).
+    with pytest.raises(runstore.RunstoreError) as err:
+        WRITES[method](held, 0)
+    text = str(err.value)
+    assert "store is locked by PID" in text and "an ingest in progress" not in text
+    assert "a runstore command writing to it" in text
