@@ -20,6 +20,10 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+# How often a test server's loop looks for `shutdown()` (http.server's default, 0.5 s, made
+# every test that stops one wait that long).
+POLL_S = 0.02
+
 
 class Hook:
     def __init__(self) -> None:
@@ -107,7 +111,7 @@ def server() -> Iterator[tuple[str, Hook]]:
     httpd.daemon_threads = True
     hook = Hook()
     httpd.hook = hook  # type: ignore[attr-defined]
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, args=(POLL_S,), daemon=True)
     thread.start()
     host, port = httpd.server_address[:2]
     try:

@@ -18,6 +18,7 @@ import pytest
 
 from runstore.demo.showcase import run_demo
 from storekit import cli
+from webhook import POLL_S
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "compare.md"
 
@@ -57,7 +58,7 @@ def test_the_example_notification_is_what_a_webhook_receives(demo_dir: Path) -> 
     example = json.loads(shown.group(1))
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
     httpd.bodies = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, args=(POLL_S,), daemon=True)
     thread.start()
     try:
         host, port = httpd.server_address[:2]

@@ -28,6 +28,7 @@ from runstore.health.trends import parse_trend
 from runstore.numbers import nonfinite_name
 from storekit import cli
 from trend_oracle import expected as trend_expected
+from webhook import POLL_S
 
 REWARD = "env/all/reward/total"
 
@@ -290,7 +291,7 @@ def hook() -> Iterator[tuple[str, list]]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
     httpd.daemon_threads = True
     httpd.bodies = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, args=(POLL_S,), daemon=True)
     thread.start()
     host, port = httpd.server_address[:2]
     try:
