@@ -13,7 +13,9 @@ lock that dies with its holder:
   every commit (`renew`, which stops a writer whose lease was taken over), a lease past its
   expiry is taken over.
 
-Waiting past `timeout` is a `StoreLocked` naming the holder.
+Waiting past `timeout` is a `StoreLocked` naming the holder. `acquire(timeout, stop=)` also
+polls `stop` while it waits: a reason from it ends the wait at once with
+`KeyboardInterrupt(reason)` (a watch in a thread, which no signal reaches, asked to end).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import os
 import stat
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import IOFailure, StoreCorrupt, StoreLocked
 from .location import AlreadyExists, Local, Location, S3
@@ -45,7 +47,9 @@ class Lock:
         self.path = root / LOCK
         self.fd: int | None = None
 
-    def acquire(self, timeout: float) -> None:
+    def acquire(self, timeout: float, *, stop: "Callable[[], str | None] | None" = None) -> None:
+        """Take the lock, waiting up to `timeout` s; `stop` (polled while waiting) saying a
+        reason ends the wait with KeyboardInterrupt(reason): a watch thread asked to end."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
@@ -72,6 +76,10 @@ class Lock:
                 if e.errno not in (errno.EAGAIN, errno.EACCES):
                     os.close(fd)
                     raise
+                why = stop() if stop is not None else None
+                if why:
+                    os.close(fd)
+                    raise KeyboardInterrupt(why)
                 if time.monotonic() >= deadline:
                     holder = self._holder(fd)
                     os.close(fd)
@@ -134,7 +142,8 @@ class Lease:
         except ValueError:
             return {}  # being written, or garbage: treat as held until it expires
 
-    def acquire(self, timeout: float) -> None:
+    def acquire(self, timeout: float, *, stop: "Callable[[], str | None] | None" = None) -> None:
+        """As `Lock.acquire`."""
         deadline = time.monotonic() + timeout
         self.token = uuid.uuid4().hex
         unreadable_since: float | None = None
@@ -157,6 +166,10 @@ class Lease:
                     elif time.monotonic() - unreadable_since > self.ttl:
                         self.root.delete(LOCK)
                         continue
+            why = stop() if stop is not None else None
+            if why:
+                self.token = None
+                raise KeyboardInterrupt(why)
             if time.monotonic() >= deadline:
                 who = (held or {}).get("pid", "?")
                 host = (held or {}).get("host")
