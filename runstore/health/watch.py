@@ -126,8 +126,10 @@ class Watcher:
         paths = self.paths if strict else self.existing_paths()
         if paths:
             # A watched path may hold no run yet: that ends only a one-pass (strict) ingest.
-            # SIGINT as `store.ingest` handles it by default, and `request_stop` from a thread.
-            with Interrupts(("SIGINT",)) as self._ingesting:
+            # The signals that end the watch (`_StopOnSignals`) end its ingest as they end a
+            # plain `runstore ingest`: at the next whole file, never inside a commit; and
+            # `request_stop` from a thread.
+            with Interrupts(_StopOnSignals.SIGNALS) as self._ingesting:
                 if self._stop_asked:
                     self._ingesting.request(self._stop_asked)
                 try:

@@ -4,6 +4,8 @@
   the store's write lock (another writer, such as `runstore compact`, holds it): the server
   stops promptly (nothing is at stake while waiting), prints no traceback, and the store
   keeps what it had; the lock is free afterwards.
+* `runstore ingest --watch` stopped by SIGINT or SIGTERM while a pass writes its snapshot: the
+  commit finishes (as for a plain `runstore ingest`), so the store holds every row of the files.
 """
 
 from __future__ import annotations
@@ -78,6 +80,35 @@ def test_ui_watch_stops_promptly_while_the_store_is_locked(tmp_path: Path, sig: 
                         str(tree), "--lock-timeout", "0"],
                        capture_output=True, text=True, timeout=120, env=ENV)
     assert p.returncode == 0, p.stderr
+    got = runstore.open(store).sql("select count(*) from metrics_raw").item()
+    want = sum(len(oracle.metric_rows(tree / r / "metrics.jsonl")) for r in ("a", "b"))
+    assert got == want
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_commit_of_a_watch_pass_lets_it_finish(tmp_path: Path,
+                                                                    sig: int) -> None:
+    """SIGTERM (what a service manager sends) ends `ingest --watch` as Ctrl-C does: one that
+    comes while a pass writes its snapshot lets the commit finish, so what was read is kept."""
+    tree, store = tmp_path / "runs", tmp_path / "store"
+    write_run(tree / "a", 5)
+    write_run(tree / "b", 7)
+    log = tmp_path / "out.txt"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "runstore", "--store", str(store), "ingest", str(tree),
+             "--watch", "0.2"], stdout=out, stderr=subprocess.STDOUT,
+            env={**ENV, "PYTHONUNBUFFERED": "1", "RUNSTORE_TEST_PAUSE": "ledger:1"})
+    try:
+        assert wait_for_text(log, "paused at ledger:1"), log.read_text()
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in log.read_text(), log.read_text()
+    # The snapshot of that pass was published: every row of the files, with no other ingest.
     got = runstore.open(store).sql("select count(*) from metrics_raw").item()
     want = sum(len(oracle.metric_rows(tree / r / "metrics.jsonl")) for r in ("a", "b"))
     assert got == want
