@@ -19,7 +19,8 @@ The store and the tree may change under it: a path that does not exist yet (or a
 that holds no run yet, is reported once through `on_warning` and watched for; a run directory
 that appears is picked up, one that vanishes is marked `missing` by the ingest; a pass that
 fails for a reason that can pass (the store lock held too long, a file removed mid-read, no
-store yet) is reported and retried on the next pass. Errors that would repeat forever (a
+store yet) is reported and retried on the next pass. `Watcher.request_stop()` ends a pass under way
+from another thread (`runstore ui --watch`) as Ctrl-C ends an ingest. Errors that would repeat forever (a
 corrupt store, a newer store version, a bad rule) propagate. With `interval=None` there is
 exactly one pass, and a missing path, or paths holding no run, are an error, as for a plain
 ingest.
@@ -34,6 +35,7 @@ import time
 from typing import Any, Callable, Protocol, Sequence
 
 from ..errors import QueryError, SourceNotFound, StoreLocked, StoreNotFound, UsageError
+from ..ingest.interrupts import Interrupts
 from ..ingest.report import NO_RUNS_HINT, IngestReport, Progress
 from ..numbers import seconds
 from ..query.reader import Reader
@@ -49,7 +51,7 @@ class Watched(Reader, Protocol):
 
     def ingest(self, paths: Any, *, progress: Progress | None = ..., on_warning: Any = ...,
                lock_timeout: float = ..., require_runs: bool = ...,
-               prefix: str | None = ...) -> IngestReport: ...
+               prefix: str | None = ..., interrupts: Any = ...) -> IngestReport: ...
 
 # Failures that the next pass may not meet: they are reported and the watch goes on.
 TRANSIENT: tuple[type[BaseException], ...] = (StoreLocked, SourceNotFound, StoreNotFound,
@@ -88,6 +90,17 @@ class Watcher:
         self.missing: set[Location] = set()
         self.empty: set[str] = set()  # paths that held no run at the last pass (said once)
         self.passes = 0
+        self._ingesting: Interrupts | None = None  # the signal handling of the ingest under way
+        self._stop_asked: str | None = None
+
+    def request_stop(self, why: str = "stopping") -> None:
+        """End the pass under way, from any thread, as Ctrl-C ends an ingest: at the next whole
+        file (what was read whole is published), at once while it waits for the store's lock;
+        the pass then raises KeyboardInterrupt."""
+        self._stop_asked = why
+        ingesting = self._ingesting
+        if ingesting is not None:
+            ingesting.request(why)
 
     def warn(self, text: str) -> None:
         if self.on_warning is not None:
@@ -113,10 +126,20 @@ class Watcher:
         paths = self.paths if strict else self.existing_paths()
         if paths:
             # A watched path may hold no run yet: that ends only a one-pass (strict) ingest.
-            report = self.store.ingest(paths, progress=self.progress,
-                                       on_warning=self.on_warning,
-                                       lock_timeout=self.lock_timeout, require_runs=strict,
-                                       prefix=self.prefix)
+            # The signals that end the watch (`_StopOnSignals`) end its ingest as they end a
+            # plain `runstore ingest`: at the next whole file, never inside a commit; and
+            # `request_stop` from a thread.
+            with Interrupts(_StopOnSignals.SIGNALS) as self._ingesting:
+                if self._stop_asked:
+                    self._ingesting.request(self._stop_asked)
+                try:
+                    report = self.store.ingest(paths, progress=self.progress,
+                                               on_warning=self.on_warning,
+                                               lock_timeout=self.lock_timeout,
+                                               require_runs=strict, prefix=self.prefix,
+                                               interrupts=self._ingesting)
+                finally:
+                    self._ingesting = None
             for p in sorted(set(report.empty_paths) - self.empty):
                 self.warn(f"{p} holds no runs (yet): {NO_RUNS_HINT}; watching it")
             self.empty = set(report.empty_paths)

@@ -11,6 +11,8 @@ and raises `ingest_interrupted(report)`. Any further signal stops at once: with
 `exit_at_once` (the CLI) the process prints why and leaves with status 130 by `os._exit`,
 which is as safe as a `kill -9` (see docs/reliability.md); otherwise it raises
 `KeyboardInterrupt` where the code is, and the store keeps its last published snapshot.
+`request(why)` asks for a stop as a first signal does, from any thread; a stop asked before
+`defer()` also ends a wait for the store's lock (storage/lock.py).
 
 Every signal handled is counted (`crashpoints.note_signal`): the test hook
 `crashpoints.pause_point` ends a pause when the count grows, so a test can send a signal
@@ -51,6 +53,12 @@ class Interrupts:
     def defer(self) -> None:
         """From now on the first signal is recorded, not raised (see the module docstring)."""
         self.deferring = True
+
+    def request(self, why: str) -> None:
+        """Ask the ingest to stop as a first signal does, from any thread (a watch in a
+        thread, which no signal reaches): at the next whole file, or at once while it still
+        waits for the store's lock."""
+        self.requested = self.requested or why
 
     def _handler(self, signum: int, frame: Any) -> None:
         note_signal()

@@ -116,7 +116,8 @@ def ingest(root: Root, paths: Iterable[str | os.PathLike[str]], *,
         from .run_facts import seed as seed_totals
 
         with _arrow_memory(), _without_cyclic_gc(), \
-                writer(root, lock_timeout=lock_timeout) as w:
+                writer(root, lock_timeout=lock_timeout,
+                       stop=lambda: interrupts.requested) as w:
             migrate.apply(w)
             assert w.manifest is not None
             led = ledger.read(root, w.manifest)

@@ -16,6 +16,9 @@ lock that dies with its holder:
 Waiting past `timeout` is a `StoreLocked` naming the holder. `timeout` is 0 (do not wait) or
 a finite number of seconds above it (`wait_limit`): anything else (NaN, which would wait for
 ever; a negative number; text) is a `UsageError` naming `lock_timeout`, before any waiting.
+`acquire(timeout, stop=)` also polls `stop` while it waits: a reason from it ends the wait at
+once with `KeyboardInterrupt(reason)` (a watch in a thread, which no signal reaches, asked to
+end).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import os
 import stat
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import IOFailure, StoreCorrupt, StoreLocked, UsageError
 from ..numbers import seconds
@@ -63,7 +66,9 @@ class Lock:
         self.path = root / LOCK
         self.fd: int | None = None
 
-    def acquire(self, timeout: float) -> None:
+    def acquire(self, timeout: float, *, stop: "Callable[[], str | None] | None" = None) -> None:
+        """Take the lock, waiting up to `timeout` s; `stop` (polled while waiting) saying a
+        reason ends the wait with KeyboardInterrupt(reason): a watch thread asked to end."""
         timeout = wait_limit(timeout)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,6 +96,10 @@ class Lock:
                 if e.errno not in (errno.EAGAIN, errno.EACCES):
                     os.close(fd)
                     raise
+                why = stop() if stop is not None else None
+                if why:
+                    os.close(fd)
+                    raise KeyboardInterrupt(why)
                 if time.monotonic() >= deadline:
                     holder = self._holder(fd)
                     os.close(fd)
@@ -153,7 +162,8 @@ class Lease:
         except ValueError:
             return {}  # being written, or garbage: treat as held until it expires
 
-    def acquire(self, timeout: float) -> None:
+    def acquire(self, timeout: float, *, stop: "Callable[[], str | None] | None" = None) -> None:
+        """As `Lock.acquire`."""
         timeout = wait_limit(timeout)
         deadline = time.monotonic() + timeout
         self.token = uuid.uuid4().hex
@@ -177,6 +187,10 @@ class Lease:
                     elif time.monotonic() - unreadable_since > self.ttl:
                         self.root.delete(LOCK)
                         continue
+            why = stop() if stop is not None else None
+            if why:
+                self.token = None
+                raise KeyboardInterrupt(why)
             if time.monotonic() >= deadline:
                 who = (held or {}).get("pid", "?")
                 host = (held or {}).get("host")

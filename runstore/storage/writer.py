@@ -46,7 +46,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from ..crashpoints import pause_point
 from ..errors import StoreCorrupt
@@ -157,10 +157,12 @@ class Staged:
 class Writer:
     """Exclusive write access to a store: stage deletes and appends, publish snapshots."""
 
-    def __init__(self, root: Root, *, lock_timeout: float = 60.0):
+    def __init__(self, root: Root, *, lock_timeout: float = 60.0,
+                 stop: Callable[[], str | None] | None = None):
         self.root = root
         self.lock: Lock | Lease = lock_for(root)
         self.lock_timeout = lock_timeout
+        self.stop = stop  # polled while waiting for the lock (lock.py)
         self.manifest: Manifest | None = None
         self._deletes: dict[str, list["exp.Condition"]] = {}
         self._appends: dict[str, list[pa.Table]] = {}
@@ -174,7 +176,7 @@ class Writer:
         if early is not None:
             check_version(early.schema_version)  # a newer runstore's store: refuse before writing a byte
         self.root.check_writable()
-        self.lock.acquire(self.lock_timeout)
+        self.lock.acquire(self.lock_timeout, stop=self.stop)
         try:
             self.manifest = read_manifest(self.root)
             if self.manifest is not None:
@@ -429,7 +431,8 @@ def ledger_path(seq: int) -> str:
 
 
 @contextmanager
-def writer(root: Root, *, lock_timeout: float = 60.0) -> Iterator[Writer]:
-    w = Writer(root, lock_timeout=lock_timeout)
+def writer(root: Root, *, lock_timeout: float = 60.0,
+           stop: Callable[[], str | None] | None = None) -> Iterator[Writer]:
+    w = Writer(root, lock_timeout=lock_timeout, stop=stop)
     with w:
         yield w

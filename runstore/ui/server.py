@@ -16,8 +16,9 @@ logs only errors, so nothing a client sends writes to the server's stderr.
   whose alerts and reports are printed the same way); the pages learn of each new snapshot
   through `/api/events`. Without `watch` nothing writes the store: `paths` given without
   it are ingested once before serving, as `runstore ingest PATHS` would.
-* Stopping ends the watch thread between passes (an ingest under way finishes first, so no
-  commit is cut short by the UI).
+* Stopping ends the watch thread as Ctrl-C ends an ingest: a pass waiting for the store's
+  lock stops waiting at once, an ingest under way stops at its next whole file and publishes
+  what it read whole (no commit is cut short by the UI).
 """
 
 from __future__ import annotations
@@ -102,6 +103,8 @@ class WatchThread:
             try:
                 self.watcher.run_pass()
                 self.last_error = None
+            except KeyboardInterrupt:  # close() asked the pass to end
+                return
             except self.watcher.TRANSIENT as e:
                 self.last_error = str(e) or type(e).__name__
                 _echo_err(f"warning: this pass failed, retrying in {self.interval:g} s: "
@@ -117,6 +120,7 @@ class WatchThread:
 
     def close(self, timeout: float = 120.0) -> None:
         self.stop.set()
+        self.watcher.request_stop()
         self.thread.join(timeout)
 
     def status(self) -> dict[str, Any]:
