@@ -21,7 +21,8 @@ on_warning=)` delivers alerts (firing.Alert, or anything with its fields, `key()
   write the record) between the endpoint's answer and the record, or when an answer is lost
   after the endpoint took the POST (at-least-once: an alert lost is worse than an alert
   twice). Delivery that fails after its retries gives the claim back: the next process
-  retries it. A store that cannot be written (read-only, no permission): nothing is posted
+  retries it, and so does this one at its next `settle` that finds it still firing (a
+  long-running watch tries again at its next pass rather than only after a restart). A store that cannot be written (read-only, no permission): nothing is posted
   (posting what cannot be recorded would post it again on every run), and one warning says
   so; the caller's own work (the check's rows and exit status) is unchanged. Without `root`,
   the once-per-Notifier rule alone holds (library use).
@@ -193,6 +194,7 @@ class _Sender(threading.Thread):
         finally:
             if claim is not None:
                 claim.release()  # not posted: the next process may try
+                owner.unsent(message.alert)  # and this one's next settle or pass
 
     def posted(self, message: _Message, claim: Any) -> None:
         """Record a delivered message in the store (when there is a record)."""
@@ -277,6 +279,7 @@ class Notifier:
         self.on_warning = on_warning
         self.closing = threading.Event()
         self.sent: set[tuple[Any, ...]] = set()  # the firings queued (Alert.key())
+        self.retry: dict[tuple[Any, ...], Any] = {}  # not delivered: queued again by `settle`
         self._lock = threading.Lock()
         self._record_failed = False
         self._senders = [_Sender(u, self) for u in self.urls]
@@ -317,17 +320,29 @@ class Notifier:
             s.put(message)
         return True
 
+    def unsent(self, alert: Any) -> None:
+        """`alert` was not delivered to some URL: the next `settle` that finds it still firing
+        (a watch's next pass) queues it again; the store's record keeps the URLs that took it
+        from a second post."""
+        with self._lock:
+            self.sent.discard(alert.key())
+            self.retry[alert.key()] = alert
+
     def settle(self, firings: Iterable[Any], rules: Iterable[str]) -> None:
         """`firings` is every firing of `rules` now: the others ended (see the module)."""
         firings, rules = list(firings), set(rules)
         now = {a.key() for a in firings}
         with self._lock:
             self.sent = {k for k in self.sent if k[1] not in rules or k in now}
+            again = [a for a in firings if self.retry.pop(a.key(), None) is not None]
+            self.retry = {k: a for k, a in self.retry.items() if k[1] not in rules or k in now}
         if self.record is not None:
             try:
                 self.record.settle(firings, rules)
             except OSError as e:
                 self.cannot_record(e)
+        for alert in again:  # not delivered the last time, and firing still: try again
+            self.notify(alert)
 
     def close(self, timeout: float = 10.0) -> None:
         """Wait up to `timeout` s for queued messages, then stop (see the module)."""

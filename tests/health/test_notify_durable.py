@@ -247,6 +247,24 @@ def test_a_restarted_watch_posts_only_new_firings(server: tuple[str, Hook], tree
     assert posted(hook, "/ok/watch") == sorted(firings(tree) + [("b", RULE, 7)])
 
 
+def test_a_watch_posts_what_failed_at_its_next_pass(server: tuple[str, Hook], tree: Path,
+                                                   store: Path) -> None:
+    # A webhook down for a moment (its first 4 answers 500: a firing's whole first round of
+    # tries): the same watch posts each firing once it is back, not only after a restart.
+    base, hook = server
+    url = base + "/fail/4/watch"
+    want = firings(tree)
+    w = Watch(store, tree, url)
+    try:
+        assert wait_for(lambda: posted(hook, "/fail/4/watch") == want, 60), \
+            (posted(hook, "/fail/4/watch"), want)
+        time.sleep(1)  # a few more passes: nothing posted twice
+    finally:
+        out = w.stop(signal.SIGINT)
+    assert posted(hook, "/fail/4/watch") == want
+    assert "the next check or watch tries again" in out
+
+
 def done_records(store: Path) -> int:
     """How many (firing, URL) the store records as posted (health/notified.py)."""
     area = store / "_runstore" / "notify"
