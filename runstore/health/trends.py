@@ -82,8 +82,6 @@ if TYPE_CHECKING:
 MIN_HISTORY = 10
 # The columns of `evaluate`'s rows and their types: the check's own (`firing.COLUMN_TYPES`).
 ROW_TYPES = {"run_id": STR, **COLUMN_TYPES, "rule_idx": I64}
-# A fired drop/rise row, as `fire_rows` gives it (without run_name, rule and status).
-FIRED = ("run_id", "first_step", "last_step", "steps_over", "peak", "latest", "longest_streak")
 NAN = float("nan")
 
 
@@ -126,14 +124,11 @@ class TrendResult:
 
     @property
     def frame(self) -> "pl.DataFrame":
-        return _polars(self.rows.data, ROW_TYPES)
+        import polars as pl
 
-
-def _polars(data: list[tuple[Any, ...]], types: dict[str, str]) -> "pl.DataFrame":
-    import polars as pl
-
-    kinds = {STR: pl.String, I64: pl.Int64, F64: pl.Float64}
-    return pl.DataFrame(data, orient="row", schema={c: kinds[t] for c, t in types.items()})
+        kinds = {STR: pl.String, I64: pl.Int64, F64: pl.Float64}
+        return pl.DataFrame(self.rows.data, orient="row",
+                            schema={c: kinds[t] for c, t in ROW_TYPES.items()})
 
 
 def evaluate(store: "Reader", rules: Sequence[TrendRule], *, runs: Scope = None,
@@ -271,8 +266,8 @@ def _trend(store: "Reader", rule: TrendRule, runs: Scope,
 def fire_rows(points: Iterable[tuple[Any, ...]],
               rule: TrendRule) -> tuple[list[dict[str, Any]], int]:
     """The fired rows of a drop/rise rule over `points` (run_id, step, value: per run and step
-    the live numeric value of the rule's family, any order), each a dict of `FIRED`, by
-    run_id, and how many runs `points` holds (checked)."""
+    the live numeric value of the rule's family, any order), each a dict of `run_id` and
+    `fire_run`'s columns, by run_id, and how many runs `points` holds (checked)."""
     by_run: dict[str, list[tuple[Any, float | None]]] = {}
     for run_id, step, value in points:
         by_run.setdefault(run_id, []).append((step, value))
