@@ -55,9 +55,9 @@ class Size(click.ParamType):
 
 
 class Seconds(click.ParamType):
-    """A duration in seconds: a finite number above 0 (`store.inputs.seconds`; `zero=True`:
-    0 or above) and no longer than Python can wait (`threading.TIMEOUT_MAX`, centuries), else
-    a usage error (exit 2)."""
+    """A duration in seconds as the library takes one (`numbers.seconds`: a finite number
+    above 0, or 0 or above with `zero=True`, no longer than Python can wait,
+    `threading.TIMEOUT_MAX`, centuries), else a usage error (exit 2) saying which rule."""
 
     name = "seconds"
 
@@ -66,21 +66,24 @@ class Seconds(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> float | None:
+        import math
         import threading
 
-        from ..store.inputs import seconds as checked
+        from ..numbers import seconds
 
-        least = "0 or above" if self.zero else "above 0"
         try:
             number = float(value)
-            seconds = 0.0 if self.zero and number == 0 else checked(number)
-        except (TypeError, ValueError, UsageError):
-            self.fail(f"{value!r} is not a number of seconds {least} (e.g. 30 or 2.5)",
-                      param, ctx)
-        if seconds is None or seconds > threading.TIMEOUT_MAX:
+        except (TypeError, ValueError):
+            number = math.nan
+        if math.isfinite(number) and number > threading.TIMEOUT_MAX:
             self.fail(f"{value!r} is longer than runstore can wait (at most "
                       f"{threading.TIMEOUT_MAX:.0f} seconds)", param, ctx)
-        return seconds
+        checked = seconds(number, zero=self.zero)
+        if checked is None:
+            least = "0 or above" if self.zero else "above 0"
+            self.fail(f"{value!r} is not a number of seconds {least} (e.g. 30 or 2.5)",
+                      param, ctx)
+        return checked
 
 
 class Weight(click.ParamType):
