@@ -363,10 +363,10 @@ class Api:
         step = p.integer("step")
         if step is None:
             raise QueryError("missing parameter 'step'")
-        return tabular(self.store.step_spans(self._run(p), step=step).to_arrow())
+        return tabular(self.store.step_spans(p.text("run"), step=step).to_arrow())
 
     def timing_slowest(self, p: Params) -> dict[str, Any]:
-        return tabular(self.store.run_slowest_spans(self._run(p)).to_arrow())
+        return tabular(self.store.run_slowest_spans(p.text("run")).to_arrow())
 
     def timing_compare(self, p: Params) -> dict[str, Any]:
         """Which of two runs got slower: their step times, and per span name the seconds per
@@ -405,20 +405,25 @@ class Api:
         return tabular(self.store.arrow(queries.ROLLOUT_RUNS))
 
     def rollouts_index(self, p: Params) -> dict[str, Any]:
-        return tabular(self.store.rollout_index(self._run(p)).to_arrow())
+        return tabular(self.store.rollout_index(p.text("run")).to_arrow())
 
-    def _where(self, p: Params) -> dict[str, Any]:
+    @staticmethod
+    def _iteration(p: Params) -> int:
         iteration = p.integer("iteration")
         if iteration is None:
             raise QueryError("missing parameter 'iteration'")
+        return iteration
+
+    def _where(self, p: Params) -> dict[str, Any]:
+        iteration = self._iteration(p)
         return {"run": self._run(p), "split": p.text("split"), "iteration": iteration}
 
     def trajectories(self, p: Params) -> dict[str, Any]:
         """Every trajectory at the split and iteration, lowest total reward first
         (`Store.trajectories`, unpaged: the page draws their histogram)."""
-        where = self._where(p)
-        return tabular(self.store.trajectories(where["run"], iteration=where["iteration"],
-                                               split=where["split"], limit=None).to_arrow())
+        iteration = self._iteration(p)
+        return tabular(self.store.trajectories(p.text("run"), iteration=iteration,
+                                               split=p.text("split"), limit=None).to_arrow())
 
     def conversations(self, p: Params) -> dict[str, Any]:
         return tabular(self.store.arrow(queries.CONVERSATIONS, self._where(p)))
