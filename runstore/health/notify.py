@@ -15,17 +15,17 @@ on_warning=)` delivers alerts (firing.Alert, or anything with its fields, `key()
   (`notify_posted`, `notify_recorded`: the test points where tests/health/test_notify_durable.py
   kills the process). A firing another process posted, or is posting now, is skipped; a
   claim whose holder died is taken over. So a firing is posted to a URL at least once, by
-  whichever process sees it first (two `runstore check --notify` in a row, a restarted
-  `ingest --watch`, two processes at once), and again only when it ended and started again
-  (`settle`) or with `renotify`. It is posted twice only when a process dies (or cannot
-  write the record) between the endpoint's answer and the record, or when an answer is lost
-  after the endpoint took the POST (at-least-once: an alert lost is worse than an alert
-  twice). Delivery that fails after its retries gives the claim back: the next process
-  retries it, and so does this one at its next `settle` that finds it still firing (a
-  long-running watch tries again at its next pass rather than only after a restart). A store that cannot be written (read-only, no permission): nothing is posted
-  (posting what cannot be recorded would post it again on every run), and one warning says
-  so; the caller's own work (the check's rows and exit status) is unchanged. Without `root`,
-  the once-per-Notifier rule alone holds (library use).
+  whichever process sees it first (two `runstore check --notify` in a row, a restarted `ingest
+  --watch`, two processes at once), and again only when it ended and started again (`settle`) or
+  with `renotify`. It is posted twice only when a process dies (or cannot write the record)
+  between the endpoint's answer and the record, or when an answer is lost after the endpoint
+  took the POST (at-least-once: an alert lost is worse than an alert twice). Delivery that fails
+  after its retries gives the claim back: the next process retries it, and so does this one at
+  its next `settle` that finds it still firing (a long-running watch tries again at its next
+  pass rather than only after a restart). A store that cannot be written (read-only, no
+  permission): nothing is posted (posting what cannot be recorded would post it again on every
+  run), and one warning says so; the caller's own work (the check's rows and exit status) is
+  unchanged. Without `root`, the once-per-Notifier rule alone holds (library use).
 * `settle(firings, rules)`: after an evaluation of `rules` (names) over every run and step,
   `firings` (alerts) is every firing now; a firing of those rules that is not among them
   ended: it may be queued again in this process, and its records are dropped from the store

@@ -4,10 +4,11 @@ Contract: webhook URLs carry their secret in the path (Slack: /services/T.../B..
 query or the user info. `redact(url)` is what a message may show of one
 (`https://hooks.slack.com/…`); `scrub(text, url)` removes every secret part of a URL from a
 text (what the HTTP stack said about it), whether the text holds the URL as written or as
-parsed. `check_url(url, where=)` accepts only an http(s) URL with a host DNS can name (as
-the request will encode it) and without any control character or space: a CR or LF could make a request carry headers nobody wrote, so
-such a URL is refused before any request, by a `UsageError` that names where it came from
-(`where`, e.g. `/path/runstore.toml: check.notify[2]`) and shows it redacted only.
+parsed. `check_url(url, where=)` accepts only an http(s) URL with a host DNS can name (as the
+request will encode it) and without any control character or space: a CR or LF could make a
+request carry headers nobody wrote, so such a URL is refused before any request, by a
+`UsageError` that names where it came from (`where`, e.g. `/path/runstore.toml:
+check.notify[2]`) and shows it redacted only.
 `without_userinfo(url)` is the URL without `user:password@` and the Basic Authorization
 header that carries them. Sources (`urls`): `--notify URL` (repeatable), else
 `RUNSTORE_NOTIFY` (URLs separated by whitespace; click's rule for a multiple option's

@@ -19,11 +19,11 @@ The store and the tree may change under it: a path that does not exist yet (or a
 that holds no run yet, is reported once through `on_warning` and watched for; a run directory
 that appears is picked up, one that vanishes is marked `missing` by the ingest; a pass that
 fails for a reason that can pass (the store lock held too long, a file removed mid-read, no
-store yet) is reported and retried on the next pass. `Watcher.request_stop()` ends a pass under way
-from another thread (`runstore ui --watch`) as Ctrl-C ends an ingest. Errors that would repeat forever (a
-corrupt store, a newer store version, a bad rule) propagate. With `interval=None` there is
-exactly one pass, and a missing path, or paths holding no run, are an error, as for a plain
-ingest.
+store yet) is reported and retried on the next pass. `Watcher.request_stop()` ends a pass under
+way from another thread (`runstore ui --watch`) as Ctrl-C ends an ingest. Errors that would
+repeat forever (a corrupt store, a newer store version, a bad rule) propagate. With
+`interval=None` there is exactly one pass, and a missing path, or paths holding no run, are an
+error, as for a plain ingest.
 """
 
 from __future__ import annotations

@@ -1,21 +1,21 @@
 """One ingest's state: staging each run's file results, its `runs` row, and publishing snapshots.
 
 Contract: a `Job` holds the writer, the ledger being updated and the report being counted.
-`tasks(runs)` yields one `FileTask` per file of every run, in order; `run(rd, ahead)` stages
-the results of one run's files (taken in order from the read-ahead) and its `runs` row (its
-name, layout, kind and config fields, code diff, final checkpoint and largest
-`progress/done_frac` (progress.py), status: `completed` once a final checkpoint is written,
-`running` while a file changed in the last `RUNNING_WINDOW_S` seconds, else `idle`),
-counting the run as new, updated or unchanged; an interrupt between two files stops it
-there, the run's row still staged. A file the ledger knows that the run's directory no longer
-holds keeps its rows (nothing stored is lost) and is warned of once: its entry is marked
-`gone` until it is there again. `mark_missing(seen)` marks runs whose directory is gone. `commit(final=, background=)` publishes a snapshot of what is staged (the ledger and
-report taken at that moment, so they match its rows exactly), in a background thread while
-the next batch is staged when asked; one commit runs at a time, in order. The final commit of
-a complete ingest records in `last_ingest` what the next one compares to tell a no-op from
-`stat` alone (unchanged.py): the runs discovered, until when no run's status can change, how
-many runs the ledger knows that this ingest did not see, and (the writer's `stamp`) the
-fingerprint of the store files the snapshot is published over.
+`tasks(runs)` yields one `FileTask` per file of every run, in order; `run(rd, ahead)` stages the
+results of one run's files (taken in order from the read-ahead) and its `runs` row (its name,
+layout, kind and config fields, code diff, final checkpoint and largest `progress/done_frac`
+(progress.py), status: `completed` once a final checkpoint is written, `running` while a file
+changed in the last `RUNNING_WINDOW_S` seconds, else `idle`), counting the run as new, updated
+or unchanged; an interrupt between two files stops it there, the run's row still staged. A file
+the ledger knows that the run's directory no longer holds keeps its rows (nothing stored is
+lost) and is warned of once: its entry is marked `gone` until it is there again.
+`mark_missing(seen)` marks runs whose directory is gone. `commit(final=, background=)` publishes
+a snapshot of what is staged (the ledger and report taken at that moment, so they match its rows
+exactly), in a background thread while the next batch is staged when asked; one commit runs at a
+time, in order. The final commit of a complete ingest records in `last_ingest` what the next one
+compares to tell a no-op from `stat` alone (unchanged.py): the runs discovered, until when no
+run's status can change, how many runs the ledger knows that this ingest did not see, and (the
+writer's `stamp`) the fingerprint of the store files the snapshot is published over.
 """
 
 from __future__ import annotations

@@ -56,7 +56,8 @@ def render_findings(rows: Sequence[dict[str, Any]], width: int = 100) -> str:
                              ("show: ", f"runstore sql {shell_quoted(r['statement'])}")):
             if not text:
                 continue
-            out += textwrap.wrap(printable(prefix + text), width=max(width, 40), initial_indent=INDENT,
+            out += textwrap.wrap(printable(prefix + text), width=max(width, 40),
+                                 initial_indent=INDENT,
                                  subsequent_indent=INDENT + " " * len(prefix),
                                  break_long_words=False, break_on_hyphens=False)
         out.append("")

@@ -9,32 +9,32 @@ again) and answers, one at a time, the queries the parent sends on IN_FD, on OUT
 message either way is two frames of `multiprocessing.connection` (length-prefixed bytes): a
 one-byte tag, then its payload.
 
-* parent → worker: `Q` and a pickled `dict` (the parent is the only writer of that pipe):
-  `sql`, `params`, `timeout`, `allow_read` (as `Session.fetch`), `skip_rows` (send none of
-  the first that many rows, only count them: a page further down a result), `keep_rows`/
-  `keep_bytes` (send only the first rows after those, up to that many rows and Arrow bytes,
-  then only count the rest; None: all), `text` (see below) and `max_bytes` (a result whose batches pass that many bytes is an error:
-  it would not fit the caller's memory either).
+* parent → worker: `Q` and a pickled `dict` (the parent is the only writer of that pipe): `sql`,
+  `params`, `timeout`, `allow_read` (as `Session.fetch`), `skip_rows` (send none of the first
+  that many rows, only count them: a page further down a result), `keep_rows`/`keep_bytes`
+  (send only the first rows after those, up to that many rows and Arrow bytes, then only count
+  the rest; None: all), `text` (see below) and `max_bytes` (a result whose batches pass that
+  many bytes is an error: it would not fit the caller's memory either).
 * worker → parent: `R` + JSON `{"cap": bytes or null}` once, when ready; then per query any
   number of `B` + an Arrow IPC stream holding one record batch (the first one always, so an
   empty result still has its schema), and last `D` + JSON `{"rows": N}` (all rows of the
   result, sent or not) or `E` + JSON `{"error": class, "message": text, "retire": bool}` (a
   `RunstoreError` subclass of `runstore.errors`, else a one-line internal error).
 
-The query runs through `Session.fetch`: the guard, bound params, the sandbox and the time
-limit (`deadline`) exactly as in the caller's process. With `text` (`"print"` or `"file"`,
-`rows.AS_TEXT`) its rows are sent as `runstore sql` prints them or writes them to Parquet:
-a value Python (or Arrow) cannot hold as DuckDB means it as DuckDB's text (`rows.as_text`),
-columns that share a name named apart; without it, as DuckDB gives them. An allocation that fails — at
-DuckDB's limit or at the cap, in DuckDB or in Python — is `memory.exceeded`'s error, sent with
-`retire: true`, and the process then ends: the allocators keep the memory the query took,
-mapped and so counted against the cap, and a fresh process (which the parent starts) has all
-of it again. Should the process die instead (an abort inside a library), the parent replaces
-it too. SIGINT is ignored (Ctrl-C on the parent's
-terminal reaches the whole process group; the parent decides); the process ends when the
-parent closes IN_FD, and at once when the parent is gone (a thread watches `getppid()`; the
-kernel's parent-death signal would fire when the parent's *thread* that started it ends), so
-it never outlives its parent, not even in the middle of a query.
+The query runs through `Session.fetch`: the guard, bound params, the sandbox and the time limit
+(`deadline`) exactly as in the caller's process. With `text` (`"print"` or `"file"`,
+`rows.AS_TEXT`) its rows are sent as `runstore sql` prints them or writes them to Parquet: a
+value Python (or Arrow) cannot hold as DuckDB means it as DuckDB's text (`rows.as_text`),
+columns that share a name named apart; without it, as DuckDB gives them. An allocation that
+fails — at DuckDB's limit or at the cap, in DuckDB or in Python — is `memory.exceeded`'s error,
+sent with `retire: true`, and the process then ends: the allocators keep the memory the query
+took, mapped and so counted against the cap, and a fresh process (which the parent starts) has
+all of it again. Should the process die instead (an abort inside a library), the parent replaces
+it too. SIGINT is ignored (Ctrl-C on the parent's terminal reaches the whole process group; the
+parent decides); the process ends when the parent closes IN_FD, and at once when the parent is
+gone (a thread watches `getppid()`; the kernel's parent-death signal would fire when the
+parent's *thread* that started it ends), so it never outlives its parent, not even in the middle
+of a query.
 """
 
 from __future__ import annotations

@@ -8,14 +8,14 @@ on disk that no snapshot lists is what a writer killed before publishing left wh
 `left_unpublished` says so (no reader sees it, the next writer deletes it); any other is a
 lost snapshot entry.
 `table_files(root, manifest, table)` are the absolute paths (`s3://` URIs on S3) of a table's
-live Parquet files in that snapshot: exactly the files its manifest lists, never a
-directory glob (files a compaction replaced stay on disk until vacuum). `read_table` reads a
-small table whole as Arrow (runs, the ledger), conformed to the current schema (columns a
-later migration added as nulls; string views as strings), `read_file` one live file of it.
-A file that is missing or does not read is reported by name: `damaged_file` finds the first
-one (optionally checking content hashes, see integrity.py), `read_error` turns an engine's error about a store file into one
-that names the file and says to run `runstore repair`. Every Parquet file of the store is
-written once and never modified, so readers never see one change under them.
+live Parquet files in that snapshot: exactly the files its manifest lists, never a directory
+glob (files a compaction replaced stay on disk until vacuum). `read_table` reads a small table
+whole as Arrow (runs, the ledger), conformed to the current schema (columns a later migration
+added as nulls; string views as strings), `read_file` one live file of it. A file that is
+missing or does not read is reported by name: `damaged_file` finds the first one (optionally
+checking content hashes, see integrity.py), `read_error` turns an engine's error about a store
+file into one that names the file and says to run `runstore repair`. Every Parquet file of the
+store is written once and never modified, so readers never see one change under them.
 """
 
 from __future__ import annotations

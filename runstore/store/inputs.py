@@ -1,16 +1,17 @@
 """What callers hand `Store`, checked before a store is opened: durations, weights, keys, paths.
 
-Contract: module functions, each the one definition's check of its kind of input (so a
-command can refuse a bad option before it does any work, with the library's own message):
-`seconds(value, name)` a time limit (`query.deadline.checked`: finite, above 0; None for
-none); `vacuum_hours(value, what)` how long a vacuum keeps replaced files (finite, 0 or more); `smoothing_weight(value, what)` runstore's one smoothing weight (`analysis.smooth`:
-in [0, 1), with what to write instead of an old step count); `memory_size(value)` a memory
-limit (`query.memory.parse`: bytes, `4GB`, `25%`); `json_body(data, what)` one JSON document
-read by the rules the ingest reads files by (`ingest.parse.loads`: at most `MAX_NESTING`
-levels); `config_keys(text)` a
-comma-separated list of flattened config keys as typed (`--group-by`; a comma inside a quoted
-part belongs to it: `ingest.normalize.config.split_keys`); `is_remote(path)` whether a path
-names object storage (`s3://`). Each raises `errors.UsageError` for what it refuses.
+Contract: module functions, each the one definition's check of its kind of input (so a command
+can refuse a bad option before it does any work, with the library's own message):
+`seconds(value, name)` a time limit (`query.deadline.checked`: finite, above 0; None for none);
+`vacuum_hours(value, what)` how long a vacuum keeps replaced files (finite, 0 or more);
+`smoothing_weight(value, what)` runstore's one smoothing weight (`analysis.smooth`: in [0, 1),
+with what to write instead of an old step count); `memory_size(value)` a memory limit
+(`query.memory.parse`: bytes, `4GB`, `25%`); `json_body(data, what)` one JSON document read by
+the rules the ingest reads files by (`ingest.parse.loads`: at most `MAX_NESTING` levels);
+`config_keys(text)` a comma-separated list of flattened config keys as typed (`--group-by`; a
+comma inside a quoted part belongs to it: `ingest.normalize.config.split_keys`);
+`is_remote(path)` whether a path names object storage (`s3://`). Each raises `errors.UsageError`
+for what it refuses.
 """
 
 from __future__ import annotations
