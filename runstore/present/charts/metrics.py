@@ -23,7 +23,7 @@ from ...query.statements import named
 from ...storage.settings import kl_threshold
 from ..scope import ids, no_data_error, scope_text
 from .figure import Chart, to_figure
-from .lines import (DASHES, MAX_POINTS, Lines, downsample_note, groups, hover_text, label,
+from .lines import (DASHES, MAX_POINTS, Lines, downsample_note, hover_text, label,
                     layout, run_colors, statement_rows, subtitle)
 
 if TYPE_CHECKING:
