@@ -122,6 +122,10 @@ def ingest(ctx: click.Context, paths: tuple[str, ...], quiet: bool, watch: float
 def demo(ctx: click.Context, directory: str | None) -> None:
     """Write a realistic run tree, ingest it, and answer a few questions.
 
+    The tree goes to DIRECTORY/runs (default ./runstore-demo), the store to DIRECTORY/store
+    unless --store (or $RUNSTORE_STORE) names one; a store that already holds runs from
+    elsewhere is refused, so the demo never mixes its runs into yours.
+
     Example:
 
     \b

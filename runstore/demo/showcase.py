@@ -7,7 +7,10 @@ ingests it into `store` (default `base/store`), and prints the answers to the qu
 design names (which runs went unstable, reward trends, slow spans, checkpoints, cost and
 crashes, eval scores), each with the SQL that answered it, so the output doubles as a
 tutorial; it ends with the `runstore sql` and `runstore ui` lines to try next. Returns the
-ingest report.
+ingest report. A store that already holds runs or eval stores from elsewhere (one's own store,
+given by an exported `RUNSTORE_STORE` or `--store`; a demo store whose tree has moved) is a
+`UsageError` naming one of them, before anything is written: the demo never mixes its runs
+into other runs.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
+from ..errors import StoreNotFound, UsageError
 from ..ingest.report import IngestReport
 from ..present import render as output
 from ..store import Store
@@ -52,10 +56,23 @@ QUESTIONS: list[tuple[str, str]] = [
 ]
 
 
+# What a store holds from outside the tree at $tree (either spelling of it): its runs and
+# eval stores by the directory they were read from.
+FOREIGN = """
+select count(*) as n, min(path) as example
+from (select run_path as path from runs union select eval_store from eval_runs)
+where not (path = $tree or starts_with(path, $tree || '/')
+           or path = $spelled or starts_with(path, $spelled || '/'))
+   or path is null
+"""
+
+
 def run_demo(base: Path, *, store: str | None = None,
              echo: Callable[[str], None] = print) -> IngestReport:
     base = Path(base)
     runs_dir = base / "runs"
+    st = Store(store if store else base / "store")
+    _refuse_other_runs(st, runs_dir)
     if not runs_dir.is_dir():
         # Written aside, then renamed into place: a demo stopped while writing (Ctrl-C, a
         # kill) leaves no part of a tree that the next demo would take for the whole one.
@@ -65,7 +82,6 @@ def run_demo(base: Path, *, store: str | None = None,
         generate_tree(partial, seed=DEMO_SEED)
         partial.rename(runs_dir)
         echo(f"wrote a demo run tree to {runs_dir}")
-    st = Store(store if store else base / "store")
     report = st.ingest([runs_dir])
     echo(f"ingested into {st.path}: {report.summary()}")
     for question, sql in QUESTIONS:
@@ -79,3 +95,19 @@ def run_demo(base: Path, *, store: str | None = None,
     echo(f"Ask your own: runstore --store {st.path} sql \"select * from run_summary\"")
     echo(f"Browse it:    runstore --store {st.path} ui   (then open http://127.0.0.1:8765)")
     return report
+
+
+def _refuse_other_runs(st: Store, runs_dir: Path) -> None:
+    """A `UsageError` if `st` holds runs or eval stores read from outside `runs_dir`."""
+    try:
+        (found,) = st.rows(FOREIGN, {"tree": str(runs_dir.resolve()),
+                                     "spelled": str(runs_dir.absolute())}).to_pylist()
+    except StoreNotFound:
+        return  # a new store: the demo makes it
+    if found["n"]:
+        raise UsageError(
+            f"the store {st.path} already holds {found['n']} run(s) or eval store(s) not read "
+            f"from the demo's tree {runs_dir} (e.g. {found['example']}), and the demo does "
+            "not mix its runs into others. Give it a store of its own (`runstore --store "
+            "NEW_DIR demo`, or unset RUNSTORE_STORE), or delete this store if an earlier "
+            "demo wrote it")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -122,6 +123,35 @@ def test_a_demo_stopped_while_writing_its_tree_is_whole_when_run_again(
     root = (tmp_path / "demo" / "runs").resolve()
     got = sorted(str(Path(p).relative_to(root)) for p in runs["run_path"].to_pylist())
     assert got == want
+
+
+def test_the_demo_refuses_a_store_holding_other_runs_and_writes_nothing(
+        shared_small_store: Path, _small_template: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`runstore demo` given a store of one's own (an exported RUNSTORE_STORE, `--store`), or
+    its own store after its directory moved, refuses it naming a run from elsewhere: the
+    store's rows stay as they were, and no demo tree is written."""
+    mine = copy_store(shared_small_store, tmp_path / "mine")
+    before = digest(mine)
+    monkeypatch.setenv("RUNSTORE_STORE", str(mine))
+    result = cli(None, "demo", str(tmp_path / "demo"))
+    assert result.exit_code == 2
+    assert_clear_error(result.output, str(mine), "not read from the demo's tree", "NEW_DIR")
+    assert f"e.g. {_small_template.resolve()}/" in result.output
+    assert not (tmp_path / "demo").exists()
+    assert digest(mine) == before
+
+    # The demo's own store, its directory moved: the runs were read from the old place.
+    from runstore.demo import showcase
+
+    shutil.copytree(_small_template, tmp_path / "old" / "runs")
+    showcase.run_demo(tmp_path / "old", echo=lambda text: None)
+    showcase.run_demo(tmp_path / "old", echo=lambda text: None)  # its own store: fine
+    (tmp_path / "old").rename(tmp_path / "moved")
+    kept = digest(tmp_path / "moved" / "store")
+    with pytest.raises(UsageError, match="delete this store if an earlier demo wrote it"):
+        showcase.run_demo(tmp_path / "moved", echo=lambda text: None)
+    assert digest(tmp_path / "moved" / "store") == kept
 
 
 def test_forget_prints_run_names_with_control_characters_shown(_small_template: Path,
