@@ -31,7 +31,7 @@ EXIT_CODES: dict[int, str] = {
              "damage",
     USAGE: "a usage mistake: an unknown option, metric, run, column or config key, a bad "
            "value, SQL that is refused or wrong, an output file that cannot be written as "
-           "asked",
+           "asked, a path longer than the system allows",
     STORE: "the store cannot be used as it is: none at that location, damaged (`runstore "
            "repair`), or written by a newer runstore",
     BUSY: "another process holds the store's write lock (try again later, or raise "

@@ -13,7 +13,8 @@ counts as done, and then:
   the process as SIGPIPE ends other Unix tools (`broken_pipe`; `echo` prints a line from
   inside a loop that retries an OSError, raising `ReaderGone` past it);
 * an `OSError` (a full disk, a permission, the network) prints what failed and on which file,
-  exit 6: the machine's fault, not runstore's;
+  exit 6: the machine's fault, not runstore's; but a name longer than the system allows
+  (ENAMETOOLONG: a `--store`, a tree, a file given) is the caller's to shorten, exit 2;
 * anything else is a runstore bug: one `Error: unexpected …` line, exit 70.
 
 click's own exceptions (usage errors, exit 2; `ctx.exit`) pass through. `--debug` (on the
@@ -34,7 +35,7 @@ from typing import Any, Callable
 
 import click
 
-from ..errors import BUG, INTERRUPTED, IO, RunstoreError, one_line
+from ..errors import BUG, INTERRUPTED, IO, USAGE, RunstoreError, one_line
 from .stopping import StopOnSignals
 
 
@@ -95,6 +96,10 @@ def outcome(e: BaseException, *, interrupted: bool = False) -> tuple[int, str | 
         return INTERRUPTED, str(e) if hasattr(e, "report") else "interrupted"
     if isinstance(e, RunstoreError):
         return e.exit_code, f"Error: {e}"
+    if isinstance(e, OSError) and e.errno == errno.ENAMETOOLONG:
+        path = f"the path {e.filename}" if e.filename else "a path given"
+        return USAGE, (f"Error: {path} is longer than this system allows (a name too "
+                       "long, or too many of them); give a shorter one")
     if isinstance(e, OSError):
         where = f" ({e.filename})" if getattr(e, "filename", None) else ""
         return IO, (f"Error: {e.strerror or one_line(e)}{where}: a fault of this machine (the "

@@ -184,6 +184,18 @@ def test_a_demo_where_it_cannot_be_written_is_2(tmp_path: Path) -> None:
     assert_ends(result, errors.USAGE, "cannot write the demo under", "choose another DIRECTORY")
 
 
+@pytest.mark.parametrize("args", [("sql", "select 1"), ("ingest", "RUNS"), ("runs",)])
+def test_a_path_longer_than_the_system_allows_is_2(tmp_path: Path,
+                                                    args: tuple[str, ...]) -> None:
+    """A --store (or a tree) whose name the system refuses as too long (ENAMETOOLONG) is the
+    caller's to shorten: exit 2 naming it, not a fault of the machine."""
+    too_long = tmp_path / ("a" * (os.pathconf(tmp_path, "PC_NAME_MAX") + 1))
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    result = run(too_long, *[str(runs) if a == "RUNS" else a for a in args])
+    assert_ends(result, errors.USAGE, str(too_long), "longer than this system allows")
+
+
 def test_a_query_past_its_time_limit_is_5(store: Path) -> None:
     result = run(store, "sql", "select count(*) from range(100000000) a, range(100000000) b",
                  "--timeout", "0.5")
