@@ -19,7 +19,10 @@ function rgba(hex, a) {
 }
 
 export async function mount(root) {
-  const P = await plotly();
+  // plotly.js (megabytes of script to evaluate) loads while the page asks its questions, so
+  // the first answers are in when it is ready; each panel waits for it before drawing.
+  const plotlyReady = plotly();
+  plotlyReady.catch(() => {}); // a failed load is reported where a panel awaits it
   const status = await get("status");
   // The server says which keys are KL, what the threshold is and which panels show first
   // (runstore.families, the kl_threshold setting); the points over it come marked with each
@@ -211,6 +214,8 @@ export async function mount(root) {
       annotations: [...(isKL ? [{ xref: "paper", x: 1, y: threshold, yref: "y", text: `threshold ${threshold}`, showarrow: false, xanchor: "right", yanchor: "bottom", font: { size: 10, color: "#c9352b" } }] : []),
         ...(markAt !== null ? [{ x: markAt, xref: "x", y: 1, yref: "paper", text: `step ${mark}`, showarrow: false, xanchor: "left", yanchor: "top", font: { size: 10, color: "#8e5bd0" } }] : [])],
     };
+    let P;
+    try { P = await plotlyReady; } catch (e) { clear(plot); plot.dataset.lines = "0"; plot.append(errorBox(e)); return []; }
     st.ignoreRelayout = true;
     await P.react(plot, traces, layout, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] });
     st.ignoreRelayout = false;

@@ -48,8 +48,10 @@ export async function mount(root) {
     h("div", { class: "rollouts-layout" }, left, right));
 
   let runs = [];
+  const plotlyReady = plotly(); // loads while the runs are asked for
+  plotlyReady.catch(() => {}); // a failed load is reported where it is awaited
   try { runs = (await get("rollouts/runs")).rows.map((r) => r[1]); } catch (e) { root.append(errorBox(e)); return {}; }
-  const P = await plotly();
+  const P = await plotlyReady;
   let run = focusRun(runs);
   if (!runs.includes(run)) run = runs[0];
 

@@ -91,10 +91,12 @@ export async function mount(root) {
   const body = h("div", { class: "timing-layout" });
   root.append(h("h1", {}, "Timing"), head, body);
   let runs = [];
+  const plotlyReady = plotly(); // loads while the runs are asked for
+  plotlyReady.catch(() => {}); // a failed load is reported where it is awaited
   try { runs = (await get("timing/runs")).rows.map((r) => r[1]); } catch (e) { root.append(errorBox(e)); return {}; }
   if (!runs.length) { body.append(h("div", { class: "empty" }, "no run has timing spans (timing_spans.jsonl)")); return {}; }
 
-  const P = await plotly();
+  const P = await plotlyReady;
   let run = focusRun(runs);
   if (!runs.includes(run)) run = runs[0];
   let steps = null;
