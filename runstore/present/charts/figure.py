@@ -12,9 +12,12 @@ template, `plotly_white`, or a template dict). The chart builders make it once; 
   that loads plotly.js itself (the report), and `write_html(chart, path)` writes `document`.
   These read plotly.js and the template from the installed plotly package's files
   (`package_data/plotly.min.js`, `package_data/templates/NAME.json`, found without importing
-  it) and write the figure as plotly's JSON writer does: NaN and ±Infinity as `null`, `<`,
-  `>` and `/` as `\\u003c`, `\\u003e`, `\\u002f` (so no value can close a `<script>`), a
-  named template replaced by its definition. A plotly Figure given to them is read as its
+  it) and write the figure as plotly's JSON writer writes `to_figure(chart)`: the numeric `x`
+  and `y` columns (numpy arrays there) as plotly.js typed arrays (`{"dtype", "bdata"}`, the
+  values in base64: integers in the smallest of int8/int16/int32 that holds them, else a list;
+  floats as float64, a missing value as NaN), NaN and ±Infinity elsewhere as `null`, `<`, `>`
+  and `/` as `\\u003c`, `\\u003e`, `\\u002f` (so no value can close a `<script>`), a named
+  template replaced by its definition. A plotly Figure given to them is read as its
   `to_dict()`.
 
 `PLOTLY_CONFIG` is the plotly.js config every written chart gets.
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,19 +60,69 @@ def to_figure(chart: Chart | Any) -> "go.Figure":
     return go.Figure({**chart, "data": [_numpy_columns(t) for t in chart.get("data", [])]})
 
 
+def _column_kind(values: Any) -> str | None:
+    """What a trace column is as an array: "int" (all integers), "float" (all numbers, a
+    missing value None), None (anything else, or empty: it stays a list)."""
+    if not isinstance(values, list) or not values:
+        return None
+    types = set(map(type, values))  # at C speed: a chart's columns are long
+    if types == {int}:
+        return "int"
+    if types <= {int, float, type(None)}:
+        return "float"
+    return None
+
+
 def _numpy_columns(trace: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
     out = dict(trace)
     for key in _COLUMNS:
-        values = out.get(key)
-        if not isinstance(values, list) or not values:
-            continue
-        if all(type(v) is int for v in values):
-            out[key] = np.array(values, dtype=np.int64)
-        elif all(v is None or type(v) in (int, float) for v in values):
-            out[key] = np.array(values, dtype=float)  # None becomes NaN
+        kind = _column_kind(out.get(key))
+        if kind == "int":
+            out[key] = np.array(out[key], dtype=np.int64)
+        elif kind == "float":
+            out[key] = np.array(out[key], dtype=float)  # None becomes NaN
     return out
+
+
+# The columns plotly's writer writes as typed arrays when they are numpy arrays (a bar's
+# `base` it writes as a list).
+_TYPED = ("x", "y")
+# plotly.js's typed arrays by `array` typecode: what plotly's writer turns an int64 numpy
+# column into (the smallest that holds it), and float64.
+_INT_TYPES = (("b", "i1", 2 ** 7), ("h", "i2", 2 ** 15), ("i", "i4", 2 ** 31))
+
+
+def _typed_columns(trace: Any) -> Any:
+    """`trace` with the columns `to_figure` makes numpy arrays as the typed arrays plotly's
+    writer writes for them (see the module)."""
+    if not isinstance(trace, dict):
+        return trace
+    out = dict(trace)
+    for key in _TYPED:
+        kind = _column_kind(out.get(key))
+        if kind is not None:
+            out[key] = _typed(out[key], kind)
+    return out
+
+
+def _typed(values: list[Any], kind: str) -> Any:
+    import base64
+    from array import array
+
+    if kind == "float":
+        nan = float("nan")
+        data, dtype = array("d", [nan if v is None else v for v in values]), "f8"
+    else:
+        low, high = min(values), max(values)
+        fits = [(code, name) for code, name, bound in _INT_TYPES if -bound <= low and high < bound]
+        if not fits or array(fits[0][0]).itemsize != int(fits[0][1][1]):
+            return values  # wider than int32 (plotly.js has no int64): a list, as plotly writes
+        data, dtype = array(fits[0][0], values), fits[0][1]
+    if sys.byteorder != "little":
+        data.byteswap()  # plotly.js reads typed arrays little-endian
+    return {"dtype": dtype, "bdata": base64.b64encode(data.tobytes()).decode("ascii")}
 
 
 def as_chart(chart: Chart | Any) -> Chart:
@@ -137,7 +191,8 @@ def _parts(chart: Chart | Any) -> tuple[str, str, Any]:
     if isinstance(named, str):
         layout["template"] = template(named)
     height = layout.get("height", (layout.get("template") or {}).get("layout", {}).get("height"))
-    return to_json(spec.get("data", [])), to_json(layout), height
+    return (to_json([_typed_columns(t) for t in spec.get("data", [])]), to_json(layout),
+            height)
 
 
 def div_html(chart: Chart | Any, div_id: str) -> str:
