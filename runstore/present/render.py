@@ -110,6 +110,11 @@ def _plain(v: Any) -> Any:
 
 
 def _text(v: Any) -> str:
+    kind = type(v)  # the common cells first: every csv cell passes here
+    if kind is float:
+        return repr(v) if v - v == 0 else nonfinite_name(v)
+    if kind is int or kind is str:
+        return str(v)
     if v is None:
         return ""
     if isinstance(v, Decimal):
@@ -166,9 +171,13 @@ def render(table: "Rows | pa.Table", fmt: str, *, width: int | None = None,
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(table.column_names)
-        for r in _pylist(table):
-            w.writerow([_text(r[c]) for c in table.column_names])
+        names = list(table.column_names)
+        w.writerow(names)
+        if isinstance(table, Rows) and len(set(names)) == len(names):
+            # Plain rows whose names differ: their tuples are the dicts' values, in order.
+            w.writerows([_text(v) for v in r] for r in table.data)
+        else:
+            w.writerows([_text(r[c]) for c in names] for r in _pylist(table))
         return buf.getvalue()
     if fmt == "markdown":
         return _markdown(table, IDENTIFYING.union(whole))
