@@ -125,6 +125,18 @@ def log_facts(lines: list[str]) -> tuple[str | None, str | None]:
     return command, error
 
 
+def log_rows(lines: list[str]) -> list[tuple]:
+    """(line_no, text, level, logger, record_line): each line belongs to the record whose
+    header line is the last at or before it."""
+    out, record = [], (None, None, None)
+    for i, x in enumerate(lines, 1):
+        m = re.match(r"^(\S+):\d+ \[([A-Z]+)\]", x)
+        if m:
+            record = (m.group(2), m.group(1), i)
+        out.append((i, x, *record))
+    return out
+
+
 def last_number(lines: list[str], key: str) -> float | None:
     out = None
     for x in lines:
@@ -170,7 +182,7 @@ def expected(files: dict[str, bytes], tmp: set[str]) -> dict[str, Any]:
                 trajs.append((rid, parts[3], seq, t["idx"], t["example_id"], t["reward"]))
     model = {rid: m for rid, m, _, _ in eval_runs}
     return {
-        "run_logs": sorted((i, x) for i, x in enumerate(logs, 1)),
+        "run_logs": log_rows(logs),
         "facts": log_facts(logs) + tuple(
             last_number(metrics, k) for k in ("cost/cumulative_usd", "tokens/cumulative/sampled",
                                               "tokens/cumulative/trained")),
@@ -192,7 +204,7 @@ def stored(store: runstore.Store) -> dict[str, Any]:
     assert len(run) == 1
     r = run[0]
     return {
-        "run_logs": rows("select line_no, text from run_logs"),
+        "run_logs": rows("select line_no, text, level, logger, record_line from run_logs"),
         "facts": (r["command"], r["last_error"], r["cost_usd"],
                   None if r["tokens_sampled"] is None else float(r["tokens_sampled"]),
                   None if r["tokens_trained"] is None else float(r["tokens_trained"])),
