@@ -35,6 +35,7 @@ import runstore
 
 SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "sample-runs-0.6.1"
 CRASHED = SAMPLES / "sweeps" / "20260926_083012" / "learning_rate=8e-05"
+FINISHED = CRASHED.with_name("learning_rate=2e-05")
 EVALS = SAMPLES / "evals"
 CASES = examples(30)
 
@@ -52,8 +53,10 @@ def _lines(path: Path, n: int | None = None) -> list[bytes]:
 
 def _material() -> dict[str, list[bytes]]:
     """Lines for each append-only file: the crashed sample run's own, cut short so that the
-    logs keep a traceback and a sweep's second command line follows it."""
+    logs keep a traceback, a chained one, a second command line and traceback, and the other
+    run's end (the sweep's next `Configuration:` block, which is no error)."""
     log = _lines(CRASHED / "logs.log")
+    sweep = _lines(FINISHED / "logs.log")  # ends with the next sweep point's Configuration:
     tb = next(i for i, line in enumerate(log) if line.startswith(b"Traceback"))
     chained = [b"\n", b"During handling of the above exception, another exception occurred:\n",
                b"\n", b"Traceback (most recent call last):\n",
@@ -66,7 +69,7 @@ def _material() -> dict[str, list[bytes]]:
              b'  File "a.py", line 1, in <module>\n', b"    main()\n",
              b"RuntimeError: second crash\n"]
     return {
-        "logs.log": log[:40] + log[tb - 3:] + chained + again + log[40:60],
+        "logs.log": log[:40] + log[tb - 3:] + chained + again + sweep[-40:] + log[40:60],
         "metrics.jsonl": _lines(CRASHED / "metrics.jsonl"),
         "capture/sample.jsonl": _lines(CRASHED / "capture" / "sample.jsonl", 24),
         "capture/train_op.jsonl": _lines(CRASHED / "capture" / "train_op.jsonl"),
