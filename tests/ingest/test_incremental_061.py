@@ -10,9 +10,9 @@ and completed by the next one; a file rewritten in place or replaced by rename, 
 longer or of the same size, with its mtime set back; an eval run added later (its
 `metadata.json` and `runs.jsonl` line), a `result.json` written after its metadata,
 `metadata.json` rewritten with the scores, trajectories appended after a first ingest; a
-benchmark directory removed (its rows stay: docs/ingest.md); `.NAME.PID.tmp` files that come
-and go. The material is the shared sample runs' own lines when they are there, else a small
-made-up log.
+benchmark directory removed (its rows stay: docs/ingest.md); the eval store reachable from
+the run's `eval/` directory too; `.NAME.PID.tmp` files that come and go. The material is the
+shared sample runs' own lines (the test is skipped when they are not there).
 """
 
 from __future__ import annotations
