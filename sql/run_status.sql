@@ -15,7 +15,7 @@
 -- @column final_checkpoint: true when the run wrote a final checkpoint
 -- @column done_frac: largest non-NaN live `progress/done_frac` (null when the run logs none)
 -- @column source_updated_at: newest modification time of the run's source files, as of the last ingest
--- @column last_error: the exception line ending the last traceback of the run's logs.log since its last command line (null when none): why a crashed run died
+-- @column last_error: the exception line ending the last traceback of the run's logs.log since its last command line (an exception group's line, then its sub-exceptions'; null when none): why a crashed run died
 select r.run_id,
        r.run_name,
        l.run_label,

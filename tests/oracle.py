@@ -1047,29 +1047,71 @@ _RECORD = re.compile(r"^\S+:\d+ \[[A-Z]+\]")
 
 
 def log_facts(run: Path) -> dict[str, Any]:
-    """`command` (the first command line) and `last_error`: the first unindented line after
-    the indented frames of the last `Traceback (most recent call last):` line that follows the
-    last command line (found by looking backwards from the end, unlike the ingest)."""
+    """`command` (the first command line) and `last_error`, from the last traceback after the
+    last command line that has an exception line (found by looking backwards from the end,
+    unlike the ingest): a plain traceback's is the first unindented line after its indented
+    frames; an exception group's (Python's framed `+ Exception Group Traceback` block) is the
+    group's own line in its frame, then the line of each sub-exception one frame further in,
+    joined as `GROUP: SUB; SUB`."""
     lines = log_lines(run)
     commands = [i for i, line in enumerate(lines) if _COMMAND.match(line)]
     command = _COMMAND.match(lines[commands[0]]).group(1) if commands else None  # type: ignore[union-attr]
     start = commands[-1] + 1 if commands else 0
-    last_error = None
-    tracebacks = [i for i in range(start, len(lines))
-                  if lines[i] == "Traceback (most recent call last):"
-                  or (_RECORD.match(lines[i]) and lines[i].endswith("] Traceback (most recent call last):"))]
-    for tb in reversed(tracebacks):
-        for line in lines[tb + 1:]:
-            if _RECORD.match(line):
-                break  # cut short by the next record: no exception line
-            if line and not line[0].isspace() and not line.startswith(("During handling",
-                                                                         "The above exception")):
-                if line != "Traceback (most recent call last):":
-                    last_error = line
-                break
-        if last_error is not None:
-            break
-    return {"command": command, "last_error": last_error}
+    starts = [i for i in range(start, len(lines))
+              if lines[i] == "Traceback (most recent call last):"
+              or (_RECORD.match(lines[i]) and lines[i].endswith("] Traceback (most recent call last):"))]
+    # Groups' frames: a group header opens one unless one is open (then it is nested in it);
+    # a frame closes at the first record or line outside any frame.
+    open_frame = False
+    for i in range(start, len(lines)):
+        framed = re.match(r"^ *[|+]", lines[i]) and not _RECORD.match(lines[i])
+        if not framed:
+            open_frame = False
+        elif _GROUP_START.match(lines[i]) and not open_frame:
+            starts.append(i)
+            open_frame = True
+    starts.sort()
+    for at in reversed(starts):
+        group = _GROUP_START.match(lines[at])
+        error = (_group_error(lines, at, len(group.group(1))) if group
+                 else _plain_error(lines, at))
+        if error is not None:
+            return {"command": command, "last_error": error}
+    return {"command": command, "last_error": None}
+
+
+_GROUP_START = re.compile(r"^( *)\+ Exception Group Traceback \(most recent call last\):$")
+_NOT_ERRORS = ("During handling", "The above exception", "Traceback (most recent call last):",
+               "Exception Group Traceback (most recent call last):")
+
+
+def _plain_error(lines: list[str], at: int) -> str | None:
+    for line in lines[at + 1:]:
+        if _RECORD.match(line):
+            return None  # cut short by the next record: no exception line
+        if line and not line[0].isspace() and not line.startswith(("During handling",
+                                                                     "The above exception")):
+            return None if line == "Traceback (most recent call last):" else line
+    return None
+
+
+def _group_error(lines: list[str], at: int, margin: int) -> str | None:
+    own: str | None = None
+    subs: list[str] = []
+    for line in lines[at + 1:]:
+        if _RECORD.match(line) or not re.match(r"^ *[|+]", line):
+            break  # the frame ends: a line outside any frame
+        if line.startswith(" " * margin + "| ") and own is None:
+            text = line[margin + 2:]
+            if text and not text[0].isspace() and not text.startswith(_NOT_ERRORS):
+                own = text
+        elif own is not None and line.startswith(" " * (margin + 2) + "| "):
+            text = line[margin + 4:]
+            if text and not text[0].isspace() and not text.startswith(_NOT_ERRORS):
+                subs.append(text)
+    if own is None:
+        return None
+    return own + (": " + "; ".join(subs) if subs else "")
 
 
 TOTAL_KEYS = {"cost_usd": "cost/cumulative_usd", "tokens_sampled": "tokens/cumulative/sampled",

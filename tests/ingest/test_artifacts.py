@@ -729,3 +729,93 @@ def test_wide_rows_publish_in_batches_of_bytes(demo_tree: Path, tmp_path: Path,
     assert report.snapshots > 3
     for table, n in oracle.artifact_counts(demo_tree).items():
         assert store.sql(f"select count(*) as n from {table}")["n"][0] == n, table
+
+
+# Lines of exception groups' tracebacks as Python 3.11+ draws them (`traceback` frames each
+# behind a margin of spaces and `| `), a nested group among them.
+GROUP_PIECES = [
+    "  + Exception Group Traceback (most recent call last):",
+    '  |   File "a.py", line 9, in main',
+    "  | ExceptionGroup: unhandled errors in a TaskGroup (2 sub-exceptions)",
+    "  +-+---------------- 1 ----------------",
+    "    | Traceback (most recent call last):",
+    '    |   File "a.py", line 5, in bad',
+    "    | OSError: [Errno 28] No space left on device",
+    "    +---------------- 2 ----------------",
+    "    | ValueError: second",
+    "    +------------------------------------",
+    "    + Exception Group Traceback (most recent call last):",
+    "    | ExceptionGroup: nested (1 sub-exception)",
+    "    +-+---------------- 1 ----------------",
+    "      | KeyError: 'k'",
+    "      +------------------------------------",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(LOG_PIECES + GROUP_PIECES), max_size=40),
+       st.lists(st.integers(0, 40), max_size=4))
+def test_exception_groups_read_in_pieces_equal_one_read_and_the_oracle(
+        lines: list[str], cuts: list[int]) -> None:
+    """Logs holding exception groups' framed tracebacks among plain ones: read piece by piece
+    or at once, the last error is the oracle's (which reads each frame backwards)."""
+    test_logs_read_in_pieces_equal_one_read_and_the_oracle.hypothesis.inner_test(lines, cuts)
+
+
+def test_a_task_groups_crash_is_the_last_error_at_every_append(tmp_path: Path) -> None:
+    """A crash through an `asyncio.TaskGroup`, logged by Python's own `logging` (the format
+    tinker-cookbook's logs.log has), then a chained group of sub-exceptions raised without
+    tracebacks: after an ingest at every line, `last_error` is the group's line and its
+    sub-exceptions' lines, as the oracle reads them from the file."""
+    import asyncio
+    import io
+    import logging
+
+    async def fails(e: Exception) -> None:
+        raise e
+
+    async def main() -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(fails(OSError(28, "No space left on device")))
+            group.create_task(fails(ValueError("second")))
+
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(logging.Formatter("%(name)s:%(lineno)d [%(levelname)s] %(message)s"))
+    log = logging.getLogger("runstore-test-crash")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        log.error("Command line invocation: train.py")
+        try:
+            asyncio.run(main())
+        except Exception:
+            log.exception("training failed")
+        first = out.getvalue()
+        try:
+            try:
+                raise KeyError("k")
+            except KeyError as e:
+                raise ExceptionGroup("eg", [RuntimeError("inner"), TypeError("t")]) from e
+        except Exception:
+            log.exception("chained")
+    finally:
+        log.removeHandler(handler)
+    text = out.getvalue()
+    assert "+ Exception Group Traceback" in first
+    crash = ("ExceptionGroup: unhandled errors in a TaskGroup (2 sub-exceptions): "
+             "OSError: [Errno 28] No space left on device; ValueError: second")
+    chained = "ExceptionGroup: eg (2 sub-exceptions): RuntimeError: inner; TypeError: t"
+    run = tmp_path / "runs" / "crashed"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"step": 0, "loss": 1.0}\n')
+    store = runstore.open(tmp_path / "store")
+    lines = text.splitlines(keepends=True)
+    for n in range(1, len(lines) + 1):
+        (run / "logs.log").write_text("".join(lines[:n]))
+        store.ingest([tmp_path / "runs"])
+        got = store.sql("select last_error from runs").rows()[0][0]
+        assert got == oracle.log_facts(run)["last_error"], n
+        if "".join(lines[:n]) == first:
+            assert got == crash
+    assert got == chained

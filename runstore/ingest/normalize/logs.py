@@ -23,7 +23,13 @@ traceback is open, and the two facts the `runs` row keeps (read from the state b
 * `last_error`: the exception line of the last traceback logged since the last command line
   — the first line at the left margin after a `Traceback (most recent call last):` line and
   its indented frames (`OSError: [Errno 28] No space left on device`); a chained exception's
-  later traceback wins. A new command line (the process started again) clears it. A
+  later traceback wins. An exception group's traceback (Python 3.11+, e.g. an
+  `asyncio.TaskGroup` whose tasks failed) is drawn in a frame, each line behind a margin of
+  spaces and `| ` (`+ ` on its header, `+-` on the separators): its last error is the
+  group's exception line, then the exception line of each of its sub-exceptions, one frame
+  further in (`ExceptionGroup: unhandled errors in a TaskGroup (2 sub-exceptions): OSError:
+  [Errno 28] No space left on device; ValueError: bad`); a group nested in it counts by its
+  own exception line. A new command line (the process started again) clears it. A
   traceback cut short by the next log record leaves it as it was. Anything else — a
   sweep's next `Configuration:` block, tables, warnings — never sets it.
 
@@ -43,7 +49,12 @@ TRACEBACK = "Traceback (most recent call last):"
 # Lines between the tracebacks of a chained exception.
 CHAINED = ("During handling of the above exception, another exception occurred:",
            "The above exception was the direct cause of the following exception:")
-STATE_KEYS = ("level", "logger", "record_line", "in_traceback", "command", "last_error")
+# An exception group's traceback: its header, and a line of its frame (the margin, then the
+# line behind `| ` or `+ `, or a `+-` separator between its sub-exceptions).
+GROUP_TRACEBACK = "Exception Group Traceback (most recent call last):"
+FRAMED = re.compile(r"^( *)[|+](?: (.*)|-.*)$")
+STATE_KEYS = ("level", "logger", "record_line", "in_traceback", "command", "last_error",
+              "group")
 
 
 def _lines(data: bytes) -> list[str]:
@@ -69,15 +80,20 @@ def normalize(data: bytes, first_line: int, state: dict[str, Any]) -> dict[str, 
             logger, level, record = head.group(1), head.group(3), line_no
             message = head.group(4)
             in_tb = message == TRACEBACK  # a traceback cut short by a record ends here
+            state["group"] = None
             if message.startswith(COMMAND):
                 if state.get("command") is None:
                     state["command"] = message[len(COMMAND):]
                 state["last_error"] = None  # a new process
         elif line == TRACEBACK:
             in_tb = True
+            state["group"] = None  # a line outside a group's frame ends it
         elif in_tb and line and not line[0].isspace() and line not in CHAINED:
             state["last_error"] = line  # the exception line closes the traceback
             in_tb = False
+            state["group"] = None
+        else:
+            in_tb = _in_group(line, in_tb, state)
         cols["line_no"].append(line_no)
         cols["level"].append(level)
         cols["logger"].append(logger)
@@ -85,6 +101,38 @@ def normalize(data: bytes, first_line: int, state: dict[str, Any]) -> dict[str, 
         cols["text"].append(line)
     state.update(level=level, logger=logger, record_line=record, in_traceback=in_tb)
     return cols
+
+
+def _in_group(line: str, in_tb: bool, state: dict[str, Any]) -> bool:
+    """A line that is neither a record's header nor a traceback's first or exception line:
+    opens, follows or closes an exception group's frame, moving `state["group"]` (the frame's
+    margin, its exception line, those of its sub-exceptions) and `last_error` on. Returns
+    whether a traceback is still open."""
+    framed = FRAMED.match(line)
+    group = state.get("group")
+    if framed is None:
+        state["group"] = None  # the frame ends where its margin does
+        return in_tb
+    margin, body = len(framed.group(1)), framed.group(2)
+    if group is None:
+        if body == GROUP_TRACEBACK:
+            state["group"] = {"margin": margin, "error": None, "subs": []}
+        return in_tb
+    if (body is None or not body or body[0].isspace() or margin < group["margin"]
+            or body in (TRACEBACK, GROUP_TRACEBACK) or body in CHAINED):
+        return in_tb  # a separator, a frame of a traceback, a traceback's header
+    # A new dict each time: a ledger state's values are never changed in place.
+    if margin == group["margin"] and group["error"] is None:
+        group = {**group, "error": body}  # the group's own line: its traceback is closed
+        in_tb = False
+    elif margin == group["margin"] + 2 and group["error"] is not None:
+        group = {**group, "subs": [*group["subs"], body]}  # a sub-exception's (a nested group's)
+    else:
+        return in_tb
+    state["group"] = group
+    subs = "; ".join(group["subs"])
+    state["last_error"] = group["error"] + (f": {subs}" if subs else "")
+    return in_tb
 
 
 class Logs:
