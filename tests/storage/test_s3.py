@@ -70,8 +70,8 @@ def endpoint() -> Iterator[dict[str, str]]:
         proc.wait(timeout=30)
 
 
-@pytest.fixture
-def bucket(endpoint: dict[str, str]) -> str:
+def new_bucket(endpoint: dict[str, str]) -> str:
+    """A fresh, empty bucket on the endpoint; its name."""
     import boto3
 
     name = f"runstore-{uuid.uuid4().hex[:12]}"
@@ -79,6 +79,11 @@ def bucket(endpoint: dict[str, str]) -> str:
                  aws_access_key_id="runstore-test",
                  aws_secret_access_key=SECRET).create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture
+def bucket(endpoint: dict[str, str]) -> str:
+    return new_bucket(endpoint)
 
 
 def s3fs_client() -> Any:
