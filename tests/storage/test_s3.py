@@ -298,14 +298,25 @@ def cli_env(changes: dict[str, str | None], *args: str) -> subprocess.CompletedP
                           text=True, timeout=300, env=env)
 
 
+@pytest.fixture(scope="module")
+def small_store_on_s3(_small_template: Path, endpoint: dict[str, str],
+                      tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """(tree, store URI): a copy of the small tree and a store of it on S3 made by `runstore
+    ingest`, for the tests whose commands fail before they change it (each checks it after)."""
+    tree = tmp_path_factory.mktemp("s3_small") / "small"
+    shutil.copytree(_small_template, tree, symlinks=True)
+    uri = f"s3://{new_bucket(endpoint)}/store"
+    assert cli("--store", uri, "ingest", "-q", str(tree)).returncode == 0
+    return tree, uri
+
+
 @pytest.mark.parametrize("args", [["sql", "select 1"], ["runs"], ["ingest", "RUNS"]])
 def test_what_the_service_refuses_is_an_io_error_naming_it(
-        small_tree: Path, bucket: str, args: list[str]) -> None:
+        small_store_on_s3: tuple[Path, str], args: list[str]) -> None:
     """No credentials, or an endpoint that does not answer: exit 6 (reading or writing failed
     on this machine), naming the location and what to check; these were exit 70, "unexpected
     NoCredentialsError ... a runstore bug"."""
-    uri = f"s3://{bucket}/store"
-    assert cli("--store", uri, "ingest", "-q", str(small_tree)).returncode == 0
+    small_tree, uri = small_store_on_s3
     args = [str(small_tree) if a == "RUNS" else a for a in args]
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))  # a port nothing listens on: connections are refused
@@ -317,7 +328,7 @@ def test_what_the_service_refuses_is_an_io_error_naming_it(
         proc = cli_env(changes, "--store", uri, *args)
         assert proc.returncode == 6, proc.stderr
         assert SECRET not in proc.stdout + proc.stderr
-        storekit.assert_clear_error(proc.stderr, f"cannot use s3://{bucket}/store/", says,
+        storekit.assert_clear_error(proc.stderr, f"cannot use {uri}/", says,
                                     "AWS credentials", "AWS_ENDPOINT_URL")
     # Nothing stored was lost: with the credentials again, the store answers as before.
     assert counts(runstore.open(uri)) == expected(small_tree)
