@@ -27,6 +27,9 @@ import runstore
 import storekit
 from test_s3 import endpoint, new_bucket, s3fs_client  # noqa: F401 - fixtures: a moto S3 endpoint
 
+# One worker runs the whole module: one moto server, and the reference made once.
+pytestmark = pytest.mark.xdist_group("s3_writers")
+
 EVERY = storekit.TABLES + ("metric_keys", "metric_steps", "metric_kl")
 # The killed writer's lease expires at once, so the command run again need not wait it out.
 ENV = {"RUNSTORE_LEASE_SECONDS": "1"}
