@@ -3,12 +3,15 @@ side by side in one run, on the same runs.
 
     python bench/bench_peers.py --tree DIR [--repeat 5] [--keep DIR]
     python bench/bench_peers.py --make 10 --steps 200        # a quick run on a small tree
+    python bench/bench_peers.py --questions DIR [--repeat 5]  # only the questions, again
 
 `--tree` names a benchmark tree (bench/make_tree.py's 100 runs x 2000 steps); `--make N`
 writes bench/make_tree.py's tree of N runs (`--steps`, seed 0) under the work directory first.
 Everything is written under a new temporary directory (or `--keep DIR`), removed at the end
 unless `--keep`: a copy of each run's config.json and metrics.jsonl (what both tools read),
 the runstore store, and trackio's directory (`TRACKIO_DIR`, with `HF_HOME` beside it).
+`--questions DIR` times only the questions (3. below) over what an earlier `--keep DIR` left
+there, with the code of this checkout (measures 1. and 2. are not taken again).
 trackio is kept local: its Space/server/dataset/bucket variables are unset, the Hugging Face
 hub is offline, no dashboard is launched, and an audit hook refuses every socket connection
 and name lookup that is not the loopback, so nothing can leave the machine.
@@ -362,10 +365,18 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=200, help="steps per run for --make")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--keep", type=Path, help="work here and keep it (default: a temp dir)")
+    ap.add_argument("--questions", type=Path, metavar="DIR",
+                    help="only the questions, over what an earlier --keep DIR left there")
     ap.add_argument("--port", type=Path, help=argparse.SUPPRESS)  # the trackio process
     args = ap.parse_args()
     if args.port is not None:
         port_to_trackio(args.port)
+        return
+    if args.questions is not None:
+        if not (args.questions / "store").is_dir() or not (args.questions / "trackio").is_dir():
+            ap.error(f"{args.questions} holds no store and trackio directory: run with "
+                     "--keep first")
+        questions(args, args.questions, local_only_env(args.questions))
         return
     if (args.tree is None) == (args.make is None):
         ap.error("give --tree DIR or --make N")
@@ -401,7 +412,18 @@ def run(args: argparse.Namespace, work: Path, env: dict[str, str]) -> None:
     log_s = time.perf_counter() - t
     store_bytes, trackio_bytes = tree_bytes(work / "store"), tree_bytes(work / "trackio")
 
-    # 3. the questions, in this process (trackio reads TRACKIO_DIR when imported)
+    print(f"\n| measure | runstore | trackio | trackio / runstore |\n|---|---|---|---|")
+    print(f"| ingest {lines} lines vs logging them | {ingest_s:.1f} s | {log_s:.1f} s | "
+          f"{log_s / ingest_s:.1f}× |")
+    print(f"| disk | {store_bytes / 1e6:.0f} MB | {trackio_bytes / 1e6:.0f} MB | "
+          f"{trackio_bytes / store_bytes:.1f}× |")
+    questions(args, work, env)
+
+
+def questions(args: argparse.Namespace, work: Path, env: dict[str, str]) -> None:
+    """3. the questions, in this process (trackio reads TRACKIO_DIR when imported)."""
+    print(f"questions: load average before {' '.join(f'{x:.1f}' for x in os.getloadavg())}",
+          flush=True)
     os.environ.clear()
     os.environ.update(env)
     refuse_network()
@@ -416,7 +438,7 @@ def run(args: argparse.Namespace, work: Path, env: dict[str, str]) -> None:
     def rs_map(sql: str) -> dict[str, Any]:
         return dict(rs(sql))
 
-    questions: list[tuple[str, dict[str, Callable[[], Any]], dict[str, Callable[[], Any]]]] = [
+    asked: list[tuple[str, dict[str, Callable[[], Any]], dict[str, Callable[[], Any]]]] = [
         ("which runs had KL > 0.01",
          {"runstore `kl_health`": lambda: {r[0] for r in rs(RS_KL_VIEW)},
           "runstore `metrics` view": lambda: {r[0] for r in rs(RS_KL_METRICS)}},
@@ -442,7 +464,7 @@ def run(args: argparse.Namespace, work: Path, env: dict[str, str]) -> None:
           "trackio raw SQL": lambda: {(n, s): number(v) for n, s, v in tr.raw(TR_CURVE)}}),
     ]
     rows = []
-    for name, ours, theirs in questions:
+    for name, ours, theirs in asked:
         answers = {k: fn() for k, fn in {**ours, **theirs}.items()}
         if name.startswith("mean"):  # runs without a non-NaN reward: no row on either side
             answers = {k: {n: v for n, v in a.items() if v is not None}
@@ -453,12 +475,7 @@ def run(args: argparse.Namespace, work: Path, env: dict[str, str]) -> None:
         their = min(times[k] for k in theirs)
         for k in {**ours, **theirs}:
             rows.append((name, k, f"{times[k] * 1000:.1f} ms", ""))
-        rows.append((name, "**trackio best / runstore best**", "", f"**{their / our:.1f}×**"))
-    print(f"\n| measure | runstore | trackio | trackio / runstore |\n|---|---|---|---|")
-    print(f"| ingest {lines} lines vs logging them | {ingest_s:.1f} s | {log_s:.1f} s | "
-          f"{log_s / ingest_s:.1f}× |")
-    print(f"| disk | {store_bytes / 1e6:.0f} MB | {trackio_bytes / 1e6:.0f} MB | "
-          f"{trackio_bytes / store_bytes:.1f}× |")
+        rows.append((name, "**trackio best / runstore best**", "", f"**{their / our:.2f}×**"))
     print("\n| question | path | best time | ratio |\n|---|---|---|---|")
     for r in rows:
         print("| " + " | ".join(r) + " |")
