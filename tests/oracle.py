@@ -1051,8 +1051,8 @@ def log_facts(run: Path) -> dict[str, Any]:
     last command line that has an exception line (found by looking backwards from the end,
     unlike the ingest): a plain traceback's is the first unindented line after its indented
     frames; an exception group's (Python's framed `+ Exception Group Traceback` block) is the
-    group's own line in its frame, then the line of each sub-exception one frame further in,
-    joined as `GROUP: SUB; SUB`."""
+    group's own line in its frame, then the lines of the first five sub-exceptions one frame
+    further in, joined as `GROUP: SUB; SUB`, and `; N more` when there are more."""
     lines = log_lines(run)
     commands = [i for i, line in enumerate(lines) if _COMMAND.match(line)]
     command = _COMMAND.match(lines[commands[0]]).group(1) if commands else None  # type: ignore[union-attr]
@@ -1111,7 +1111,8 @@ def _group_error(lines: list[str], at: int, margin: int) -> str | None:
                 subs.append(text)
     if own is None:
         return None
-    return own + (": " + "; ".join(subs) if subs else "")
+    named = subs[:5] + ([f"{len(subs) - 5} more"] if len(subs) > 5 else [])
+    return own + (": " + "; ".join(named) if named else "")
 
 
 TOTAL_KEYS = {"cost_usd": "cost/cumulative_usd", "tokens_sampled": "tokens/cumulative/sampled",

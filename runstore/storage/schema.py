@@ -104,7 +104,8 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
                          "`Command line invocation:`)"),
         ("last_error", STR, "the exception line ending the last traceback of logs.log since "
                             "its last command line; an exception group's line, then its "
-                            "sub-exceptions' (`GROUP: SUB; SUB`); null when none"),
+                            "first five sub-exceptions' (`GROUP: SUB; SUB; N more`); null "
+                            "when none"),
         ("cost_usd", F64, "the run's total cost: the last `cost/cumulative_usd` written to "
                           "the live metrics.jsonl (a step-less `log_summary` row included)"),
         ("tokens_sampled", I64, "the last `tokens/cumulative/sampled` written"),

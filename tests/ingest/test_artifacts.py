@@ -799,9 +799,20 @@ def test_a_task_groups_crash_is_the_last_error_at_every_append(tmp_path: Path) -
                 raise ExceptionGroup("eg", [RuntimeError("inner"), TypeError("t")]) from e
         except Exception:
             log.exception("chained")
+        chained_text = out.getvalue()
+
+        async def many() -> None:
+            async with asyncio.TaskGroup() as group:
+                for i in range(8):
+                    group.create_task(fails(TimeoutError(f"rollout {i}")))
+
+        try:
+            asyncio.run(many())
+        except Exception:
+            log.exception("eight rollouts failed")
     finally:
         log.removeHandler(handler)
-    text = out.getvalue()
+    text, last = chained_text, out.getvalue()
     assert "+ Exception Group Traceback" in first
     crash = ("ExceptionGroup: unhandled errors in a TaskGroup (2 sub-exceptions): "
              "OSError: [Errno 28] No space left on device; ValueError: second")
@@ -819,3 +830,10 @@ def test_a_task_groups_crash_is_the_last_error_at_every_append(tmp_path: Path) -
         if "".join(lines[:n]) == first:
             assert got == crash
     assert got == chained
+    # Eight sub-exceptions: the first five are named, the others counted.
+    (run / "logs.log").write_text(last)
+    store.ingest([tmp_path / "runs"])
+    got = store.sql("select last_error from runs").rows()[0][0]
+    assert got == oracle.log_facts(run)["last_error"] == (
+        "ExceptionGroup: unhandled errors in a TaskGroup (8 sub-exceptions): "
+        + "; ".join(f"TimeoutError: rollout {i}" for i in range(5)) + "; 3 more")

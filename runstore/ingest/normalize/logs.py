@@ -26,10 +26,10 @@ traceback is open, and the two facts the `runs` row keeps (read from the state b
   later traceback wins. An exception group's traceback (Python 3.11+, e.g. an
   `asyncio.TaskGroup` whose tasks failed) is drawn in a frame, each line behind a margin of
   spaces and `| ` (`+ ` on its header, `+-` on the separators): its last error is the
-  group's exception line, then the exception line of each of its sub-exceptions, one frame
-  further in (`ExceptionGroup: unhandled errors in a TaskGroup (2 sub-exceptions): OSError:
-  [Errno 28] No space left on device; ValueError: bad`); a group nested in it counts by its
-  own exception line. A new command line (the process started again) clears it. A
+  group's exception line, then the exception lines of its first five sub-exceptions, one
+  frame further in, and how many more there are (`ExceptionGroup: unhandled errors in a
+  TaskGroup (2 sub-exceptions): OSError: [Errno 28] No space left on device; ValueError:
+  bad`; `...; 59 more`); a group nested in it counts by its own exception line. A new command line (the process started again) clears it. A
   traceback cut short by the next log record leaves it as it was. Anything else — a
   sweep's next `Configuration:` block, tables, warnings — never sets it.
 
@@ -53,6 +53,7 @@ CHAINED = ("During handling of the above exception, another exception occurred:"
 # line behind `| ` or `+ `, or a `+-` separator between its sub-exceptions).
 GROUP_TRACEBACK = "Exception Group Traceback (most recent call last):"
 FRAMED = re.compile(r"^( *)[|+](?: (.*)|-.*)$")
+SUBS_SHOWN = 5  # a group's sub-exceptions named in its last error; the rest are counted
 STATE_KEYS = ("level", "logger", "record_line", "in_traceback", "command", "last_error",
               "group")
 
@@ -126,11 +127,13 @@ def _in_group(line: str, in_tb: bool, state: dict[str, Any]) -> bool:
         group = {**group, "error": body}  # the group's own line: its traceback is closed
         in_tb = False
     elif margin == group["margin"] + 2 and group["error"] is not None:
-        group = {**group, "subs": [*group["subs"], body]}  # a sub-exception's (a nested group's)
+        # A sub-exception's line (or a nested group's): the first SUBS_SHOWN, then a count.
+        group = ({**group, "subs": [*group["subs"], body]} if len(group["subs"]) < SUBS_SHOWN
+                 else {**group, "more": group.get("more", 0) + 1})
     else:
         return in_tb
     state["group"] = group
-    subs = "; ".join(group["subs"])
+    subs = "; ".join(group["subs"]) + (f"; {group['more']} more" if group.get("more") else "")
     state["last_error"] = group["error"] + (f": {subs}" if subs else "")
     return in_tb
 
