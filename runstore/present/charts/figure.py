@@ -89,9 +89,9 @@ def _numpy_columns(trace: dict[str, Any]) -> dict[str, Any]:
 # The columns plotly's writer writes as typed arrays when they are numpy arrays (a bar's
 # `base` it writes as a list).
 _TYPED = ("x", "y")
-# plotly.js's typed arrays by `array` typecode: what plotly's writer turns an int64 numpy
-# column into (the smallest that holds it), and float64.
-_INT_TYPES = (("b", "i1", 2 ** 7), ("h", "i2", 2 ** 15), ("i", "i4", 2 ** 31))
+# The integer typed arrays plotly's writer turns an int64 numpy column into (the smallest
+# that holds it): `array` typecode, plotly.js dtype, bytes, bound.
+_INT_TYPES = (("b", "i1", 1, 2 ** 7), ("h", "i2", 2, 2 ** 15), ("i", "i4", 4, 2 ** 31))
 
 
 def _typed_columns(trace: Any) -> Any:
@@ -108,6 +108,8 @@ def _typed_columns(trace: Any) -> Any:
 
 
 def _typed(values: list[Any], kind: str) -> Any:
+    """A column of `kind` ("int" or "float", `_column_kind`) as plotly's writer writes it:
+    a typed array, or the list itself when no typed array holds its integers."""
     import base64
     from array import array
 
@@ -116,8 +118,9 @@ def _typed(values: list[Any], kind: str) -> Any:
         data, dtype = array("d", [nan if v is None else v for v in values]), "f8"
     else:
         low, high = min(values), max(values)
-        fits = [(code, name) for code, name, bound in _INT_TYPES if -bound <= low and high < bound]
-        if not fits or array(fits[0][0]).itemsize != int(fits[0][1][1]):
+        fits = [(code, name) for code, name, size, bound in _INT_TYPES
+                if -bound <= low and high < bound and array(code).itemsize == size]
+        if not fits:
             return values  # wider than int32 (plotly.js has no int64): a list, as plotly writes
         data, dtype = array(fits[0][0], values), fits[0][1]
     if sys.byteorder != "little":
