@@ -14,8 +14,8 @@ line starts it, the lines after it up to the next header continue it. Lines befo
 header have none.
 
 The ledger state carries, from read to read: the record being continued, whether a
-traceback is open, and the two facts the `runs` row keeps (read from the state by
-`ingest.run_facts`):
+traceback is open, the exception group whose frame is being read (`group`), and the two facts
+the `runs` row keeps (read from the state by `ingest.run_facts`):
 
 * `command`: the message of the first `Command line invocation: ...` record (`root` logs it
   when a process sets up logging; a resumed run's log has a second one, which does not
@@ -29,9 +29,10 @@ traceback is open, and the two facts the `runs` row keeps (read from the state b
   group's exception line, then the exception lines of its first five sub-exceptions, one
   frame further in, and how many more there are (`ExceptionGroup: unhandled errors in a
   TaskGroup (2 sub-exceptions): OSError: [Errno 28] No space left on device; ValueError:
-  bad`; `...; 59 more`); a group nested in it counts by its own exception line. A new command line (the process started again) clears it. A
-  traceback cut short by the next log record leaves it as it was. Anything else — a
-  sweep's next `Configuration:` block, tables, warnings — never sets it.
+  bad`; `...; 59 more`); a group nested in it counts by its own exception line. A new
+  command line (the process started again) clears it. A traceback cut short by the next log
+  record leaves it as it was. Anything else — a sweep's next `Configuration:` block, tables,
+  warnings — never sets it.
 
 Nothing here can fail on bad input: a log is text, every line is kept.
 """
@@ -54,8 +55,6 @@ CHAINED = ("During handling of the above exception, another exception occurred:"
 GROUP_TRACEBACK = "Exception Group Traceback (most recent call last):"
 FRAMED = re.compile(r"^( *)[|+](?: (.*)|-.*)$")
 SUBS_SHOWN = 5  # a group's sub-exceptions named in its last error; the rest are counted
-STATE_KEYS = ("level", "logger", "record_line", "in_traceback", "command", "last_error",
-              "group")
 
 
 def _lines(data: bytes) -> list[str]:
@@ -117,7 +116,7 @@ def _in_group(line: str, in_tb: bool, state: dict[str, Any]) -> bool:
     margin, body = len(framed.group(1)), framed.group(2)
     if group is None:
         if body == GROUP_TRACEBACK:
-            state["group"] = {"margin": margin, "error": None, "subs": []}
+            state["group"] = {"margin": margin, "error": None, "subs": [], "more": 0}
         return in_tb
     if (body is None or not body or body[0].isspace() or margin < group["margin"]
             or body in (TRACEBACK, GROUP_TRACEBACK) or body in CHAINED):
@@ -129,11 +128,11 @@ def _in_group(line: str, in_tb: bool, state: dict[str, Any]) -> bool:
     elif margin == group["margin"] + 2 and group["error"] is not None:
         # A sub-exception's line (or a nested group's): the first SUBS_SHOWN, then a count.
         group = ({**group, "subs": [*group["subs"], body]} if len(group["subs"]) < SUBS_SHOWN
-                 else {**group, "more": group.get("more", 0) + 1})
+                 else {**group, "more": group["more"] + 1})
     else:
         return in_tb
     state["group"] = group
-    subs = "; ".join(group["subs"]) + (f"; {group['more']} more" if group.get("more") else "")
+    subs = "; ".join(group["subs"]) + (f"; {group['more']} more" if group["more"] else "")
     state["last_error"] = group["error"] + (f": {subs}" if subs else "")
     return in_tb
 
