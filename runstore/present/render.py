@@ -110,17 +110,15 @@ def _plain(v: Any) -> Any:
 
 
 def _text(v: Any) -> str:
-    kind = type(v)  # the common cells first: every csv cell passes here
-    if kind is float:
-        return repr(v) if v - v == 0 else nonfinite_name(v)
-    if kind is int or kind is str:
+    # The common cells first: every csv cell passes here.
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else nonfinite_name(v)
+    if type(v) is int or type(v) is str:
         return str(v)
     if v is None:
         return ""
     if isinstance(v, Decimal):
         return str(v)
-    if isinstance(v, float):
-        return repr(v) if math.isfinite(v) else nonfinite_name(v)
     if isinstance(v, (list, tuple, dict)):
         return json.dumps(_plain(v), allow_nan=True, ensure_ascii=False, default=str)
     return str(_plain(v))
