@@ -93,6 +93,24 @@ def store_files(store_path: Path) -> dict[str, tuple[str, int, int]]:
     return files
 
 
+def delta_matches_manifest(store_path: Path) -> None:
+    """Every Delta table of the store's latest snapshot, opened afresh, is at the version and
+    has the files the manifest lists (the writer records them from the table object its
+    commits moved, not from a fresh open, and a failed command leaves no commit behind)."""
+    from deltalake import DeltaTable
+
+    from runstore.storage.location import location
+    from runstore.storage.manifest import read_manifest
+
+    m = read_manifest(store_path)
+    assert m is not None
+    for name, entry in m.tables.items():
+        dt = DeltaTable(str(store_path / "tables" / name))
+        live = location(store_path).relative_files(dt.file_uris())
+        assert sorted(live) == sorted(entry["files"]), name
+        assert dt.version() == entry["version"], name
+
+
 # (store path, tables) -> (the store's files, the digest read from them); newest last.
 _DIGESTS: dict[tuple[str, tuple[str, ...]], tuple[dict, dict[str, list[str]]]] = {}
 

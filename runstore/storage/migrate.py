@@ -125,7 +125,8 @@ class MigrationContext:
         before = self.tables.get(name) or (self.writer.manifest.tables.get(name)
                                            if self.writer.manifest else None)
         path = self.writer.root / "tables" / name
-        target = pa.schema(delta_table(path).schema().to_arrow())
+        dt = delta_table(path)  # the overwrite below moves it to the version it commits
+        target = pa.schema(dt.schema().to_arrow())
         data = rows(self)
         extra = sorted(set(data.column_names) - set(target.names))
         if extra:
@@ -134,11 +135,8 @@ class MigrationContext:
             if f.name not in data.column_names:
                 data = data.append_column(f, pa.nulls(data.num_rows, f.type))
         data = data.select(target.names).cast(target)
-        write_deltalake(str(path), data, mode="overwrite",
-                        writer_properties=writer_properties(name),
-                        storage_options=path.storage_options())
+        write_deltalake(dt, data, mode="overwrite", writer_properties=writer_properties(name))
         pause_point("migrate")
-        dt = delta_table(path)
         # The rows were read from the files this replaced: had any been damaged, the new
         # files' hashes must not vouch for what came of them.
         integrity.check_removed(self.writer.root, name, before,
@@ -156,9 +154,8 @@ class MigrationContext:
         have = {f.name for f in dt.schema().fields}
         todo = [Field(c, delta_type(t), nullable=True) for c, t in columns if c not in have]
         if todo:
-            dt.alter.add_columns(todo)
+            dt.alter.add_columns(todo)  # moves `dt` to the version it commits
         pause_point("migrate")
-        dt = delta_table(self.writer.root / "tables" / name)
         self.tables[name] = integrity.entry(self.writer.root, dt, before)
 
 

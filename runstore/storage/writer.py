@@ -343,25 +343,26 @@ class Writer:
 
         path = self.root / "tables" / name
         with writing(self.root, f"tables/{name}"):
+            # The table's log is read once: its delete, append and compaction each move this
+            # object to the version they commit (on S3, every open lists the log and reads
+            # each commit since the last checkpoint).
+            dt = delta_table(path)
             preds = staged.deletes.get(name)
             if preds:
                 # One delete per table and commit: each Delta delete rewrites the files it
                 # hits.
-                delta_table(path).delete(_any_of(preds))
+                dt.delete(_any_of(preds))
             parts = staged.appends.get(name)
             if parts:
                 data = pa.concat_tables(parts).cast(schema_mod.schema(name))
                 if name in GROUP_ROWS_BY:
                     data = group_rows(data, GROUP_ROWS_BY[name])
-                write_deltalake(str(path), data, mode="append",
-                                writer_properties=writer_properties(name),
-                                storage_options=path.storage_options())
+                write_deltalake(dt, data, mode="append",
+                                writer_properties=writer_properties(name))
                 self.rows_added[name] = self.rows_added.get(name, 0) + data.num_rows
             pause_point("write")
-            dt = delta_table(path)
             if _should_compact(dt):
                 dt.optimize.compact(writer_properties=writer_properties(name))
-                dt = delta_table(path)
                 dt.create_checkpoint()
                 pause_point("compact")
             # The delete and the compaction read the files they replaced: were any damaged,
@@ -402,7 +403,6 @@ class Writer:
                 dt = delta_table(path)
                 before[name] = len(dt.file_uris())
                 dt.optimize.compact(writer_properties=writer_properties(name))
-                dt = delta_table(path)
                 dt.create_checkpoint()
                 pause_point("compact")
                 tables[name] = integrity.entry(self.root, dt, entry)

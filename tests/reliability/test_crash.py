@@ -184,19 +184,6 @@ def consistent_counts(store_path: Path, most: dict[str, int]) -> dict[str, int] 
     return got
 
 
-def delta_matches_manifest(store_path: Path) -> None:
-    """After a completed ingest every Delta table is at the state its manifest lists."""
-    from deltalake import DeltaTable
-
-    m = read_manifest(store_path)
-    assert m is not None
-    for name, entry in m.tables.items():
-        dt = DeltaTable(str(store_path / "tables" / name))
-        live = sorted(os.path.relpath(u.removeprefix("file://"), store_path.resolve())
-                      for u in dt.file_uris())
-        assert live == sorted(entry["files"]), name
-
-
 def choose_points(reached: dict[str, int], rng: random.Random) -> list[str]:
     """POINTS seeded "phase:N" points, spread evenly over the four phases of PHASES."""
     points = []
@@ -241,7 +228,7 @@ def test_sigkill_at_every_phase(phase_tree: Path, tmp_path: Path) -> None:
         s = runstore.open(store)
         s.ingest([phase_tree])
         assert counts(s) == want, f"after a kill at {point}"
-        delta_matches_manifest(store)
+        storekit.delta_matches_manifest(store)
         again = s.ingest([phase_tree])
         assert not any(again.rows_added.values()) and again.runs_unchanged == want["runs"]
         assert again.snapshots == 0
@@ -322,7 +309,7 @@ def then_all_is_well(store: Path, tree: Path | None, want: dict[str, list[str]],
         report = runstore.open(store).ingest([tree])
         assert not any(report.rows_added.values())
         assert storekit.digest(store) == want
-    delta_matches_manifest(store)
+    storekit.delta_matches_manifest(store)
     assert runstore.open(store).repair(check=True).problems == []
 
 
@@ -376,7 +363,7 @@ def test_sigkill_at_every_phase_of_forget(history: tuple[Path, Path], tmp_path: 
         if got == before:  # not published: the forget is still to do, and does it
             succeeds(store, *args, env=MANY_VARS)
         assert storekit.digest(store, every) == after, point
-        delta_matches_manifest(store)
+        storekit.delta_matches_manifest(store)
         assert runstore.open(store).repair(check=True).problems == []
         # The ledger forgot the run too: the next ingest reads it afresh, row for row.
         assert runstore.open(store).ingest([tree]).runs_new == 1
@@ -555,7 +542,7 @@ def test_sigkill_at_every_phase_of_repair(_small_template: Path, shared_small_st
         assert runstore.open(store).repair(check=True).problems == []
         runstore.open(store).ingest([_small_template])
         assert storekit.digest(store) == whole, point
-        delta_matches_manifest(store)
+        storekit.delta_matches_manifest(store)
         shutil.rmtree(store)
 
 

@@ -29,10 +29,10 @@ import pytest
 
 import oracle
 import runstore
+import storekit
 from runstore import demo
 from runstore.storage.manifest import MANIFESTS, Manifest, manifest_paths, publish_manifest, read_manifest
 from runstore.storage import writer as writer_mod
-from runstore.storage.location import location
 from conftest import copy_store
 from storekit import TABLES, assert_clear_error, cli, counts, python_m
 
@@ -41,22 +41,12 @@ def want_counts(tree: Path) -> dict[str, int]:
     return oracle.expected_counts_of(tree, TABLES)
 
 
-def delta_matches_manifest(store_path: Path) -> None:
-    from deltalake import DeltaTable
-
-    m = read_manifest(store_path)
-    assert m is not None
-    for name, entry in m.tables.items():
-        dt = DeltaTable(str(store_path / "tables" / name))
-        assert location(store_path).relative_files(dt.file_uris()) == sorted(entry["files"]), name
-
-
 def assert_holds_both(store_path: Path, committed: dict[str, int], tree: Path) -> None:
     """The store holds the rows committed before plus every row of `tree`, and each Delta
     log matches the snapshot (the ingest that failed left nothing half-written behind)."""
     added = want_counts(tree)
     assert counts(store_path) == {t: committed[t] + added[t] for t in TABLES}
-    delta_matches_manifest(store_path)
+    storekit.delta_matches_manifest(store_path)
 
 
 @contextmanager
@@ -315,7 +305,7 @@ def test_damaged_store(case: str, _small_template: Path, shared_small_store: Pat
     result = cli(store, "ingest", "-q", str(tree))
     assert result.exit_code == 0, result.stderr
     assert counts(store) == before
-    delta_matches_manifest(store)
+    storekit.delta_matches_manifest(store)
     again = runstore.open(store).ingest([tree])
     assert not any(again.rows_added.values()) and again.snapshots == 0
     assert cli(store, "compact").exit_code == 0
