@@ -1,6 +1,6 @@
 """A store on S3: the requests and the time of an ingest, a no-op re-ingest and a query.
 
-    python bench/bench_s3.py [--tree TREE] [--repeat N] [--base CHECKOUT]
+    python bench/bench_s3.py [--tree TREE] [--repeat N] [--base CHECKOUT] [--latency MS]
 
 Starts a moto S3 server on 127.0.0.1 (the test extra's `moto[server]`; stopped at the end), and
 for each checkout (this one; with `--base`, that one too, e.g. a worktree at the commit before a
@@ -15,6 +15,9 @@ not vary between repeats unless the code does).
 
 On S3 every request is a round trip (tens of milliseconds to a real region, not the
 sub-millisecond of a local server), so the request count is the figure that carries over.
+`--latency MS` puts a proxy in front of the server that holds each request MS milliseconds
+before passing it on (one wait per request, not per packet of its body): the times then say
+what requests made one after the other cost against a distant service.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -84,12 +88,54 @@ def start_server(log: Path) -> tuple[subprocess.Popen, str]:
             time.sleep(0.1)
 
 
+def delaying_proxy(port: int, delay: float) -> tuple[int, socket.socket]:
+    """A TCP proxy on 127.0.0.1 in front of `port` that waits `delay` s before passing on each
+    request: the first bytes a client sends after the server last answered. Its port and
+    listening socket (close it to stop accepting)."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def pipe(src: socket.socket, dst: socket.socket, answered: list[bool] | None,
+             waits: bool) -> None:
+        try:
+            while data := src.recv(1 << 16):
+                if waits and answered[0]:
+                    time.sleep(delay)
+                    answered[0] = False
+                elif not waits:
+                    answered[0] = True
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def accept() -> None:
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", port))
+            answered = [True]
+            for args in ((client, upstream, answered, True),
+                         (upstream, client, answered, False)):
+                threading.Thread(target=pipe, args=args, daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server.getsockname()[1], server
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tree", type=Path, default=None)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--base", type=Path, default=None)
+    ap.add_argument("--latency", type=float, default=0.0, metavar="MS")
     args = ap.parse_args()
     here = Path(__file__).resolve().parents[1]
     sides = {"this checkout": here}
@@ -105,12 +151,17 @@ def main() -> None:
             demo.generate_tree(tree, demo.default_specs(), seed=5)
         log = Path(tmp) / "requests.log"
         proc, url = start_server(log)
+        server_url = url
+        proxy = None
+        if args.latency:
+            port, proxy = delaying_proxy(int(url.rsplit(":", 1)[1]), args.latency / 1000)
+            url = f"http://127.0.0.1:{port}"
         env = {**os.environ, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
                "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": url}
         try:
             import boto3
 
-            s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1",
+            s3 = boto3.client("s3", endpoint_url=server_url, region_name="us-east-1",
                               aws_access_key_id="bench", aws_secret_access_key="bench")
             times = collections.defaultdict(list)
             counts: dict[tuple[str, str], collections.Counter] = {}
@@ -131,10 +182,13 @@ def main() -> None:
                         counts[side, step] = collections.Counter(
                             k for k in map(kind, lines) if k)
         finally:
+            if proxy is not None:
+                proxy.close()
             proc.terminate()
             proc.wait(timeout=30)
     kinds = sorted({k for c in counts.values() for k in c})
-    print(f"{args.repeat} repeats, interleaved; tree {tree if args.tree else 'demo'}\n")
+    print(f"{args.repeat} repeats, interleaved; tree {tree if args.tree else 'demo'}; "
+          f"{args.latency:g} ms a request\n")
     print("| checkout | step | median s | requests | " + " | ".join(kinds) + " |")
     print("|---|---|---|---|" + "---|" * len(kinds))
     for side in sides:

@@ -202,6 +202,52 @@ def test_vacuum_on_s3(small_tree: Path, bucket: str, monkeypatch: pytest.MonkeyP
     assert counts(runstore.open(uri)) == expected(small_tree)
 
 
+def test_one_process_queries_across_a_compaction_and_vacuum(
+        small_tree: Path, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queries remember what a data file is (its size, that it exists) once asked, since
+    such a file never changes; in one process that keeps querying while a compaction and
+    a vacuum replace and delete every file it has read, and an ingest adds rows, each query
+    still answers with the rows of the latest snapshot. Only data files are remembered: not
+    an object a query was allowed to read, which may change between two queries."""
+    from runstore.storage.location.s3 import _QUERY_FILESYSTEMS
+
+    uri = f"s3://{bucket}/store"
+    store = runstore.open(uri)
+    monkeypatch.setenv("RUNSTORE_BATCH_ROWS", "300")  # several files a table
+    run = sorted(small_tree.rglob("config.json"))[0].parent  # one run, held back at first
+    aside = small_tree.parent / "aside"
+    shutil.move(str(run), aside)
+    store.ingest([small_tree])
+    held = counts(store)
+    assert held == expected(small_tree)
+    remembered = {k for qfs in list(_QUERY_FILESYSTEMS.values()) for k in qfs.runstore_details}
+    assert remembered and all(
+        "/store/tables/" in k and k.endswith(".parquet") and "/_delta_log/" not in k
+        for k in remembered), sorted(remembered)
+    read_before = set(remembered)
+    # An object a query is allowed to read may change: it is asked afresh each time.
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    labels = f"s3://{bucket}/labels.csv"
+    for body in (b"run_name,label\nx,a\n", b"run_name,label\nx,a\ny,longer label\n"):
+        client.put_object(Bucket=bucket, Key="labels.csv", Body=body)
+        got = store.sql(f"select * from read_csv('{labels}')", allow_read=[labels]).rows()
+        assert got == [tuple(line.split(",")) for line in body.decode().splitlines()[1:]]
+
+    monkeypatch.setenv("RUNSTORE_READER_GRACE_SECONDS", "0")
+    report = store.compact(vacuum_hours=0)
+    assert report.vacuum is not None and report.vacuum.files_deleted
+    fs = s3fs_client()
+    left = {p for p in fs.find(f"{bucket}/store/tables") if p.endswith(".parquet")}
+    assert read_before - left  # files this process read are gone
+    assert counts(store) == held
+    shutil.move(str(aside), run)
+    store.ingest([small_tree])
+    assert counts(store) == expected(small_tree) != held
+    assert counts(runstore.open(uri)) == expected(small_tree)
+
+
 def test_s3_store_incremental(demo_tree: Path, bucket: str) -> None:
     uri = f"s3://{bucket}/store"
     store = runstore.open(uri)

@@ -13,7 +13,9 @@ import functools
 import hashlib
 import inspect
 import os
+import re
 import uuid
+import weakref
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from ...errors import IOFailure, RunstoreError, UsageError, one_line
@@ -143,8 +145,12 @@ class S3(Location):
         return opts
 
     def duckdb_register(self, con: Any) -> None:
-        # The DuckDB wheel has no httpfs offline: s3:// files are read through fsspec.
-        con.register_filesystem(self.filesystem())
+        # The DuckDB wheel has no httpfs offline: s3:// files are read through fsspec, with
+        # what a table's data file is (its size, that it exists) asked once: DuckDB asks
+        # again at each open, a round trip each.
+        import s3fs
+
+        con.register_filesystem(_query_filesystem(s3fs.S3FileSystem, self.filesystem()))
 
     @_service
     def list(self, rel: str = "") -> list[str]:
@@ -339,3 +345,48 @@ class _S3Tree(Tree):
 
     def join(self, path: str, name: str) -> str:
         return f"{path.rstrip('/')}/{name}"
+
+
+# A table's data file (`tables/NAME/part-NNNNN-UUID-cNNN.snappy.parquet`, as deltalake names
+# them): written once under a fresh name, never rewritten (a rewrite, compaction or vacuum
+# writes new names and deletes old ones).
+_DATA_FILE = re.compile(r"/tables/[^/]+/part-\d{5}-[0-9a-f-]{36}-c\d{3}(\.\w+)?\.parquet$")
+_REMEMBERING: dict[type, type] = {}  # a filesystem class -> its remembering subclass
+_QUERY_FILESYSTEMS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+
+
+def _query_filesystem(base: Any, fs: Any) -> Any:
+    """The filesystem queries read `fs`'s objects through, one per `fs` (so a process that
+    queries again, the web UI say, asks no more): `fs`'s class and settings, but a data
+    file's details are kept once asked (its size, that it exists; only for the files
+    `_DATA_FILE` matches, which never change). Everything else is asked each time, as `fs`
+    does. The writers keep `fs`, which remembers nothing (a deleted file reads as deleted)."""
+    qfs = _QUERY_FILESYSTEMS.get(fs)
+    if qfs is not None:
+        return qfs
+    cls = _REMEMBERING.get(base)
+    if cls is None:
+        class Remembering(base):  # type: ignore[misc, valid-type]
+            cachable = False  # fsspec's instance cache would hand this one to other callers
+
+            def __init__(self, *args: Any, **kwargs: Any):
+                super().__init__(*args, **kwargs)
+                self.runstore_details: dict[str, dict] = {}
+
+            async def _info(self, path: str, *args: Any, **kwargs: Any) -> dict:
+                key = self._strip_protocol(path)
+                if key in self.runstore_details:
+                    return dict(self.runstore_details[key])
+                info = await super()._info(path, *args, **kwargs)
+                if _DATA_FILE.search("/" + key):
+                    self.runstore_details[key] = dict(info)
+                return info
+
+            async def _exists(self, path: str, **kwargs: Any) -> bool:
+                if self._strip_protocol(path) in self.runstore_details:
+                    return True
+                return await super()._exists(path, **kwargs)
+
+        cls = _REMEMBERING[base] = Remembering
+    qfs = _QUERY_FILESYSTEMS[fs] = cls(*fs.storage_args, **fs.storage_options)
+    return qfs
