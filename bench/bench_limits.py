@@ -46,7 +46,9 @@ def pairs(store: Path, base: Path | None, base_rev: str | None) -> list[tuple[st
                                                         list[str], dict[str, str]]]:
     py = sys.executable
     here = {**ENV, "PYTHONPATH": str(HERE.parent)}
-    cli = [py, "-m", "runstore", "--store", str(store), "sql", "select 1"]
+    # -P: `-m` would otherwise put the working directory (a checkout, often) first on the
+    # path, ahead of the PYTHONPATH that picks each side's code.
+    cli = [py, "-P", "-m", "runstore", "--store", str(store), "sql", "select 1"]
     out = [('runstore sql "select 1"', cli, here,
             "floor: python -c \"import duckdb; duckdb.sql('select 1').fetchall()\"",
             [py, "-c", "import duckdb; duckdb.sql('select 1').fetchall()"], here)]
