@@ -66,7 +66,9 @@ def main() -> None:
     for _ in range(args.rounds):
         for which, tree in trees.items():
             env = {**os.environ, "PYTHONPATH": str(tree)}
-            p = subprocess.run([sys.executable, "-c", CHILD, str(args.store)], env=env,
+            # -P: `-c` would otherwise put the working directory (a checkout, often) first
+            # on the path, ahead of the PYTHONPATH that picks the side's code.
+            p = subprocess.run([sys.executable, "-P", "-c", CHILD, str(args.store)], env=env,
                                capture_output=True, text=True, check=True)
             for name, s in json.loads(p.stdout.splitlines()[-1]).items():
                 best[which][name] = min(s, best[which].get(name, s))
