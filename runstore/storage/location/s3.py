@@ -148,9 +148,7 @@ class S3(Location):
         # The DuckDB wheel has no httpfs offline: s3:// files are read through fsspec, with
         # what a table's data file is (its size, that it exists) asked once: DuckDB asks
         # again at each open, a round trip each.
-        import s3fs
-
-        con.register_filesystem(_query_filesystem(s3fs.S3FileSystem, self.filesystem()))
+        con.register_filesystem(_query_filesystem(self.filesystem()))
 
     @_service
     def list(self, rel: str = "") -> list[str]:
@@ -355,7 +353,7 @@ _REMEMBERING: dict[type, type] = {}  # a filesystem class -> its remembering sub
 _QUERY_FILESYSTEMS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 
 
-def _query_filesystem(base: Any, fs: Any) -> Any:
+def _query_filesystem(fs: Any) -> Any:
     """The filesystem queries read `fs`'s objects through, one per `fs` (so a process that
     queries again, the web UI say, asks no more): `fs`'s class and settings, but a data
     file's details are kept once asked (its size, that it exists; only for the files
@@ -364,6 +362,7 @@ def _query_filesystem(base: Any, fs: Any) -> Any:
     qfs = _QUERY_FILESYSTEMS.get(fs)
     if qfs is not None:
         return qfs
+    base = type(fs)
     cls = _REMEMBERING.get(base)
     if cls is None:
         class Remembering(base):  # type: ignore[misc, valid-type]
