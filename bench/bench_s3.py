@@ -2,9 +2,9 @@
 
     python bench/bench_s3.py [--tree TREE] [--repeat N] [--base CHECKOUT] [--latency MS]
 
-Starts a moto S3 server on 127.0.0.1 (the test extra's `moto[server]`; stopped at the end), and
-for each checkout (this one; with `--base`, that one too, e.g. a worktree at the commit before a
-change), N times, interleaved: a full ingest of TREE (default: the demo tree, generated under a
+Starts a moto S3 server on 127.0.0.1 (bench_scale's `Moto`, from the test extra's
+`moto[server]`; stopped at the end), and for each checkout (this one; with `--base`, that one
+too, e.g. a worktree at the commit before a change), N times, interleaved: a full ingest of TREE (default: the demo tree, generated under a
 temporary directory) into a new store in a new bucket, a no-op re-ingest of it, and `select
 count(*) from metrics` on it. Each step runs in a process of its own with the checkout first on
 PYTHONPATH and times itself in process (`time.perf_counter` around the call, start-up not
@@ -36,6 +36,9 @@ import threading
 import time
 import uuid
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_scale import Moto  # noqa: E402 - beside this file
 
 STEP = r"""
 import json, sys, time
@@ -70,31 +73,13 @@ def kind(line: str) -> str | None:
     return f"{method} other"
 
 
-def start_server(log: Path) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    out = log.open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                             str(port)], stdout=out, stderr=out)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return proc, f"http://127.0.0.1:{port}"
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("the moto server did not start")
-            time.sleep(0.1)
-
-
 def delaying_proxy(port: int, delay: float) -> tuple[int, socket.socket]:
     """A TCP proxy on 127.0.0.1 in front of `port` that waits `delay` s before passing on each
     request: the first bytes a client sends after the server last answered. Its port and
     listening socket (close it to stop accepting)."""
     server = socket.create_server(("127.0.0.1", 0))
 
-    def pipe(src: socket.socket, dst: socket.socket, answered: list[bool] | None,
+    def pipe(src: socket.socket, dst: socket.socket, answered: list[bool],
              waits: bool) -> None:
         try:
             while data := src.recv(1 << 16):
@@ -150,25 +135,19 @@ def main() -> None:
             tree = Path(tmp) / "runs"
             demo.generate_tree(tree, demo.default_specs(), seed=5)
         log = Path(tmp) / "requests.log"
-        proc, url = start_server(log)
-        server_url = url
+        moto = Moto(log)
+        env = {**os.environ, **moto.env}
         proxy = None
         if args.latency:
-            port, proxy = delaying_proxy(int(url.rsplit(":", 1)[1]), args.latency / 1000)
-            url = f"http://127.0.0.1:{port}"
-        env = {**os.environ, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
-               "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": url}
+            port, proxy = delaying_proxy(moto.port, args.latency / 1000)
+            env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{port}"
         try:
-            import boto3
-
-            s3 = boto3.client("s3", endpoint_url=server_url, region_name="us-east-1",
-                              aws_access_key_id="bench", aws_secret_access_key="bench")
             times = collections.defaultdict(list)
             counts: dict[tuple[str, str], collections.Counter] = {}
             for _ in range(args.repeat):
                 for side, src in sides.items():
                     bucket = f"bench-{uuid.uuid4().hex[:12]}"
-                    s3.create_bucket(Bucket=bucket)
+                    moto.bucket(bucket)
                     store = f"s3://{bucket}/store"
                     for step in STEPS:
                         seen = len(log.read_text().splitlines())
@@ -184,8 +163,7 @@ def main() -> None:
         finally:
             if proxy is not None:
                 proxy.close()
-            proc.terminate()
-            proc.wait(timeout=30)
+            moto.stop()
     kinds = sorted({k for c in counts.values() for k in c})
     print(f"{args.repeat} repeats, interleaved; tree {tree if args.tree else 'demo'}; "
           f"{args.latency:g} ms a request\n")

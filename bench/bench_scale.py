@@ -66,16 +66,17 @@ def tree_bytes(root: Path) -> int:
 
 
 class Moto:
-    """A moto S3 server on 127.0.0.1, started and stopped by this script."""
+    """A moto S3 server on 127.0.0.1, started and stopped by this script (bench_s3.py too);
+    with `log`, its request log is written to that file."""
 
-    def __init__(self) -> None:
+    def __init__(self, log: Path | None = None) -> None:
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         self.port = s.getsockname()[1]
         s.close()
+        out = log.open("w") if log else subprocess.DEVNULL
         self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
-                                      "-p", str(self.port)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+                                      "-p", str(self.port)], stdout=out, stderr=out)
         deadline = time.time() + 30
         while time.time() < deadline:
             try:
