@@ -165,9 +165,18 @@ def main() -> None:
             demo.generate_tree(args.tree, demo.bench_specs(), seed=0, workers=2)
         runstore.open(args.store).ingest([args.tree])
 
+    import shutil
     import tempfile
 
     out = Path(tempfile.mkdtemp(prefix="bench_latency_"))
+    try:
+        measure(args, out)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, out: Path) -> None:
+    """Time the commands (their outputs and working directory under `out`) and print."""
     cmds = (read_commands(args.store.resolve(), out) if args.commands
             else commands(args.store.resolve()))
     targets = ({name: 2.0 if name.startswith(("runstore plot", "runstore report")) else 1.5
