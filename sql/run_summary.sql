@@ -59,7 +59,11 @@ key_facts as (
     -- plain (the macro `plain_writes`: one file, every write at a step of its own) and all
     -- numbers (no string, no step-less row). A plain key's live values are all its writes, so its largest
     -- live value is the summary's; the other runs are answered by the views that merge writes.
+    -- `tail_from`: for a plain key, a step at or below its 10th-latest step (its n distinct
+    -- whole-number steps from `first` on hold the 10th-latest at `first + n - 10` or above),
+    -- so reading the steps from there on finds its 10 latest.
     select run_id, key, max(max_value) as max_value,
+           min(first_step) + sum(n_points) - 10 as tail_from,
            plain_writes(steps_exact, source_id, n_points, n_numbers, n_strings, n_stepless)
            and sum(n_strings) = 0 and sum(n_stepless) = 0 as plain
     from metric_keys
@@ -102,12 +106,14 @@ kl as (
     group by run_id
 ),
 reward_points as (
-    -- Each run's live reward per step. A plain run's writes are its live rewards.
-    select run_id, step, value
-    from metrics_raw
-    where key = 'env/all/reward/total' and step is not null and not coalesce(pre_resume, false)
-      and run_id in (select run_id from key_facts
-                     where key = 'env/all/reward/total' and plain)
+    -- Each run's live reward per step, as far back as its 10 latest reward steps need: a
+    -- plain run's writes are its live rewards, read from `tail_from` on (its best reward is
+    -- the summary's largest value), the other runs' all of them.
+    select m.run_id, m.step, m.value
+    from metrics_raw as m
+    join key_facts as f on f.run_id = m.run_id and f.key = 'env/all/reward/total' and f.plain
+    where m.key = 'env/all/reward/total' and m.step is not null
+      and not coalesce(m.pre_resume, false) and m.step >= f.tail_from
     union all
     -- The other runs': the latest write of each step, as the `metrics` view keeps it (as a
     -- group, not that view's window, so that the run filter reaches the scan); a string
@@ -124,7 +130,8 @@ reward_points as (
 ),
 reward as (
     -- `reward_trends`' best reward and its 10-step average at the last reward step, in one
-    -- pass: the average is that of the non-NaN rewards of the 10 latest reward steps.
+    -- pass: the average is that of the non-NaN rewards of the 10 latest reward steps (the
+    -- best reward of a plain run, whose points here are only its last, is the summary's).
     select run_id,
            max(value) filter (where not isnan(value)) as best_reward,
            avg(case when latest <= 10 and not isnan(value) then value end) as last_reward_ma10
@@ -143,7 +150,7 @@ select r.run_id,
        s.n_steps,
        s.last_step,
        w.last_reward_ma10,
-       w.best_reward,
+       case when f.plain then f.max_value else w.best_reward end as best_reward,
        k.max_kl,
        k.flagged as kl_flagged,
        coalesce(c.n_checkpoints, 0) as n_checkpoints,
@@ -155,5 +162,6 @@ from runs as r
 join run_status as u on u.run_id = r.run_id
 left join steps as s on s.run_id = r.run_id
 left join reward as w on w.run_id = r.run_id
+left join key_facts as f on f.run_id = r.run_id and f.key = 'env/all/reward/total'
 left join kl as k on k.run_id = r.run_id
 left join latest_checkpoints as c on c.run_id = r.run_id

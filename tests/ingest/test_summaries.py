@@ -171,6 +171,48 @@ def test_summaries_answer_what_the_files_say_after_every_append(
     shutil.rmtree(base)
 
 
+# A plain reward history: each step once, rising by a random gap, the reward NaN at some steps
+# and absent at others (the line logs another key): `run_summary` reads a plain run's rewards
+# only from a step its summary puts at or below the 10th-latest reward step.
+PLAIN_LINE = st.tuples(st.integers(1, 6), st.one_of(st.floats(-1, 2, allow_nan=False),
+                                                    st.just(math.nan), st.none()))
+
+
+@pytest.mark.slow
+@settings(max_examples=CASES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(runs=st.lists(st.tuples(st.integers(0, 50), st.lists(PLAIN_LINE, max_size=40),
+                               st.integers(0, 40)), min_size=1, max_size=3))
+def test_a_plain_runs_latest_rewards_are_found_whatever_the_gaps(
+        tmp_path_factory: pytest.TempPathFactory, runs: list) -> None:
+    base = tmp_path_factory.mktemp("plain")
+    root = base / "runs"
+    plans = []
+    for i, (first, history, cut) in enumerate(runs):
+        lines, step = [], first
+        for gap, reward in history:
+            values = {"optim/entropy": 1.0} if reward is None else {REWARD: reward}
+            lines.append(_at(step, values))
+            step += gap
+        run = root / f"run_{i}"
+        run.mkdir(parents=True)
+        (run / "metrics.jsonl").write_text("".join(lines[:cut]))
+        plans.append((run, lines[cut:]))
+    store = runstore.open(base / "store")
+    store.ingest([root], on_warning=lambda text: None)
+    for run, rest in plans:  # the rest as an append: two reads of one file
+        with open(run / "metrics.jsonl", "a") as f:
+            f.write("".join(rest))
+    store.ingest([root], on_warning=lambda text: None)
+    want = oracle.run_summary(root)
+    got = {r["run_name"]: r for r in store.runs().to_dicts()}
+    for name, row in want.items():
+        for c in ("best_reward", "last_reward_ma10", "n_steps", "last_step"):
+            assert _same(got[name][c], row[c]) or got[name][c] == row[c], (name, c, got[name][c],
+                                                                           row[c])
+    shutil.rmtree(base)
+
+
 def test_a_step_logged_again_below_the_largest_is_recounted(tmp_path: Path) -> None:
     """An append that logs steps the file logged before (an old-style resume) is not added to
     the count: `metric_steps` marks the read inexact and `run_summary` recounts that run."""
