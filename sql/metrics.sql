@@ -3,8 +3,8 @@
 -- Step-less summary rows and rows kept in `metrics.jsonl.pre_resume_*` copies are not live
 -- and are left out (they stay queryable in `metrics_raw`). The run's name and label come
 -- from `run_labels`.
--- The latest-write rule (the window below) runs only where there is a choice to make: for
--- the (run, key) pairs whose live writes are not one per step, as the per-key summary the
+-- The latest-write rule (the macro `write_rank`) runs only where there is a choice to make:
+-- for the (run, key) pairs whose live writes are not one per step, as the per-key summary the
 -- ingest keeps beside `metrics_raw` in the same commit says (`metric_keys`: one live file,
 -- each read's steps after the ones before, as many rows at a step as distinct steps). Every
 -- other pair's writes are its live rows as they are. So a question about a few keys reads
@@ -38,7 +38,7 @@ live as (
     select run_id, step, key, value, value_str, seq
     from (
         select run_id, step, key, value, value_str, seq,
-               row_number() over (partition by run_id, step, key order by seq desc) as rn
+               write_rank(run_id, step, key, seq) as rn
         from metrics_raw
         where step is not null and not coalesce(pre_resume, false)
           and (run_id, key) in (select run_id, key from merged)

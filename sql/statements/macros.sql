@@ -23,14 +23,24 @@ create macro over_threshold(value, op, threshold) as
 -- apply: one live file (its smallest and largest `source_id` agree), each read's steps after
 -- the ones before (`steps_exact`), and as many stepped writes as steps (every row holds a
 -- number or a string: nulls are not stored). The one home of that test: the `metrics` view
--- merges the (run, key) pairs it fails for, `run_summary` reads a plain key's largest value
--- from the summary, and the doctor reads a plain run's rows without the merge. Grouped by
+-- merges the (run, key) pairs it fails for, `last_steps` reads only a plain pair's last rows,
+-- `run_summary` reads a plain key's largest value from the summary, and the doctor reads a
+-- plain run's rows without the merge. Grouped by
 -- run and key it speaks of one key's writes; grouped by run, of all the run's keys. An
 -- unknown file (a null `source_id`) is not plain: the merge is always right, only slower.
 create macro plain_writes(steps_exact, source_id, n_points, n_numbers, n_strings, n_stepless) as
     coalesce(bool_and(steps_exact and source_id is not null) and min(source_id) = max(source_id)
              and sum(n_numbers + n_strings - n_stepless) = sum(n_points),
              false)
+
+-- name: write_rank
+-- The latest-write rule: among the writes of one (run, step, key), 1 for the one written last
+-- (the largest `seq`: its line in metrics.jsonl), the live one; the others are superseded
+-- (a resumed run logs some steps again). A window expression: select it, keep rank 1. The
+-- `metrics` view ranks the (run, key) pairs whose writes need it (`plain_writes` fails);
+-- `last_steps` and `run_summary` rank the rows they read.
+create macro write_rank(run_id, step, key, seq) as
+    row_number() over (partition by run_id, step, key order by seq desc)
 
 -- name: number_text
 -- `value` as text for people: `format(spec, value)` (`spec` one number's format, e.g.

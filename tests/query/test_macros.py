@@ -1,4 +1,4 @@
-"""The aggregate macro `plain_writes` (sql/statements/macros.sql) against its statement in words.
+"""The macros `plain_writes` and `write_rank` (sql/statements/macros.sql) against their words.
 
 `plain_writes` decides, over rows of the per-key summary `metric_keys`, whether the writes they
 describe need no latest-write rule: one live file (every `source_id` the same, none unknown),
@@ -6,6 +6,8 @@ every read's steps after the ones before (`steps_exact`), and as many stepped wr
 The `metrics` view, `run_summary` and the doctor all read it; here it is held to a Python
 statement of the same sentence on random groups of summary rows, in a DuckDB connection where
 `macros.create` (what every query connection runs) has made it, grouped as the view groups them.
+`write_rank`, the latest-write rule, is held to "the write with the largest seq of its (run,
+step, key) is the live one" on random writes.
 """
 
 from __future__ import annotations
@@ -54,3 +56,25 @@ def test_plain_writes_is_its_statement(groups: list[list[dict[str, Any]]]) -> No
         "unnest($n_numbers) as n_numbers, unnest($n_strings) as n_strings, "
         "unnest($n_stepless) as n_stepless) group by g", params).fetchall())
     assert got == {g: plain_in_words(rs) for g, rs in enumerate(groups)}
+
+
+WRITE = st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 3), st.sampled_from(["k", "l"]))
+
+
+@settings(max_examples=examples(200), deadline=None, derandomize=True, database=None)
+@given(writes=st.lists(WRITE, max_size=20), order=st.randoms(use_true_random=False))
+def test_write_rank_keeps_the_last_write_of_each_step(writes: list[tuple[str, int, str]],
+                                                      order: Any) -> None:
+    seqs = list(range(len(writes)))
+    order.shuffle(seqs)  # rows arrive in any order; seq is the line each was written at
+    rows = [(*w, s) for w, s in zip(writes, seqs)]
+    got = CON.execute(
+        "select run_id, step, key, seq from (select *, write_rank(run_id, step, key, seq) as rn "
+        "from (select unnest($r) as run_id, unnest($s) as step, unnest($k) as key, "
+        "unnest($q) as seq)) where rn = 1",
+        {"r": [r[0] for r in rows], "s": [r[1] for r in rows], "k": [r[2] for r in rows],
+         "q": [r[3] for r in rows]}).fetchall()
+    last: dict[tuple[str, int, str], int] = {}
+    for run, step, key, seq in rows:
+        last[(run, step, key)] = max(seq, last.get((run, step, key), -1))
+    assert sorted(got) == sorted((*at, seq) for at, seq in last.items())
