@@ -59,11 +59,7 @@ key_facts as (
     -- plain (the macro `plain_writes`: one file, every write at a step of its own) and all
     -- numbers (no string, no step-less row). A plain key's live values are all its writes, so its largest
     -- live value is the summary's; the other runs are answered by the views that merge writes.
-    -- `tail_from`: for a plain key, a step at or below its 10th-latest step (its n distinct
-    -- whole-number steps from `first` on hold the 10th-latest at `first + n - 10` or above),
-    -- so reading the steps from there on finds its 10 latest.
     select run_id, key, max(max_value) as max_value,
-           min(first_step) + sum(n_points) - 10 as tail_from,
            plain_writes(steps_exact, source_id, n_points, n_numbers, n_strings, n_stepless)
            and sum(n_strings) = 0 and sum(n_stepless) = 0 as plain
     from metric_keys
@@ -105,39 +101,26 @@ kl as (
     where run_id in (select run_id from kl_facts where not plain)
     group by run_id
 ),
-reward_points as (
-    -- Each run's live reward per step, as far back as its 10 latest reward steps need: a
-    -- plain run's writes are its live rewards, read from `tail_from` on (its best reward is
-    -- the summary's largest value), the other runs' all of them.
-    select m.run_id, m.step, m.value
-    from metrics_raw as m
-    join key_facts as f on f.run_id = m.run_id and f.key = 'env/all/reward/total' and f.plain
-    where m.key = 'env/all/reward/total' and m.step is not null
-      and not coalesce(m.pre_resume, false) and m.step >= f.tail_from
-    union all
-    -- The other runs': the latest write of each step, as the `metrics` view keeps it (as a
-    -- group, not that view's window, so that the run filter reaches the scan); a string
-    -- written last leaves the step without a reward, as in `reward_trends`.
-    select run_id, step, value
-    from (select run_id, step, arg_max_null(value, seq) as value
+reward as (
+    -- `reward_trends`' 10-step average at the last reward step: the mean of the non-NaN
+    -- rewards of the run's 10 last reward steps (`last_steps`).
+    select run_id, avg(value) filter (where not isnan(value)) as last_reward_ma10
+    from last_steps
+    where key = 'env/all/reward/total'
+    group by run_id
+),
+best as (
+    -- The best reward of a run whose rewards are not plain numbers (a plain run's is the
+    -- summary's largest value): its largest non-NaN live reward, the latest write of each
+    -- step winning (`write_rank`), read for those runs alone.
+    select run_id, max(value) filter (where not isnan(value)) as best_reward
+    from (select run_id, value, write_rank(run_id, step, key, seq) as rn
           from metrics_raw
           where key = 'env/all/reward/total' and step is not null
             and not coalesce(pre_resume, false)
             and run_id in (select run_id from key_facts
-                           where key = 'env/all/reward/total' and not plain)
-          group by run_id, step) as merged
-    where value is not null
-),
-reward as (
-    -- `reward_trends`' best reward and its 10-step average at the last reward step, in one
-    -- pass: the average is that of the non-NaN rewards of the 10 latest reward steps (the
-    -- best reward of a plain run, whose points here are only its last, is the summary's).
-    select run_id,
-           max(value) filter (where not isnan(value)) as best_reward,
-           avg(case when latest <= 10 and not isnan(value) then value end) as last_reward_ma10
-    from (select run_id, value,
-                 row_number() over (partition by run_id order by step desc) as latest
-          from reward_points) as ranked
+                           where key = 'env/all/reward/total' and not plain)) as ranked
+    where rn = 1
     group by run_id
 )
 select r.run_id,
@@ -150,7 +133,7 @@ select r.run_id,
        s.n_steps,
        s.last_step,
        w.last_reward_ma10,
-       case when f.plain then f.max_value else w.best_reward end as best_reward,
+       case when f.plain then f.max_value else b.best_reward end as best_reward,
        k.max_kl,
        k.flagged as kl_flagged,
        coalesce(c.n_checkpoints, 0) as n_checkpoints,
@@ -162,6 +145,7 @@ from runs as r
 join run_status as u on u.run_id = r.run_id
 left join steps as s on s.run_id = r.run_id
 left join reward as w on w.run_id = r.run_id
+left join best as b on b.run_id = r.run_id
 left join key_facts as f on f.run_id = r.run_id and f.key = 'env/all/reward/total'
 left join kl as k on k.run_id = r.run_id
 left join latest_checkpoints as c on c.run_id = r.run_id

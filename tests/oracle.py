@@ -341,6 +341,19 @@ def live_numbers(run: Path) -> dict[tuple[int, str], float]:
     return {k: float(v) for k, v in live_metrics(run).items() if _is_number(v)}
 
 
+def last_steps(root: Path, n: int = 10) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    """(run_name, key) → its `n` largest steps whose live write is a number, largest first,
+    with the number: the `last_steps` view."""
+    out: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for run in run_dirs(root):
+        by_key: dict[str, list[tuple[int, float]]] = {}
+        for (step, key), value in live_numbers(run).items():
+            by_key.setdefault(key, []).append((step, value))
+        for key, points in by_key.items():
+            out[(run_name(root, run), key)] = sorted(points, reverse=True)[:n]
+    return out
+
+
 def kl_health(root: Path, threshold: float = 0.01) -> dict[str, dict[str, Any]]:
     """run_name → the kl_health row, for runs that log a KL metric (prefixed name preferred)."""
     out: dict[str, dict[str, Any]] = {}

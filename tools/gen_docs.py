@@ -173,6 +173,17 @@ from run_summary
 where kind = 'rl'
 order by final_reward_ma10 desc, run_name"""),
     Question(
+        "Where did each run's policy entropy end up, over its last 5 steps?",
+        "`last_steps` has each run's 10 last steps of every key (live numbers only; "
+        "`nth_last` is 1 for the last), so a run's latest values of any metric need not rank "
+        "its whole history.",
+        """\
+select r.run_label, max(l.step) as last_step, round(avg(l.value), 3) as entropy_last5
+from last_steps as l join run_labels as r using (run_id)
+where l.key = 'optim/entropy' and l.nth_last <= 5
+group by r.run_label
+order by entropy_last5, r.run_label"""),
+    Question(
         "Which metric keys do a sweep's runs log, and how much of each?",
         "One row per key with the runs that log it, their live points (one per run and step, "
         "the latest write counting), the step range and whether it holds numbers or strings; "

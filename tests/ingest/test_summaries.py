@@ -2,7 +2,7 @@
 `metric_keys.n_step_numbers`, `metric_steps`, `metric_kl`) and every answer read from them.
 
 Each answer that now comes from a summary — `run_summary`'s steps, KL and reward columns,
-`run_status.done_frac`, every `kl_steps` row (read from `metric_kl`: an append that logs KL
+every key's `last_steps`, `run_status.done_frac`, every `kl_steps` row (read from `metric_kl`: an append that logs KL
 at steps an earlier read logged reads its file again), which runs `kl_health where flagged`
 looks at and how many runs `runstore check` says it checked — is compared with tests/oracle.py's recomputation from the
 source files, on random metric histories (hypothesis) that arrive in several appends with an
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import oracle
@@ -108,6 +108,23 @@ def assert_summaries(store: runstore.Store, root: Path) -> None:
         assert all(_same(steps[at][c], v) or (v is None and steps[at][c] is None)
                    for c, v in row.items()), (at, steps[at], row)
     assert set(store.sql("select run_name from kl_health where flagged")["run_name"]) == flagged
+    assert_last_steps(store, root)
+
+
+def assert_last_steps(store: runstore.Store, root: Path) -> None:
+    """Every key's `last_steps` rows against the oracle's 10 last live numbers of each run."""
+    got: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for r in store.sql("select r.run_name, l.key, l.step, l.value, l.nth_last "
+                       "from last_steps as l join runs as r using (run_id) "
+                       "order by r.run_name, l.key, l.nth_last").to_dicts():
+        points = got.setdefault((r["run_name"], r["key"]), [])
+        points.append((r["step"], r["value"]))
+        assert r["nth_last"] == len(points), r
+    want = oracle.last_steps(root)
+    assert sorted(got) == sorted(want)
+    for at, points in want.items():
+        assert [s for s, _ in got[at]] == [s for s, _ in points], (at, got[at], points)
+        assert all(_same(a, b) for (_, a), (_, b) in zip(got[at], points)), (at, got[at], points)
 
 
 def _metric_keys_facts(store: runstore.Store) -> dict[tuple[str, str, bool], tuple]:
@@ -171,11 +188,13 @@ def test_summaries_answer_what_the_files_say_after_every_append(
     shutil.rmtree(base)
 
 
-# A plain reward history: each step once, rising by a random gap, the reward NaN at some steps
-# and absent at others (the line logs another key): `run_summary` reads a plain run's rewards
-# only from a step its summary puts at or below the 10th-latest reward step.
-PLAIN_LINE = st.tuples(st.integers(1, 6), st.one_of(st.floats(-1, 2, allow_nan=False),
-                                                    st.just(math.nan), st.none()))
+# A plain reward history: each step once, rising by a random gap, the reward NaN or a string
+# at some steps and absent at others (the line logs another key): `last_steps` (and so
+# `run_summary`) reads a plain run's rewards only from a step its summary puts at or below
+# the 10th-last number.
+PLAIN_LINE = st.tuples(st.one_of(st.just(1), st.integers(1, 6)),
+                       st.one_of(st.floats(-1, 2, allow_nan=False), st.just(math.nan),
+                                 st.just("n/a"), st.none()))
 
 
 @pytest.mark.slow
@@ -183,6 +202,10 @@ PLAIN_LINE = st.tuples(st.integers(1, 6), st.one_of(st.floats(-1, 2, allow_nan=F
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(runs=st.lists(st.tuples(st.integers(0, 50), st.lists(PLAIN_LINE, max_size=40),
                                st.integers(0, 40)), min_size=1, max_size=3))
+# Without gaps the 10th-last reward step is exactly `first + n - 10`: a bound one step too
+# high leaves it out; nor do strings at the last steps count among the n.
+@example(runs=[(3, [(1, float(i)) for i in range(12)], 5)])
+@example(runs=[(0, [(1, float(i)) for i in range(12)] + [(1, "n/a")] * 3, 15)])
 def test_a_plain_runs_latest_rewards_are_found_whatever_the_gaps(
         tmp_path_factory: pytest.TempPathFactory, runs: list) -> None:
     base = tmp_path_factory.mktemp("plain")
@@ -210,6 +233,7 @@ def test_a_plain_runs_latest_rewards_are_found_whatever_the_gaps(
         for c in ("best_reward", "last_reward_ma10", "n_steps", "last_step"):
             assert _same(got[name][c], row[c]) or got[name][c] == row[c], (name, c, got[name][c],
                                                                            row[c])
+    assert_last_steps(store, root)
     shutil.rmtree(base)
 
 

@@ -746,8 +746,12 @@ def test_runs_api(demo_store: runstore.Store) -> None:
 
 
 def test_views_api(demo_store: runstore.Store) -> None:
-    names = [v.name for v in demo_store.views()]
-    assert names[:2] == ["run_labels", "metrics"] and "kl_health" in names
+    views = demo_store.views()
+    names = [v.name for v in views]
+    assert {"metrics", "kl_health", "last_steps", "run_summary"} <= set(names)
+    for i, v in enumerate(views):  # in dependency order: what a view reads comes before it
+        assert set(v.depends) & set(names) <= set(names[:i]), (v.name, v.depends)
+    assert names[:2] == ["run_labels", "metrics"]
 
 
 def test_statement_builders_quote_identifiers() -> None:
