@@ -34,7 +34,7 @@ Measures, each ratio trackio / runstore (above 1: runstore is ahead):
    SQLite file (`json_extract` over the metrics column, and per-run lookups of the last steps
    through its `(run_id, step)` index); runstore through `store.sql`-style queries on an open
    store over the generic `metrics` view and over its canned views (`kl_health`,
-   `run_summary`). The best of each side is compared.
+   `last_steps`, `run_summary`). The best of each side is compared.
 
 Prints Markdown tables for docs/benchmarks.md. Run it on a quiet machine.
 """
@@ -170,6 +170,12 @@ where k <= 10 group by run_name
 """
 RS_LAST10_SUMMARY = ("select run_name, last_reward_ma10 as last10 from run_summary "
                      "where last_reward_ma10 is not null")
+RS_LAST10_STEPS = f"""
+select r.run_name, avg(l.value) filter (where not isnan(l.value)) as last10
+from last_steps as l join runs as r using (run_id)
+where l.key = '{REWARD}'
+group by r.run_name
+"""
 RS_BEST = """
 select sweep, arg_max(learning_rate, last10) as learning_rate
 from (select regexp_replace(q.run_name, '/[^/]+/[^/]+$', '') as sweep, r.learning_rate,
@@ -446,13 +452,15 @@ def questions(args: argparse.Namespace, work: Path, env: dict[str, str]) -> None
           "trackio SQL command": lambda: {r[0] for r in tr.command(TR_KL)},
           "trackio raw SQL": lambda: {r[0] for r in tr.raw(TR_KL)}}),
         ("mean reward over each run's last 10 steps",
-         {"runstore `run_summary`": lambda: rs_map(RS_LAST10_SUMMARY),
+         {"runstore `last_steps`": lambda: rs_map(RS_LAST10_STEPS),
+          "runstore `run_summary`": lambda: rs_map(RS_LAST10_SUMMARY),
           "runstore `metrics` view": lambda: rs_map(RS_LAST10)},
          {"trackio API": tr.api_last10,
           "trackio SQL command": lambda: {n: v for n, v in tr.command(TR_LAST10)},
           "trackio raw SQL over its index": tr.index_last10}),
         ("best learning rate per sweep",
-         {"runstore `run_summary`": lambda: rs_map(RS_BEST.format(last10=RS_LAST10_SUMMARY)),
+         {"runstore `last_steps`": lambda: rs_map(RS_BEST.format(last10=RS_LAST10_STEPS)),
+          "runstore `run_summary`": lambda: rs_map(RS_BEST.format(last10=RS_LAST10_SUMMARY)),
           "runstore `metrics` view": lambda: rs_map(RS_BEST.format(last10=RS_LAST10))},
          {"trackio API": lambda: best_per_sweep(tr.api_last10(), tr.configs()),
           "trackio raw SQL over its index": lambda: best_per_sweep(tr.index_last10(),
