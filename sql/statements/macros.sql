@@ -25,9 +25,9 @@ create macro over_threshold(value, op, threshold) as
 -- number or a string: nulls are not stored). The one home of that test: the `metrics` view
 -- merges the (run, key) pairs it fails for, `last_steps` reads only a plain pair's last rows,
 -- `run_summary` reads a plain key's largest value from the summary, and the doctor reads a
--- plain run's rows without the merge. Grouped by
--- run and key it speaks of one key's writes; grouped by run, of all the run's keys. An
--- unknown file (a null `source_id`) is not plain: the merge is always right, only slower.
+-- plain run's rows without the merge. Grouped by run and key it speaks of one key's writes;
+-- grouped by run, of all the run's keys. An unknown file (a null `source_id`) is not plain:
+-- the merge is always right, only slower.
 create macro plain_writes(steps_exact, source_id, n_points, n_numbers, n_strings, n_stepless) as
     coalesce(bool_and(steps_exact and source_id is not null) and min(source_id) = max(source_id)
              and sum(n_numbers + n_strings - n_stepless) = sum(n_points),

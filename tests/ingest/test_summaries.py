@@ -1,15 +1,15 @@
 """The summaries the ingest keeps beside `metrics_raw` (`metric_keys.max_value`,
 `metric_keys.n_step_numbers`, `metric_steps`, `metric_kl`) and every answer read from them.
 
-Each answer that now comes from a summary — `run_summary`'s steps, KL and reward columns,
-every key's `last_steps`, `run_status.done_frac`, every `kl_steps` row (read from `metric_kl`: an append that logs KL
-at steps an earlier read logged reads its file again), which runs `kl_health where flagged`
-looks at and how many runs `runstore check` says it checked — is compared with tests/oracle.py's recomputation from the
-source files, on random metric histories (hypothesis) that arrive in several appends with an
-ingest after each (so the summaries are made of several reads per file), with repeated and
-decreasing steps, step-less rows, strings, NaN, ±Infinity, both KL spellings and `pre_resume`
-copies. A store migrated from before the summaries existed, and one read without migrating
-(the summaries computed at query time), answer the same.
+Each answer that now comes from a summary — `run_summary`'s steps, KL and reward columns, every
+key's `last_steps`, `run_status.done_frac`, every `kl_steps` row (read from `metric_kl`: an
+append that logs KL at steps an earlier read logged reads its file again), which runs `kl_health
+where flagged` looks at and how many runs `runstore check` says it checked — is compared with
+tests/oracle.py's recomputation from the source files, on random metric histories (hypothesis)
+that arrive in several appends with an ingest after each (so the summaries are made of several
+reads per file), with repeated and decreasing steps, step-less rows, strings, NaN, ±Infinity,
+both KL spellings and `pre_resume` copies. A store migrated from before the summaries existed,
+and one read without migrating (the summaries computed at query time), answer the same.
 """
 
 from __future__ import annotations

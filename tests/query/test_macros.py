@@ -3,9 +3,10 @@
 `plain_writes` decides, over rows of the per-key summary `metric_keys`, whether the writes they
 describe need no latest-write rule: one live file (every `source_id` the same, none unknown),
 every read's steps after the ones before (`steps_exact`), and as many stepped writes as steps.
-The `metrics` view, `run_summary` and the doctor all read it; here it is held to a Python
-statement of the same sentence on random groups of summary rows, in a DuckDB connection where
-`macros.create` (what every query connection runs) has made it, grouped as the view groups them.
+The `metrics` view, `last_steps`, `run_summary` and the doctor all read it; here it is held to a
+Python statement of the same sentence on random groups of summary rows, in a DuckDB connection
+where `macros.create` (what every query connection runs) has made it, grouped as the view groups
+them.
 `write_rank`, the latest-write rule, is held to "the write with the largest seq of its (run,
 step, key) is the live one" on random writes.
 """
