@@ -19,8 +19,11 @@ computes from the snapshot's, cast to every column the table's log has then (a c
 migration just added, filled for the old rows, say). What a migration
 does through it can run again on the same store (a migration killed before its snapshot was
 published runs again on the next `migrate`): columns already in a table's log are not added
-twice, and a table the snapshot already has is kept as it is. Applied migrations are never
-edited or renumbered.
+twice, and a table the snapshot already has is kept as it is. A table the run makes (created,
+or filled with no rows) is put on disk when a migration first writes rows to it, else when the
+last migration is done, with the columns it has by then: a new store's tables are one Delta
+commit each, not one per migration (the schema is the same either way). Applied migrations
+are never edited or renumbered.
 """
 
 from __future__ import annotations
@@ -42,24 +45,37 @@ class MigrationContext:
     def __init__(self, writer: Writer):
         self.writer = writer
         self.tables: dict[str, dict[str, Any]] = {}
+        # Tables this run made that hold no row yet, with their columns so far: none is on
+        # disk until a migration writes rows to it or the run ends (`finish`), so a new
+        # store's tables are each created once, with their final columns.
+        self._empty: dict[str, list[tuple[str, str]]] = {}
 
     def create_table(self, name: str, columns: list[tuple[str, str]]) -> None:
-        from deltalake import DeltaTable
-
-        path = self.writer.root / "tables" / name
         known = self.writer.manifest.tables.get(name) if self.writer.manifest else None
         if known is not None:
             # The snapshot has the table already (a schema_version set back by hand, then
             # repaired): keep it as it is rather than fail on it, or lose its files.
             self.tables[name] = known
             return
+        self._empty[name] = list(columns)
+        self.tables[name] = {"version": None, "files": []}
+
+    def _create(self, name: str) -> None:
+        """Create table `name` of `_empty` on disk, with its columns so far."""
+        from deltalake import DeltaTable
         import pyarrow as pa
 
-        schema = pa.schema([(c, arrow_type(t)) for c, t in columns])
+        path = self.writer.root / "tables" / name
+        schema = pa.schema([(c, arrow_type(t)) for c, t in self._empty.pop(name)])
         dt = DeltaTable.create(str(path), schema=schema, mode="error",
                                storage_options=path.storage_options())
         self.tables[name] = {"version": dt.version(), "files": []}
         pause_point("migrate")
+
+    def finish(self) -> None:
+        """Create on disk every table the run made that no migration wrote rows to."""
+        for name in list(self._empty):
+            self._create(name)
 
     def table_files(self, name: str) -> list[str]:
         """The live Parquet files of table `name` in the snapshot being migrated, as the
@@ -106,6 +122,9 @@ class MigrationContext:
             return
         schema = pa.schema([(c, arrow_type(t)) for c, t in columns])
         data = rows(self).cast(schema)
+        if data.num_rows == 0:  # created with the rest (`finish`)
+            self.create_table(name, columns)
+            return
         path = self.writer.root / "tables" / name
         write_deltalake(str(path), data, mode="overwrite", schema_mode="overwrite",
                         storage_options=path.storage_options())
@@ -122,6 +141,14 @@ class MigrationContext:
 
         from .layout import writer_properties
 
+        if name in self._empty:
+            data = rows(self)
+            extra = sorted(set(data.column_names) - {c for c, _ in self._empty[name]})
+            if extra:
+                raise ValueError(f"rows for table {name} have columns it lacks: {extra}")
+            if data.num_rows == 0:
+                return  # no row before, none after
+            self._create(name)
         before = self.tables.get(name) or (self.writer.manifest.tables.get(name)
                                            if self.writer.manifest else None)
         path = self.writer.root / "tables" / name
@@ -146,6 +173,10 @@ class MigrationContext:
     def add_columns(self, name: str, columns: list[tuple[str, str]]) -> None:
         from deltalake import Field
 
+        if name in self._empty:
+            have = {c for c, _ in self._empty[name]}
+            self._empty[name] += [(c, t) for c, t in columns if c not in have]
+            return
         before = self.tables.get(name) or (self.writer.manifest.tables.get(name)
                                            if self.writer.manifest else None)
         dt = delta_table(self.writer.root / "tables" / name)
@@ -174,6 +205,8 @@ def apply(writer: Writer) -> list[Migration]:
         with writing(writer.root, f"tables (migration {mig.name})"):
             mig.load()(ctx)
         applied.append({"name": mig.name, "applied_at": utcnow().isoformat(), "doc": mig.doc})
+    with writing(writer.root, "tables (migrations)"):
+        ctx.finish()
     tables = {**base.tables, **ctx.tables}
     m = Manifest(seq=base.seq + 1, tables=tables, ledger=base.ledger,
                  schema_version=todo[-1].number, migrations=applied,

@@ -190,6 +190,28 @@ def test_v1_store_upgrades_through_a_later_migration(v1: Path, later_migrations:
     assert store.migrate() == []  # applied once
 
 
+def test_a_new_store_has_the_tables_an_upgraded_one_has(v1: Path, tmp_path: Path) -> None:
+    """A new store's tables are each made in one Delta commit with the columns they end with
+    (storage/migrate.py); the fixture upgraded from schema version 1 reaches its tables by
+    adding columns commit by commit. Both give every table the same Delta schema."""
+    from deltalake import DeltaTable
+
+    from runstore.storage import migrate
+    from runstore.storage.location import location
+    from runstore.storage.writer import writer
+
+    runstore.open(v1).migrate()
+    with writer(location(tmp_path / "new")) as w:  # what a first ingest does first
+        assert migrate.apply(w) == versions.pending(0)
+    tables = sorted(p.name for p in (v1 / "tables").iterdir())
+    assert tables == sorted(p.name for p in (tmp_path / "new" / "tables").iterdir())
+    for name in tables:
+        new = DeltaTable(str(tmp_path / "new" / "tables" / name))
+        old = DeltaTable(str(v1 / "tables" / name))
+        assert new.schema() == old.schema(), name
+        assert new.version() == 0 and new.file_uris() == [], name
+
+
 def test_newer_store_is_refused_untouched(v1: Path, small_tree: Path) -> None:
     paths = manifest_paths(v1)
     newest = paths[-1][1]
