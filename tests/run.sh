@@ -6,6 +6,11 @@ cd "$(dirname "$0")/.."
 
 python3 -m pip install --disable-pip-version-check -q -e '.[test]'
 
+# An editable install leaves runstore's modules uncompiled, and where PYTHONDONTWRITEBYTECODE
+# is set no process writes their bytecode: every `runstore` process the tests start would
+# compile them all again. Compile them once, as a regular install does.
+python3 -m compileall -q runstore
+
 # Headless Chromium for the real-browser tests of the HTML report (tests/present/test_charts.py)
 # and of `runstore ui` (tests/ui/test_ui_browser.py, driven by Playwright from the test extra,
 # pointed at this Chromium: Playwright's own browser download does not work offline).
