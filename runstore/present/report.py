@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from ..errors import QueryError
 from ..numbers import nonfinite_name
 from ..query.rows import Rows, from_relation
+from ..query.session import AT_ONCE
 from ..query.statements import named
 from . import charts
 from .scope import ids, no_data_error, scope_text
@@ -165,7 +166,11 @@ FILTER_JS = """
 
 
 def build(store: "Reader", runs: Scope = None, *, top_spans: int = TOP_SPANS) -> str:
-    """The report as one HTML document (see the module docstring)."""
+    """The report as one HTML document (see the module docstring). Its sections' statements
+    run `AT_ONCE` at a time (query/session.py), each on its own cursor; a chart starts once
+    the table that sizes its line budget is in."""
+    from concurrent.futures import ThreadPoolExecutor
+
     e = html.escape
     params = {"runs": ids(store, runs)}
     scope = scope_text(runs)
@@ -173,23 +178,24 @@ def build(store: "Reader", runs: Scope = None, *, top_spans: int = TOP_SPANS) ->
     def rows(name: str, values: dict[str, Any]) -> "Rows | pa.Table":
         return store.fetch(named(name), values, convert=from_relation)
 
-    summary = rows("report.summary", params)
-    if summary.num_rows == 0:
-        raise no_data_error(store, runs, "")
-    kl = rows("report.kl", params)
-    spans = rows("report.spans", {**params, "top": top_spans})
-    checkpoints = rows("report.checkpoints", params)
+    with ThreadPoolExecutor(max_workers=AT_ONCE) as pool:
+        tables = {name: pool.submit(rows, f"report.{name}", values) for name, values in (
+            ("summary", params), ("kl", params), ("spans", {**params, "top": top_spans}),
+            ("checkpoints", params))}
+        summary = tables["summary"].result()
+        if summary.num_rows == 0:
+            raise no_data_error(store, runs, "")
+        n_runs = summary.num_rows
+        reward_chart = pool.submit(_chart, lambda: charts.reward_chart(
+            store, runs=runs, max_points=_line_budget(2 * n_runs)), "chart-rewards")
+        kl = tables["kl"].result()
+        kl_chart = pool.submit(_chart, lambda: charts.kl_chart(
+            store, runs=runs, max_points=_line_budget(2 * max(1, kl.num_rows))), "chart-kl")
+        spans, checkpoints = tables["spans"].result(), tables["checkpoints"].result()
+        kl_html, reward_html = kl_chart.result(), reward_chart.result()
     threshold = store.settings().get("kl_threshold")
-    n_runs = summary.num_rows
     flagged = [r["run_label"] for r in kl.select(["run_label", "flagged"]).to_pylist()
                if r["flagged"]]
-
-    kl_chart = _chart(lambda: charts.kl_chart(store, runs=runs,
-                                             max_points=_line_budget(2 * max(1, kl.num_rows))),
-                      "chart-kl")
-    reward_chart = _chart(lambda: charts.reward_chart(store, runs=runs,
-                                                      max_points=_line_budget(2 * n_runs)),
-                          "chart-rewards")
 
     meta = [("store", str(store.path)),
             ("runs", f"{n_runs}" + (f" matching {scope}" if scope else " (all)")),
@@ -205,8 +211,8 @@ def build(store: "Reader", runs: Scope = None, *, top_spans: int = TOP_SPANS) ->
         ("kl", "KL health", table_html(kl, [
             "run_label", "flagged", "steps_over", "first_step_over", "last_step_over",
             "longest_streak_over", "max_kl_v1", "max_kl_v2", "last_kl_v1", "last_kl_v2",
-            "nan_steps"], flag="flagged", empty="no run logs KL") + kl_chart),
-        ("rewards", "Reward trends", reward_chart),
+            "nan_steps"], flag="flagged", empty="no run logs KL") + kl_html),
+        ("rewards", "Reward trends", reward_html),
         ("spans", f"Slowest spans (top {top_spans} per run by total time)", table_html(spans, [
             "run_label", "rank", "name", "calls", "total_s", "mean_s", "p50_s", "p95_s", "max_s",
             "share", "wall_s", "wall_share"], empty="no run has timing spans")),

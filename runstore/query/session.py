@@ -50,6 +50,11 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+# How many statements a command runs at once where it has several (the doctor's findings, the
+# report's sections): each on its own cursor, DuckDB plans and runs them in parallel and lets
+# go of Python meanwhile. This machine has 2 cores.
+AT_ONCE = 2
+
 
 class Session:
     """Read-only queries over one store, one cursor each (see the module docstring)."""

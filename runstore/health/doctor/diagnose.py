@@ -13,16 +13,16 @@ run name and catalogue order); and, per finding, the runs it could not judge and
 that logs no entropy is not judged for `entropy_collapse`: no finding invents data). Nothing
 is written.
 
-How it runs: each finding's `finding` statement, as it is in its file, `WORKERS` at a time (each
-on its own cursor, so DuckDB plans and runs two at once). A statement reads live metrics
-through the `metrics` view; here that name is a CTE before the statement's own,
-`doctor.live_metrics` (sql/statements/doctor.sql): the view's rows of the keys the statement
-reads (the keys it compares `key` with, and those its `keys` statement lists), as a filtered
-scan of the live files (the view's rule as a group for the few runs whose files log a step
-twice, `doctor.unplain_runs`), which costs a fraction of the view's window. The trend findings
-take the rows their `runstore check` trend rule fires (health.trends: `fire` over the same
-live values for drop and rise, one statement for both, `evaluate` for stale) as bound lists;
-the other findings run meanwhile.
+How it runs: each finding's `finding` statement, as it is in its file, `AT_ONCE` at a time
+(query/session.py; each on its own cursor, so DuckDB plans and runs them at once). A statement
+reads live metrics through the `metrics` view; here that name is a CTE before the statement's
+own, `doctor.live_metrics` (sql/statements/doctor.sql): the view's rows of the keys the
+statement reads (the keys it compares `key` with, and those its `keys` statement lists), as a
+filtered scan of the live files (the view's rule as a group for the few runs whose files log a
+step twice, `doctor.unplain_runs`), which costs a fraction of the view's window. The trend
+findings take the rows their `runstore check` trend rule fires (health.trends: `fire` over the
+same live values for drop and rise, one statement for both, `evaluate` for stale) as bound
+lists; the other findings run meanwhile.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from ...printable import printable
 from ...query.rows import records
+from ...query.session import AT_ONCE
 from ...resources import statement
 from ...storage import schema
 from .catalogue import CATALOGUE, SEVERITIES, Finding, finding as find
@@ -49,8 +50,6 @@ if TYPE_CHECKING:
     from ...query.reader import Reader
     from ...query.rows import Rows
 
-# How many findings' statements run at once (each on its own cursor); the machine has 2 cores.
-WORKERS = 2
 ROW_COLUMNS = ("run_id", "run_name", "finding", "severity", "first_step", "last_step",
                "evidence", "to_try", "statement", "facts")
 SHOWN_COLUMNS = ROW_COLUMNS[1:-1]  # what the command prints: no run_id, no facts
@@ -245,7 +244,7 @@ def _evaluate(store: "Reader", findings: list[Finding], cfg: DoctorConfig,
               scope: list[str] | None, now: datetime | None
               ) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
     """Every finding's statement over the store: every (finding, run) row, and the keys each
-    pattern finding's `keys` statement listed. The statements run `WORKERS` at a time (each
+    pattern finding's `keys` statement listed. The statements run `AT_ONCE` at a time (each
     on its own cursor: DuckDB plans and runs them in parallel); the trend findings' after
     their rules' rows, which are worked out meanwhile."""
     from concurrent.futures import ThreadPoolExecutor
@@ -271,7 +270,7 @@ def _evaluate(store: "Reader", findings: list[Finding], cfg: DoctorConfig,
 
     plain = [f for f in findings if f.trend is None]
     trended = [f for f in findings if f.trend is not None]
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+    with ThreadPoolExecutor(max_workers=AT_ONCE) as pool:
         trend_rows = pool.submit(_trends, store, trended, cfg, live, unplain, scope, now)
         futures = [pool.submit(run, f, {}) for f in plain]
         trend_params = trend_rows.result()
