@@ -141,12 +141,10 @@ class MigrationContext:
 
         from .layout import writer_properties
 
+        data = rows(self)
         if name in self._empty:
-            data = rows(self)
-            extra = sorted(set(data.column_names) - {c for c, _ in self._empty[name]})
-            if extra:
-                raise ValueError(f"rows for table {name} have columns it lacks: {extra}")
             if data.num_rows == 0:
+                _within(name, data, [c for c, _ in self._empty[name]])
                 return  # no row before, none after
             self._create(name)
         before = self.tables.get(name) or (self.writer.manifest.tables.get(name)
@@ -154,10 +152,7 @@ class MigrationContext:
         path = self.writer.root / "tables" / name
         dt = delta_table(path)  # the overwrite below moves it to the version it commits
         target = pa.schema(dt.schema().to_arrow())
-        data = rows(self)
-        extra = sorted(set(data.column_names) - set(target.names))
-        if extra:
-            raise ValueError(f"rows for table {name} have columns it lacks: {extra}")
+        _within(name, data, target.names)
         for f in target:  # a column no stored file has yet: nulls, as queries read it
             if f.name not in data.column_names:
                 data = data.append_column(f, pa.nulls(data.num_rows, f.type))
@@ -188,6 +183,13 @@ class MigrationContext:
             dt.alter.add_columns(todo)  # moves `dt` to the version it commits
         pause_point("migrate")
         self.tables[name] = integrity.entry(self.writer.root, dt, before)
+
+
+def _within(name: str, data: Any, columns: list[str]) -> None:
+    """A ValueError when the rows `data` for table `name` have a column it lacks."""
+    extra = sorted(set(data.column_names) - set(columns))
+    if extra:
+        raise ValueError(f"rows for table {name} have columns it lacks: {extra}")
 
 
 def apply(writer: Writer) -> list[Migration]:
