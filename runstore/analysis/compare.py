@@ -52,18 +52,24 @@ Charts page marks a step with it when x is wall time.
 Errors: a metric no run in the store logs is `UnknownKey` (naming the closest keys); a GLOB
 that matches no run a `QueryError` (and so is an axis none of the runs logs); a bad
 `smooth`, `x`, `bucket` or group key a `UsageError`. Runs in scope that do not log the metric make no rows (an empty frame when none
-does). Speed: one query for the runs, one for the config keys grouped by (if any), one for
-the values; the rest is polars over the values (~0.1 s for 100 runs x 2000 steps).
+does). The bands are one statement, `query.statements.bands` (the one definition of n, mean,
+std, min and max, and of how mean and std stay finite): on the step axis without smoothing it
+reads the store's values itself, and `compare_rows` (what `runstore compare` prints) imports
+neither polars nor pyarrow; smoothing and the other axes place each run's points with polars
+first, and the statement reads them in the private DuckDB (`query.macros.private_cursor`).
+One query for the runs, one for the config keys grouped by (if any), and one for the values
+and their bands (two with smoothing or another axis: the values, then the bands).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar
 
 from ..errors import QueryError, UsageError
 from ..query.result import frame
+from ..query.statements.bands import SMOOTH_STATS, STATS, compare_query, group_stats_query
 from ..query.statements.frames import metric_values_query
-from .groups import GroupBy, groups
+from .groups import GroupBy, group_rows, groups
 from .runs import Scope
 from .smooth import check_weight, ema
 
@@ -71,11 +77,12 @@ if TYPE_CHECKING:
     import polars as pl
 
     from ..query.reader import Reader
+    from ..query.rows import Rows
+
+T = TypeVar("T")
 
 X = Literal["step", "time", "tokens", "cost"]
 TIME_KEY = "time/total"
-STATS = ("n", "n_nan", "n_inf", "mean", "std", "min", "max")
-SMOOTH_STATS = ("smooth_n", "smooth_mean", "smooth_std", "smooth_min", "smooth_max")
 X_COLUMNS = {"step": "step", "time": "time_s", "tokens": "tokens", "cost": "cost_usd"}
 # The keys whose live values at a step place it on each axis but `step` (their sum, for
 # tokens: sampled + trained).
@@ -97,8 +104,28 @@ def compare(store: "Reader", metric: str, *, runs: Scope = None, group_by: Group
         >>> df.filter(df["step"] == 0)["n"].to_list()
         [2, 2, 1]
     """
-    import polars as pl
+    from ..query.result import polars_frame, to_polars
 
+    return _answer(store, metric, runs, group_by, smooth, x, bucket, to_polars, polars_frame)
+
+
+def compare_rows(store: "Reader", metric: str, *, runs: Scope = None,
+                 group_by: GroupBy = None, smooth: float | None = None, x: X = "step",
+                 bucket: float | None = None) -> "Rows":
+    """The rows of `compare` as plain Python rows (`query.rows.Rows`): what `runstore
+    compare` prints. Without smoothing, on the step axis, neither polars nor pyarrow is
+    imported: the statement computes the answer from the store's values."""
+    from ..query.rows import from_relation
+
+    return _answer(store, metric, runs, group_by, smooth, x, bucket, from_relation,
+                   from_relation)
+
+
+def _answer(store: "Reader", metric: str, runs: Scope, group_by: GroupBy,
+            smooth: float | None, x: X, bucket: float | None,
+            convert: Callable[[Any], T], local: Callable[[Any], T]) -> T:
+    """`compare`'s answer, read by `convert` (a store's result) or `local` (a DuckDB
+    relation over the points placed in Python)."""
     if not isinstance(metric, str) or not metric:
         raise UsageError(f"give one metric key, e.g. 'env/all/reward/total', got {metric!r}")
     if x not in X_COLUMNS:
@@ -113,37 +140,84 @@ def compare(store: "Reader", metric: str, *, runs: Scope = None, group_by: Group
                          "those axes")
     xcol = X_COLUMNS[x]
     reserved = [xcol, *STATS, *(SMOOTH_STATS if weight is not None else ())]
-    members = groups(store, runs=runs, group_by=group_by, reserved=reserved)
-    key_columns = [c for c in members.columns
-                   if c not in ("run_id", "run_name", "run_label", "group")]
-    # Integer codes for runs (`_run`, their position in `members`) and groups (`_g`, in the
-    # order `groups` gives): sorting and grouping on them is several times faster than on
-    # the names.
-    labels = members.select("group", *key_columns).unique("group", maintain_order=True)
-    labels = labels.with_row_index("_g")
-    run_group = members.join(labels.select("group", "_g"), on="group", maintain_order="left")
-    axis = AXIS_KEYS.get(x, ())
-    values = _values(store, [metric, *(k for k in axis if k != metric)],
-                     members["run_id"].to_list(), run_group["_g"].to_list())
-    points = values.filter(pl.col("key") == metric).drop("key")
-    if points.height == 0:
+    members = group_rows(store, runs=runs, group_by=group_by, reserved=reserved)
+    key_columns = list(zip(members.column_names[4:], members.numeric[4:]))
+    # Integer codes for groups (`_g`, in the order `groups` gives), bound with each code's
+    # label and key values: the statement groups on the codes and names the groups last.
+    codes: dict[str, int] = {}
+    keys_of: list[tuple[Any, ...]] = []
+    run_codes = []
+    for row in members.data:
+        if row[3] not in codes:
+            codes[row[3]] = len(codes)
+            keys_of.append(row[4:])
+        run_codes.append(codes[row[3]])
+    ids = [row[0] for row in members.data]
+    params: dict[str, Any] = {"labels": list(codes)}
+    params.update({f"key{i}": [k[i] for k in keys_of] for i in range(len(key_columns))})
+    if not ids:
+        _require(store, metric)  # no run in the store logs it (there is no run)
+    if weight is None and x == "step":
+        # The store's live values as they are: one statement, no polars.
+        params.update(k0=metric, ids=ids, codes=run_codes)
+        sql = compare_query(f"({metric_values_query(1)})", xcol, key_columns)
+        out = store.fetch(sql, params, convert=convert)
+    else:
+        points = _points(store, metric, ids, run_codes, weight, x, bucket)
+        sql = compare_query("points", xcol, key_columns, smoothed=weight is not None)
+        out = _over(points, sql, params, local)
+    if _height(out) == 0:
         _require(store, metric)
-    points = _in_step_order(points)
+    return out
+
+
+def _height(table: Any) -> int:
+    """How many rows `table` (a polars frame, `Rows` or an Arrow table) holds."""
+    return table.height if hasattr(table, "height") else table.num_rows
+
+
+def _points(store: "Reader", metric: str, ids: list[str], run_codes: list[int],
+            weight: float | None, x: X, bucket: float | None) -> "pl.DataFrame":
+    """`_g`, the x column, `value` [, `smoothed`]: each run's points of `metric`, smoothed
+    per run (`weight`) and placed on axis `x` (see the module)."""
+    import polars as pl
+
+    xcol = X_COLUMNS[x]
+    axis = AXIS_KEYS.get(x, ())
+    values = _values(store, [metric, *(k for k in axis if k != metric)], ids, run_codes)
+    points = _in_step_order(values.filter(pl.col("key") == metric).drop("key"))
     if weight is not None:
         points = points.with_columns(ema("value", weight).over("_run").alias("smoothed"))
     if x == "time":
         points = _on_time_axis(points, values.filter(pl.col("key") == TIME_KEY), bucket)
     elif x != "step":
         points = _on_spend_axis(points, values.filter(pl.col("key").is_in(axis)), x, bucket)
-    else:
-        points = points.rename({"step": xcol})
-    out = (group_stats(points, ["_g", xcol], smoothed=weight is not None)
-           .join(labels, on="_g").sort(["_g", xcol]))
-    counts = [pl.col(c).cast(pl.Int64) for c in ("n", "n_nan", "n_inf")]
-    if weight is not None:
-        counts.append(pl.col("smooth_n").cast(pl.Int64))
-    columns = ["group", *key_columns, xcol, *STATS, *(SMOOTH_STATS if weight is not None else ())]
-    return out.with_columns(counts).select(columns)
+    return points.select("_g", xcol, "value", *(["smoothed"] if weight is not None else []))
+
+
+class _Stream:
+    """A polars frame as DuckDB reads it through the Arrow C stream, without pyarrow (DuckDB
+    converts a polars frame itself through pyarrow)."""
+
+    def __init__(self, frame: "pl.DataFrame"):
+        self.frame = frame
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        return self.frame.__arrow_c_stream__(requested_schema)
+
+
+def _over(points: "pl.DataFrame", sql: str, params: dict[str, Any],
+          convert: Callable[[Any], T]) -> T:
+    """`convert` of statement `sql` over `points` (as the relation `points`), in the private
+    DuckDB (`query.macros.private_cursor`)."""
+    from ..query.macros import private_cursor
+
+    cur = private_cursor()
+    try:
+        cur.from_arrow(_Stream(points)).create_view("points")
+        return convert(cur.sql(sql, params=params))
+    finally:
+        cur.close()
 
 
 def _in_step_order(points: "pl.DataFrame") -> "pl.DataFrame":
@@ -161,57 +235,12 @@ def _in_step_order(points: "pl.DataFrame") -> "pl.DataFrame":
 
 def group_stats(points: "pl.DataFrame", keys: list[str], *, smoothed: bool) -> "pl.DataFrame":
     """Per group of `keys`: n, n_nan, n_inf, mean, std, min, max of `value` (and the smooth_
-    ones of `smoothed`), the finite values only.
+    ones of `smoothed`), the finite values only: the statement
+    `query.statements.bands.group_stats_query` (the one definition of a band; see it for how
+    mean and std stay finite) over `points`."""
+    from ..query.result import polars_frame
 
-    Mean and std never overflow or underflow where their exact values do not: each group's
-    finite values are scaled by 2^-e, e the exponent of the group's largest magnitude (held
-    within ±1000, so the factor is a normal double and multiplying by it is exact), summed and
-    squared at that scale, and scaled back. 1.5e308 and 1.7e308 average to 1.6e308 (their sum
-    would be Infinity), and values near 1e-200 keep their spread (their squares would be 0);
-    tests/analysis/test_overflow.py holds both to exact rational arithmetic. When no finite value's
-    magnitude lies outside [2^-500, 2^500] (zeros aside) no sum or square can leave the
-    doubles and e is 0 for every group: scaling by a power of two commutes exactly with the
-    sums and squares, so the result is the same to the bit, without the per-group window
-    that finds e (bench/bench_overflow.py measures both).
-    """
-    import polars as pl
-
-    columns = [("value", "")] + ([("smoothed", "smooth_")] if smoothed else [])
-    scaled = []
-    for column, prefix in columns:
-        finite = pl.when(pl.col(column).is_finite()).then(pl.col(column))
-        exponent = (finite.abs().max().log(2).ceil().clip(-1000, 1000).over(keys)
-                    if _extreme(points, column) else pl.lit(0.0))
-        scaled += [exponent.alias(f"_{prefix}e"),
-                   (finite * pl.lit(2.0).pow(-exponent)).alias(f"_{prefix}scaled")]
-    v = pl.col("value")
-    finite = pl.when(v.is_finite()).then(v)
-    aggs = [v.is_finite().sum().alias("n"), v.is_nan().sum().alias("n_nan"),
-            v.is_infinite().sum().alias("n_inf"), finite.min().alias("min"),
-            finite.max().alias("max")]
-    if smoothed:
-        s = pl.col("smoothed")
-        fs = pl.when(s.is_finite()).then(s)
-        aggs += [fs.is_not_null().sum().alias("smooth_n"), fs.min().alias("smooth_min"),
-                 fs.max().alias("smooth_max")]
-    for _, prefix in columns:
-        aggs += [pl.col(f"_{prefix}scaled").mean().alias(f"{prefix}mean"),
-                 pl.col(f"_{prefix}scaled").std(ddof=1).alias(f"{prefix}std"),
-                 pl.col(f"_{prefix}e").first()]
-    back = [(pl.col(f"{prefix}{stat}") * pl.lit(2.0).pow(pl.col(f"_{prefix}e"))).alias(
-        f"{prefix}{stat}") for _, prefix in columns for stat in ("mean", "std")]
-    return (points.with_columns(scaled).group_by(keys).agg(aggs).with_columns(back)
-            .drop([f"_{prefix}e" for _, prefix in columns]))
-
-
-def _extreme(points: "pl.DataFrame", column: str) -> bool:
-    """Whether a finite nonzero value of `column` has a magnitude outside [2^-500, 2^500]."""
-    import polars as pl
-
-    c = pl.col(column)
-    size = pl.when(c.is_finite() & (c != 0)).then(c.abs())
-    lo, hi = points.select(size.min(), size.max().alias("hi")).row(0)
-    return lo is not None and (lo < 2.0 ** -500 or hi > 2.0 ** 500)
+    return _over(points, group_stats_query("points", keys, smoothed), {}, polars_frame)
 
 
 def _values(store: "Reader", keys: list[str], run_ids: list[str],

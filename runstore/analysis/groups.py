@@ -2,8 +2,9 @@
 
 Contract: `groups(store, runs=None, group_by=None)` returns one row per run in scope:
 `run_id, run_name, run_label, group` and, when grouping by keys, one column per key (named
-by it). Ordered by the group columns' values (numbers as numbers, a missing value last), then
-`group`, then `run_label`. Runs are told apart by `run_id` throughout; two runs that share a
+by it). Ordered by the group columns' values (numbers as numbers, NaN after them, a missing
+value last), then `group`, then `run_label`. `group_rows` is the same as plain Python rows
+(`query.rows.Rows`, no polars): the one definition, which `groups` types as a frame. Runs are told apart by `run_id` throughout; two runs that share a
 name are two groups, never one.
 
 * `group_by=None`: every run is its own group, labelled by its `run_label` (its `run_name`,
@@ -44,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Sequence, Union
 
 from ..errors import UsageError
 from ..ingest.normalize.config import split_key
-from ..query.result import frame
+from ..query.rows import records
 from ..query.statements.frames import config_rows_query
 from .runs import Scope, scope_ids, scoped_runs
 
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from ..query.reader import Reader
+    from ..query.rows import Rows
 
 RUN_COLUMNS = ("model_name", "learning_rate", "kind")
 SEED_LIKE_NAMES = ("log_path", "log_dir", "wandb_name", "run_name", "session_name")
@@ -118,69 +120,105 @@ def format_value(v: Any) -> str:
 
 def groups(store: "Reader", *, runs: Scope = None, group_by: GroupBy = None,
            reserved: Sequence[str] = ()) -> "pl.DataFrame":
-    """One row per run in scope with its group (see the module). `reserved` names columns
-    the caller adds, which a group key may not be named."""
+    """One row per run in scope with its group (see the module), as a polars DataFrame:
+    `group_rows`'s rows, typed (a group key's column Float64 when it holds numbers, else
+    String). `reserved` names columns the caller adds, which a group key may not be named."""
     import polars as pl
+
+    rows = group_rows(store, runs=runs, group_by=group_by, reserved=reserved)
+    schema = {c: pl.Float64 if numeric else pl.String
+              for c, numeric in zip(rows.column_names, rows.numeric)}
+    return pl.DataFrame(rows.data, schema=schema, orient="row")
+
+
+def group_rows(store: "Reader", *, runs: Scope = None, group_by: GroupBy = None,
+               reserved: Sequence[str] = ()) -> "Rows":
+    """The rows of `groups` as plain Python rows (`query.rows.Rows`): `run_id, run_name,
+    run_label, group` and the group keys, each key column `numeric` when it holds numbers
+    (else text). The one definition of the groups; `compare` reads them so, without polars."""
+    from ..query.rows import Rows
 
     keys = group_keys(group_by)
     scoped = scoped_runs(store, runs)
-    base = scoped.select("run_id", "run_name", "run_label")
+    base = [row[:3] for row in scoped.data]  # run_id, run_name, run_label
+    names = ["run_id", "run_name", "run_label", "group"]
     if keys is None:
-        return base.with_columns(group=pl.col("run_label"))
+        return Rows(names, [False] * 4, [(*b, b[2]) for b in base])
     if keys == [AUTO]:
-        return _auto(store, runs, base)
+        return Rows(names, [False] * 4, _auto(store, runs, base))
     clash = [k for k in keys if k in ("run_id", "run_name", "run_label", "group", *reserved)]
     if clash:
         raise UsageError(f"cannot group by {clash[0]!r}: the result has a column of that name")
-    columns = _key_columns(store, runs, scoped, keys)
-    df = base.join(columns, on="run_id", how="left", maintain_order="left")
-    label = pl.concat_str(
-        [pl.lit(f"{k}=") + pl.col(k).map_elements(format_value, return_dtype=pl.Utf8,
-                                                   skip_nulls=False)
-         for k in keys], separator=", ")
-    df = df.with_columns(group=label).select("run_id", "run_name", "run_label", "group", *keys)
-    return df.sort([*keys, "group", "run_label", "run_id"], nulls_last=True)
+    columns, numeric = _key_columns(store, runs, scoped, keys)
+    data = []
+    for b, values in zip(base, columns):
+        label = ", ".join(f"{k}={format_value(v)}" for k, v in zip(keys, values))
+        data.append((*b, label, *values))
+
+    def order(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        # By each key's value (numbers as numbers, NaN after them, a missing value last),
+        # then group, run_label and run_id.
+        return (*(_sort_key(v) for v in row[4:]), row[3], row[2], row[0])
+
+    return Rows([*names, *keys], [False] * 4 + numeric, sorted(data, key=order))
 
 
-def _config_rows(store: "Reader", runs: Scope, keys: Sequence[str] | None) -> "pl.DataFrame":
+def _sort_key(value: Any) -> tuple[Any, ...]:
+    """`value` (a number or text, or None) in the order groups sort: numbers by value, NaN
+    after every number, a missing value last."""
+    if value is None:
+        return (2, 0)
+    if isinstance(value, float) and math.isnan(value):
+        return (1, 0)
+    return (0, value)
+
+
+def _config_rows(store: "Reader", runs: Scope,
+                 keys: Sequence[str] | None) -> list[dict[str, Any]]:
     """run_id, key, value (JSON text), value_num, value_str of config leaves in scope."""
     sql, params = config_rows_query(scope_ids(store, runs), keys=keys is not None)
     if keys is not None:
         params["keys"] = list(keys)
-    return frame(store, sql, params)
+    return records(store, sql, params)
 
 
-def _key_columns(store: "Reader", runs: Scope, scoped: "pl.DataFrame",
-                 keys: list[str]) -> "pl.DataFrame":
-    """run_id and one typed column per key (see the module)."""
-    import polars as pl
-
-    out = scoped.select("run_id", *[k for k in keys if k in RUN_COLUMNS])
+def _key_columns(store: "Reader", runs: Scope, scoped: "Rows",
+                 keys: list[str]) -> tuple[list[tuple[Any, ...]], list[bool]]:
+    """Per run of `scoped`, in its order, its value of each key (see the module), and
+    whether each key's column holds numbers."""
+    at = {name: i for i, name in enumerate(scoped.column_names)}
     wanted = [k for k in keys if k not in RUN_COLUMNS]
-    if not wanted:
-        return out
-    rows = _config_rows(store, runs, wanted)
+    rows = _config_rows(store, runs, wanted) if wanted else []
+    found: dict[str, dict[str, Any]] = {}
+    numeric: dict[str, bool] = {}
     for key in wanted:
-        part = rows.filter(pl.col("key") == key)
-        if part.height == 0:
+        part = [r for r in rows if r["key"] == key]
+        if not part:
             _require_config_key(store, key)
-        is_number = pl.col("value_num").is_not_null() & ~pl.col("value").is_in(["true", "false"])
-        if part.height and part.select(is_number.all()).item():
-            col = part.select("run_id", pl.col("value_num").alias(key))
-        elif part.height and part.select(pl.col("value_str").is_not_null().all()).item():
-            col = part.select("run_id", pl.col("value_str").alias(key))
+        if part and all(r["value_num"] is not None and r["value"] not in ("true", "false")
+                        for r in part):
+            found[key] = {r["run_id"]: r["value_num"] for r in part}
+            numeric[key] = True
+        elif part and all(r["value_str"] is not None for r in part):
+            found[key] = {r["run_id"]: r["value_str"] for r in part}
+            numeric[key] = False
         else:  # JSON text, a number written one way (format_value) so equal ones group
-            shown = [format_value(float(c[1])) if c[0] == "n" else c[1]
-                     for c in map(comparable, part["value"], part["value_num"])]
-            col = part.select("run_id").with_columns(pl.Series(key, shown, dtype=pl.Utf8))
-        out = out.join(col, on="run_id", how="left", maintain_order="left")
-    return out
+            shown = {}
+            for r in part:
+                kind, v = comparable(r["value"], r["value_num"])
+                shown[r["run_id"]] = format_value(float(v)) if kind == "n" else v
+            found[key], numeric[key] = shown, False
+    for key in keys:
+        if key in RUN_COLUMNS:
+            numeric[key] = scoped.numeric[at[key]]
+    columns = [tuple(row[at[k]] if k in RUN_COLUMNS else found[k].get(row[0]) for k in keys)
+               for row in scoped.data]
+    return columns, [numeric[k] for k in keys]
 
 
 def _require_config_key(store: "Reader", key: str) -> None:
     """`UsageError` when no run in the store has config key `key`, naming the closest."""
-    known = [r["key"] for r in store.arrow(
-        "select distinct key from config order by key").to_pylist()]
+    known = [r["key"] for r in records(store, "select distinct key from config order by key")]
     if key in known:
         return  # some run outside the scope has it: here every run lacks it
     close = difflib.get_close_matches(key, [*RUN_COLUMNS, *known], n=3, cutoff=0.6)
@@ -190,13 +228,12 @@ def _require_config_key(store: "Reader", key: str) -> None:
                      "`runstore diff RUN RUN --all` lists a run's keys)")
 
 
-def _auto(store: "Reader", runs: Scope, base: "pl.DataFrame") -> "pl.DataFrame":
-    """Groups of runs whose configs differ only in seed-like keys."""
-    import polars as pl
-
-    rows = _config_rows(store, runs, None)
-    norm: dict[str, dict[str, Any]] = {r: {} for r in base["run_id"].to_list()}
-    for r in rows.iter_rows(named=True):
+def _auto(store: "Reader", runs: Scope,
+          base: list[tuple[str, str, str]]) -> list[tuple[str, str, str, str]]:
+    """`run_id, run_name, run_label, group` of each run of `base`: groups of runs whose
+    configs differ only in seed-like keys, by group, then run_label and run_id."""
+    norm: dict[str, dict[str, Any]] = {b[0]: {} for b in base}
+    for r in _config_rows(store, runs, None):
         if is_seed_like(r["key"]):
             continue
         norm[r["run_id"]][r["key"]] = comparable(r["value"], r["value_num"])
@@ -211,9 +248,8 @@ def _auto(store: "Reader", runs: Scope, base: "pl.DataFrame") -> "pl.DataFrame":
         return ", ".join(f"{k}={_shown(values.get(k))}" for k in naming)
 
     names = {sig: label(sig) for sig in distinct}
-    df = base.with_columns(group=pl.Series([names[signatures[r]] for r in base["run_id"]],
-                                           dtype=pl.Utf8))
-    return df.sort(["group", "run_label", "run_id"])
+    rows = [(*b, names[signatures[b[0]]]) for b in base]
+    return sorted(rows, key=lambda r: (r[3], r[2], r[0]))
 
 
 def _naming_keys(configs: list[dict[str, Any]]) -> list[str]:

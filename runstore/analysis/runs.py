@@ -27,8 +27,8 @@ Contract:
   union of what each pattern matches (tiers 1-5: several runs allowed). `scope_ids(store,
   scope)` is that set as a sorted list of run_ids (None for every run) and raises
   `QueryError` when a pattern matches no run (a typo must not look like "no data");
-  `scoped_runs(store, scope)` is the runs themselves (`RUN_COLUMNS`) by label (statement
-  `frames.scoped_runs_query`: fixed text, no sqlglot).
+  `scoped_runs(store, scope)` is the runs themselves (`RUN_COLUMNS`) by label, as plain rows
+  (statement `frames.scoped_runs_query`: fixed text, no sqlglot).
   A scope is always a set of run_ids: nothing downstream filters or groups by name.
 """
 
@@ -38,14 +38,12 @@ import os
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence, Union
 
 from ..errors import QueryError
-from ..query.result import frame
 from ..query.rows import from_relation
 from ..query.statements.frames import scoped_runs_query
 
 if TYPE_CHECKING:
-    import polars as pl
-
     from ..query.reader import Reader
+    from ..query.rows import Rows
 
 Scope = Union[str, Sequence[str], None]
 RUN_COLUMNS = ("run_id", "run_name", "run_label", "kind", "model_name", "learning_rate")
@@ -154,10 +152,11 @@ def scope_ids(store: "Reader", scope: Scope, *, option: str = "--runs") -> list[
     return sorted(ids)
 
 
-def scoped_runs(store: "Reader", scope: Scope) -> "pl.DataFrame":
-    """The runs in scope (`RUN_COLUMNS`), by `run_label`; `QueryError` for a pattern that
-    matches no run."""
-    return frame(store, *scoped_runs_query(RUN_COLUMNS, scope_ids(store, scope)))
+def scoped_runs(store: "Reader", scope: Scope) -> "Rows":
+    """The runs in scope (`RUN_COLUMNS`), by `run_label`, as plain rows (`query.rows.Rows`);
+    `QueryError` for a pattern that matches no run."""
+    sql, params = scoped_runs_query(RUN_COLUMNS, scope_ids(store, scope))
+    return store.fetch(sql, params, convert=from_relation)  # type: ignore[return-value]
 
 
 # Every run a pattern matches in some tier, with the tiers it matches in.

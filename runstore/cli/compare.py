@@ -141,11 +141,11 @@ def compare(ctx: click.Context, metric: str, runs: str | None, group_by: str | N
         runstore compare optim/entropy --x time -F json
         runstore compare env/all/reward/total --runs 'gsm8k_tool_rl/*' --x cost --bucket 0.05
     """
-    from ..present.render import from_polars
-
     store = open_store(ctx)
-    df = store.compare(metric, runs=runs, group_by=_group_by(group_by), smooth=smooth, x=x,
-                       bucket=bucket)
+    asked = dict(runs=runs, group_by=_group_by(group_by), smooth=smooth, x=x, bucket=bucket)
+    table = (store.compare(metric, **asked).to_arrow() if to_parquet(fmt, output)
+             else store.compare_rows(metric, **asked))
     # The group keys sit between `group` and the x column: they tell the groups apart.
-    keys = df.columns[1:df.columns.index(store.compare_axes()[x])]
-    emit(df.to_arrow() if to_parquet(fmt, output) else from_polars(df), fmt, output, whole=keys)
+    columns = list(table.column_names)
+    keys = columns[1:columns.index(store.compare_axes()[x])]
+    emit(table, fmt, output, whole=keys)

@@ -11,7 +11,9 @@ threshold)` evaluates the macro of that name over values Python holds (a chart's
 list, a numpy array, an Arrow array), in a private in-memory DuckDB with external access off
 that reads only them, and returns one bool per value (a numpy array), so Python code never
 restates the rule; it costs one small DuckDB query (tests/query/test_kl_steps.py holds it to the
-views).
+views). `private_cursor()` is a new cursor on that DuckDB (every macro created), for any other
+statement Python runs over values it holds (`compare`'s bands over the points it placed);
+the caller registers what it reads and closes it.
 """
 
 from __future__ import annotations
@@ -82,21 +84,28 @@ def expand(tree: Any) -> Any:
     return tree.transform(replace)
 
 
-def over_threshold(values: Any, op: str, threshold: float) -> Any:
-    """Whether each of `values` is over `threshold` by `op`: the macro (see the module)."""
+def private_cursor() -> Any:
+    """A new cursor on the private in-memory DuckDB (external access off, every macro
+    created), made on first use; the caller closes it."""
     import duckdb
-    import numpy as np
-    import pyarrow as pa
 
     global _con
-    column = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else \
-        pa.array(np.asarray(values, dtype=float), pa.float64())
     with _lock:
         if _con is None:
             con = duckdb.connect(":memory:", config={"enable_external_access": False})
             create(con)
             _con = con
-        cur = _con.cursor()
+        return _con.cursor()
+
+
+def over_threshold(values: Any, op: str, threshold: float) -> Any:
+    """Whether each of `values` is over `threshold` by `op`: the macro (see the module)."""
+    import numpy as np
+    import pyarrow as pa
+
+    column = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else \
+        pa.array(np.asarray(values, dtype=float), pa.float64())
+    cur = private_cursor()
     try:
         cur.register("over_values", pa.table({"value": column}))
         out = cur.execute("select over_threshold(value, $op, $threshold) as over "

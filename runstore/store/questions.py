@@ -319,3 +319,22 @@ class Questions(StoreBase):
 
         return compare(self, metric, runs=runs, group_by=group_by, smooth=smooth, x=x,  # type: ignore[arg-type]
                        bucket=bucket)
+
+    def compare_rows(self, metric: str, *, runs: "str | Sequence[str] | None" = None,
+                     group_by: "str | Sequence[str] | None" = None,
+                     smooth: float | None = None, x: str = "step",
+                     bucket: float | None = None) -> Any:
+        """`compare`'s rows as plain Python rows (`query.rows.Rows`, as `rows` gives): what
+        `runstore compare` prints, read without polars or pyarrow when it neither smooths
+        nor leaves the step axis.
+
+        Example:
+            >>> rows = store.compare_rows("env/all/reward/total", runs="gsm8k_tool_rl/*",
+            ...                           group_by="learning_rate")
+            >>> [r[:4] for r in rows.data if r[2] == 0]
+            [('learning_rate=0.0001', 0.0001, 0, 2), ('learning_rate=0.0003', 0.0003, 0, 2), ('learning_rate=0.001', 0.001, 0, 1)]
+        """
+        from ..analysis.compare import compare_rows
+
+        return compare_rows(self, metric, runs=runs, group_by=group_by, smooth=smooth,  # type: ignore[arg-type]
+                            x=x, bucket=bucket)

@@ -351,6 +351,9 @@ def test_random_trees_match_the_oracle(tmp_path_factory: pytest.TempPathFactory,
     group_of = {n: config_value(r, "learning_rate") for n, r in runs.items()}
     xcol = "step" if x == "step" else "time_s"
     assert_matches(df, ao.curves(runs, REWARD, group_of, w=w, x=x), "learning_rate", xcol)
+    # What `runstore compare` prints: the same rows, read without polars on the step axis.
+    rows = compare_mod.compare_rows(store, REWARD, group_by="learning_rate", smooth=w, x=x)  # type: ignore[arg-type]
+    assert rows.column_names == df.columns and rows.data == df.rows()
     # The runs differ only in seed and log_path besides the learning rate: auto finds the same
     # groups, with the same labels (or `all runs` for a single learning rate).
     auto = compare_mod.compare(store, REWARD, group_by="auto", smooth=w, x=x)  # type: ignore[arg-type]

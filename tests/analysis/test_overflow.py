@@ -93,6 +93,38 @@ def test_the_example_of_the_issue() -> None:
         pytest.approx(math.sqrt(2) * 1e-200, rel=1e-12)  # its square underflows
 
 
+# Values around where a band changes the scale it sums at (a group's largest magnitude past
+# 2^500 or below 2^-500), where a scaled value turns subnormal (2^-422 beside a value past
+# 2^500), and the subnormals themselves; with NaN and ±Infinity, which are counted, not summed.
+EDGES = st.builds(lambda m, e, sign: sign * math.ldexp(m, e), st.floats(0.5, 1.0),
+                  st.sampled_from([501, 500, 499, 422, 421, 1, 0, -421, -422, -499, -500, -501,
+                                   -1021, -1030, -1060, 1024 - 1]),
+                  st.sampled_from([1.0, -1.0]))
+
+
+@given(st.lists(st.lists(st.one_of(EDGES, st.sampled_from([math.nan, math.inf, -math.inf])),
+                         min_size=1, max_size=6), min_size=1, max_size=4))
+@settings(max_examples=300, deadline=None)
+def test_mean_and_std_are_exact_at_the_scale_boundaries(groups: list[list[float]]) -> None:
+    frame = pl.DataFrame({"_g": [g for g, xs in enumerate(groups) for _ in xs],
+                          "value": [x for xs in groups for x in xs]})
+    out = {r["_g"]: r for r in compare_mod.group_stats(frame, ["_g"], smoothed=False)
+           .iter_rows(named=True)}
+    for g, xs in enumerate(groups):
+        row, finite = out[g], [x for x in xs if math.isfinite(x)]
+        assert (row["n"], row["n_nan"], row["n_inf"]) == (
+            len(finite), sum(map(math.isnan, xs)), sum(map(math.isinf, xs)))
+        if not finite:
+            assert row["mean"] is None and row["std"] is None and row["min"] is None
+            continue
+        scale = max(abs(x) for x in finite)
+        assert near(row["mean"], as_double(exact_mean(finite)), scale), (xs, row["mean"])
+        if len(finite) == 1:
+            assert row["std"] is None
+        else:
+            assert near(row["std"], as_double(exact_std(finite)), scale), (xs, row["std"])
+
+
 def exact_ema(xs: list[float], w: float) -> list[float]:
     wf, out, seen = Fraction(w), [], []
     for x in xs:

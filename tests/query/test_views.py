@@ -761,12 +761,13 @@ def test_statement_builders_quote_identifiers() -> None:
 
 
 def test_docstring_examples(demo_store: runstore.Store) -> None:
+    import runstore.query.statements.bands
     import runstore.query.statements.frames
     import runstore.store
     from runstore.store import base, checks, doctor, pictures, questions, writing
 
     for module in (runstore.store, base, writing, questions, checks, doctor, pictures,
-                   runstore.query.statements.frames):
+                   runstore.query.statements.frames, runstore.query.statements.bands):
         result = doctest.testmod(module, extraglobs={"store": demo_store},
                                  optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         assert result.failed == 0 and result.attempted > 0, module.__name__

@@ -8,9 +8,9 @@ user gives is ever pasted into SQL text. Statements whose text never changes liv
 comment saying what it answers; `named("trace.slices")` is the text of statement `slices` of
 `trace.sql` (read once per process; a name it lacks is a `KeyError`; the reading is
 `resources.statement`, which the ingest uses too). Statements whose shape
-depends on the request are built as sqlglot trees: `frames.py` (`Store.runs`,
-`Store.metrics`, the key lookups) and `check.py` (`runstore check`, from
-`sql/statements/check.sql`). The views in `sql/*.sql` are not statements (`views.py`).
+depends on the request are built as sqlglot trees or joined from fixed pieces of text:
+`frames.py` (`Store.runs`, `Store.metrics`, the key lookups), `bands.py` (`compare`'s bands)
+and `check.py` (`runstore check`, from `sql/statements/check.sql`). The views in `sql/*.sql` are not statements (`views.py`).
 """
 
 from __future__ import annotations
