@@ -28,7 +28,7 @@ live as (
            write_rank(m.run_id, m.step, m.key, m.seq) as rn
     from metrics_raw as m
     join tails as t on t.run_id = m.run_id and t.key = m.key
-    where m.step is not null and not coalesce(m.pre_resume, false)
+    where live_write(m.step, m.pre_resume)
       and (m.step >= t.tail_from or not t.plain)
 )
 select run_id, key, step, value, nth_last

@@ -31,8 +31,7 @@ with merged as (
 live as (
     select run_id, step, key, value, value_str, seq
     from metrics_raw
-    -- coalesce: Parquet files written before the column existed read it as null.
-    where step is not null and not coalesce(pre_resume, false)
+    where live_write(step, pre_resume)
       and (run_id, key) not in (select run_id, key from merged)
     union all
     select run_id, step, key, value, value_str, seq
@@ -40,7 +39,7 @@ live as (
         select run_id, step, key, value, value_str, seq,
                write_rank(run_id, step, key, seq) as rn
         from metrics_raw
-        where step is not null and not coalesce(pre_resume, false)
+        where live_write(step, pre_resume)
           and (run_id, key) in (select run_id, key from merged)
     ) as ranked
     where rn = 1

@@ -44,7 +44,7 @@ recounted as (
     select run_id, count(*) as n_steps, max(step) as last_step
     from (select distinct run_id, step
           from metrics_raw
-          where step is not null and not coalesce(pre_resume, false)
+          where live_write(step, pre_resume)
             and run_id in (select run_id from counted where not exact))
     group by run_id
 ),
@@ -116,8 +116,7 @@ best as (
     select run_id, max(value) filter (where not isnan(value)) as best_reward
     from (select run_id, value, write_rank(run_id, step, key, seq) as rn
           from metrics_raw
-          where key = 'env/all/reward/total' and step is not null
-            and not coalesce(pre_resume, false)
+          where key = 'env/all/reward/total' and live_write(step, pre_resume)
             and run_id in (select run_id from key_facts
                            where key = 'env/all/reward/total' and not plain)) as ranked
     where rn = 1

@@ -165,8 +165,8 @@ order by part, run_name, rule_idx
 select distinct k.rule_idx, m.run_id
 from metrics_raw as m
 join rule_kl_keys as k on k.key = m.key
-where list_contains($kl_keys, m.key) and m.step is not null and m.value is not null
-  and not coalesce(m.pre_resume, false)
+where list_contains($kl_keys, m.key) and live_write(m.step, m.pre_resume)
+  and m.value is not null
 
 -- name: kl_over_floor
 -- The runs with a stored KL write at or above `$kl_floor`, from the per-key summary the

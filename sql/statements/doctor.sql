@@ -18,26 +18,23 @@ having not plain_writes(steps_exact, source_id, n_points, n_numbers, n_strings, 
 -- name: live_metrics
 -- The `metrics` view's rows for the keys in `$live_keys`: for every run but those in
 -- `$live_unplain`
--- (statement `unplain_runs`), its live file's rows with a step, which are those rows already
--- (one write per step and key) and cost a filtered scan instead of the view's window; for the
--- runs in `$unplain`, the view's rule as a group (the write with the largest `seq` of each
--- run, step and key), as `run_summary` reads rewards. (The doctor names this relation
--- `metrics` for its findings, so it cannot read the view itself.) tests/health/test_doctor.py holds
--- it equal to the view.
+-- (statement `unplain_runs`), its live file's rows with a step (`live_write`), which are
+-- those rows already (one write per step and key) and cost a filtered scan instead of the
+-- view's window; for the runs in `$live_unplain`, the view's rule (`write_rank`), as
+-- `run_summary` reads rewards. (The doctor names this relation `metrics` for its findings, so it cannot
+-- read the view itself.) tests/health/test_doctor.py holds it equal to the view.
 select run_id, step, key, value, value_str, seq
 from metrics_raw
-where list_contains($live_keys, key) and step is not null
-  and not coalesce(pre_resume, false)
+where list_contains($live_keys, key) and live_write(step, pre_resume)
   and not list_contains($live_unplain, run_id)
 union all
-select run_id, step, key, latest.value, latest.value_str, latest.seq
-from (select run_id, step, key,
-             arg_max({'value': value, 'value_str': value_str, 'seq': seq}, seq) as latest
+select run_id, step, key, value, value_str, seq
+from (select run_id, step, key, value, value_str, seq,
+             write_rank(run_id, step, key, seq) as rn
       from metrics_raw
-      where list_contains($live_keys, key) and step is not null
-        and not coalesce(pre_resume, false)
-        and list_contains($live_unplain, run_id)
-      group by run_id, step, key)
+      where list_contains($live_keys, key) and live_write(step, pre_resume)
+        and list_contains($live_unplain, run_id)) as ranked
+where rn = 1
 
 -- name: series
 -- The live numeric values of metric families for the trend rules: `$spellings` lists every

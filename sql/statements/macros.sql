@@ -33,6 +33,16 @@ create macro plain_writes(steps_exact, source_id, n_points, n_numbers, n_strings
              and sum(n_numbers + n_strings - n_stepless) = sum(n_points),
              false)
 
+-- name: live_write
+-- Whether a `metrics_raw` row can be a live point: it was logged at a step, in the run's live
+-- `metrics.jsonl` (not a `metrics.jsonl.pre_resume_*` copy a resume set aside; a null
+-- `pre_resume`, from a Parquet file written before the column existed, is the live file).
+-- Step-less summary rows are no point. Of such rows, the live one of each (run, step, key) is
+-- the latest write (`write_rank`). The `metrics` view, `last_steps`, `run_summary`, the
+-- doctor's live rows and `runstore check` read rows with it.
+create macro live_write(step, pre_resume) as
+    step is not null and not coalesce(pre_resume, false)
+
 -- name: write_rank
 -- The latest-write rule: among the writes of one (run, step, key), 1 for the one written last
 -- (the largest `seq`: its line in metrics.jsonl), the live one; the others are superseded

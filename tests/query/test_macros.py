@@ -1,4 +1,5 @@
-"""The macros `plain_writes` and `write_rank` (sql/statements/macros.sql) against their words.
+"""The macros `plain_writes`, `live_write` and `write_rank` (sql/statements/macros.sql) against
+their words.
 
 `plain_writes` decides, over rows of the per-key summary `metric_keys`, whether the writes they
 describe need no latest-write rule: one live file (every `source_id` the same, none unknown),
@@ -7,8 +8,9 @@ The `metrics` view, `last_steps`, `run_summary` and the doctor all read it; here
 Python statement of the same sentence on random groups of summary rows, in a DuckDB connection
 where `macros.create` (what every query connection runs) has made it, grouped as the view groups
 them.
-`write_rank`, the latest-write rule, is held to "the write with the largest seq of its (run,
-step, key) is the live one" on random writes.
+`live_write` is held to "logged at a step, in the live file (a null `pre_resume` is the live
+file)" on every combination. `write_rank`, the latest-write rule, is held to "the write with the
+largest seq of its (run, step, key) is the live one" on random writes.
 """
 
 from __future__ import annotations
@@ -79,3 +81,12 @@ def test_write_rank_keeps_the_last_write_of_each_step(writes: list[tuple[str, in
     for run, step, key, seq in rows:
         last[(run, step, key)] = max(seq, last.get((run, step, key), -1))
     assert sorted(got) == sorted((*at, seq) for at, seq in last.items())
+
+
+def test_live_write_is_a_step_in_the_live_file() -> None:
+    cases = [(step, pre) for step in (None, 0, 7) for pre in (None, False, True)]
+    got = CON.execute("select live_write(s, p) from (select unnest($s) as s, unnest($p) as p, "
+                      "generate_subscripts($s, 1) as i) order by i",
+                      {"s": [c[0] for c in cases], "p": [c[1] for c in cases]}).fetchall()
+    assert [g for (g,) in got] == [step is not None and pre is not True for step, pre in cases]
+
