@@ -8,12 +8,14 @@ rewards, seeded), best of N, each way:
 1. smoothing per run: `analysis.smooth.ema` (scaled when values pass 2^1022, held within
    the run's largest magnitude) against polars' plain `ewm_mean` over the finite values (what `ema`
    was before);
-2. the per-(group, step) statistics: `analysis.compare.group_stats` (mean and std on values
-   scaled by a power of two, the scale a window over the group) against plain polars
-   aggregations (what they were before).
+2. the per-(group, step) statistics: `analysis.compare.group_stats` (the band statement,
+   `query.statements.bands`, run by DuckDB over the polars points: mean and std summed at a
+   scale chosen by the group's largest magnitude) against plain polars aggregations (what
+   they were before overflow was guarded).
 
 Both ways compute the same numbers on ordinary values (checked first); the table shows what
-the safety costs in the polars part of a `compare` (the queries around it are unchanged).
+the safety costs a smoothed `compare`, whose points polars places (the queries around it are
+unchanged).
 """
 
 from __future__ import annotations
