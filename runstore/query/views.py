@@ -8,7 +8,9 @@ the rest is the SELECT; `view_columns(name)` is one view's documented columns, f
 header alone. What a view reads comes from DuckDB's own parser
 (`guard.references`), on a private connection that is confined and holds nothing; a cycle
 of views is an error. Statements the library builds from `sql/statements/*.sql` are not
-views and are not listed here.
+views and are not listed here. `syntax_tree(sql)` is DuckDB's parse tree of any one statement
+(`json_serialize_sql`, as a dict), from that same connection: what the doctor reads the keys
+a finding compares with from, without sqlglot.
 """
 
 from __future__ import annotations
@@ -77,17 +79,38 @@ def view_columns(name: str) -> tuple[tuple[str, str], ...]:
 
 
 _parsers: list[Any] = []
+_PARSER_LOCK = threading.Lock()
 
 
 def _parser() -> Any:
     """A DuckDB connection that only parses (confined and holding nothing), made once."""
-    if not _parsers:
-        import duckdb
+    with _PARSER_LOCK:
+        if not _parsers:
+            import duckdb
 
-        con = duckdb.connect(":memory:")
-        sandbox.confine(con, [])
-        _parsers.append(con)
-    return _parsers[0]
+            con = duckdb.connect(":memory:")
+            sandbox.confine(con, [])
+            _parsers.append(con)
+        return _parsers[0]
+
+
+def syntax_tree(sql: str) -> dict[str, Any]:
+    """DuckDB's parse tree of the one statement `sql` (`json_serialize_sql`), on a cursor of
+    the parsing connection (any thread may ask); a statement DuckDB cannot parse is a
+    `QueryError`."""
+    import json
+
+    from ..errors import QueryError
+
+    cur = _parser().cursor()
+    try:
+        [(tree,)] = cur.execute("select json_serialize_sql($q)", {"q": sql}).fetchall()
+    finally:
+        cur.close()
+    out = json.loads(tree)
+    if out.get("error"):
+        raise QueryError(f"DuckDB cannot parse this statement: {out.get('error_message')}")
+    return out
 
 
 # Parsed views by file, and the ordered list by directory: the files ship with the package

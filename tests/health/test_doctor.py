@@ -419,3 +419,71 @@ def test_steps_at_the_ends_of_int64_are_judged_like_any(tmp_path: Path) -> None:
     for name in NAMES:
         if name != "crashed":  # (file times: test_problems_match_the_oracle holds it)
             check_against_oracle(store, root, name, result=result)
+
+
+# ---------------------------------------------------------------------------------------------
+# The keys a finding compares with, read from DuckDB's parse tree
+
+
+def keys_by_sqlglot(sql: str) -> frozenset[str]:
+    """The reference: the same question asked of sqlglot's tree (how the doctor read it
+    before; sqlglot is a test dependency here, not the doctor's)."""
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(sql, read="duckdb")
+    keys: set[str] = set()
+    for node in tree.find_all(exp.In):
+        if isinstance(node.this, exp.Column) and node.this.name == "key":
+            keys |= {e.this for e in node.expressions if isinstance(e, exp.Literal) and e.is_string}
+    for node in tree.find_all(exp.EQ):
+        for a, b in ((node.this, node.expression), (node.expression, node.this)):
+            if isinstance(a, exp.Column) and a.name == "key" and isinstance(b, exp.Literal) \
+                    and b.is_string:
+                keys.add(b.this)
+    return frozenset(keys)
+
+
+KEY_TEXT = st.text(alphabet="ab/'_. %", min_size=1, max_size=8)
+
+
+def quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+@st.composite
+def predicates(draw: st.DrawFn) -> str:
+    column = draw(st.sampled_from(["key", "m.key", "other", "keys", "k.key"]))
+    values = draw(st.lists(KEY_TEXT, min_size=1, max_size=3))
+    form = draw(st.sampled_from(["eq", "eq_flipped", "in", "not_in", "param", "like", "number"]))
+    if form == "eq":
+        return f"{column} = {quoted(values[0])}"
+    if form == "eq_flipped":
+        return f"{quoted(values[0])} = {column}"
+    if form in ("in", "not_in"):
+        return f"{column} {'not ' if form == 'not_in' else ''}in ({', '.join(map(quoted, values))})"
+    if form == "param":
+        return f"{column} = $p"
+    if form == "like":
+        return f"{column} like {quoted(values[0])}"
+    return f"{column} = 3"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(predicates(), min_size=1, max_size=5), st.sampled_from(["plain", "cte", "sub"]))
+def test_literal_keys_are_those_sqlglot_reads(preds: list[str], shape: str) -> None:
+    from runstore.health.doctor.diagnose import literal_keys
+
+    where = " and ".join(preds[:2]) + "".join(f" or ({p})" for p in preds[2:])
+    sql = {"plain": f"select * from metrics as m where {where}",
+           "cte": f"with t as (select * from metrics as m where {where}) select * from t",
+           "sub": f"select * from runs where run_id in (select run_id from metrics as m "
+                  f"where {where})"}[shape]
+    assert literal_keys(sql) == keys_by_sqlglot(sql), sql
+
+
+def test_literal_keys_of_every_finding_are_those_sqlglot_reads() -> None:
+    from runstore.health.doctor.diagnose import literal_keys
+
+    for f in CATALOGUE:
+        assert literal_keys(f.sql) == keys_by_sqlglot(f.sql), f.name

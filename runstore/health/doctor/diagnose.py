@@ -222,21 +222,46 @@ def _has(table: str, column: str | None) -> bool:
 
 @lru_cache(maxsize=None)
 def literal_keys(sql: str) -> frozenset[str]:
-    """The metric keys a statement compares a `key` column with (`key = 'x'`, `key in (...)`)."""
-    import sqlglot
-    from sqlglot import exp
+    """The metric keys a statement compares a `key` column with (`key = 'x'`, `'x' = key`,
+    `key in (...)`, `key not in (...)`; `m.key` too), read from DuckDB's own parse tree
+    (`query.views.syntax_tree`): no sqlglot, whose import and parse of every finding cost the
+    doctor more than the rest of its start."""
+    from ...query.views import syntax_tree
 
-    tree = sqlglot.parse_one(sql, read="duckdb")
     keys: set[str] = set()
-    for node in tree.find_all(exp.In):
-        if isinstance(node.this, exp.Column) and node.this.name == "key":
-            keys |= {e.this for e in node.expressions
-                     if isinstance(e, exp.Literal) and e.is_string}
-    for node in tree.find_all(exp.EQ):
-        for a, b in ((node.this, node.expression), (node.expression, node.this)):
-            if isinstance(a, exp.Column) and a.name == "key" and isinstance(b, exp.Literal) \
-                    and b.is_string:
-                keys.add(b.this)
+
+    def is_key(node: Any) -> bool:
+        return isinstance(node, dict) and node.get("class") == "COLUMN_REF" and \
+            (node.get("column_names") or [None])[-1] == "key"
+
+    def text(node: Any) -> str | None:
+        literal = node.get("literal") if isinstance(node, dict) and \
+            node.get("class") == "CONSTANT" else None
+        return literal.get("text") if isinstance(literal, dict) and \
+            literal.get("kind") == "STRING" else None
+
+    def visit(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                visit(item)
+            return
+        if not isinstance(node, dict):
+            return
+        kind = node.get("type")
+        if kind == "COMPARE_EQUAL":
+            for a, b in ((node.get("left"), node.get("right")),
+                         (node.get("right"), node.get("left"))):
+                if is_key(a) and text(b) is not None:
+                    keys.add(text(b))  # type: ignore[arg-type]
+        elif kind in ("COMPARE_IN", "COMPARE_NOT_IN"):
+            children = node.get("children") or []
+            if children and is_key(children[0]):
+                keys.update(t for t in map(text, children[1:]) if t is not None)
+        for value in node.values():
+            if isinstance(value, (dict, list)):
+                visit(value)
+
+    visit(syntax_tree(sql))
     return frozenset(keys)
 
 
