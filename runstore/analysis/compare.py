@@ -209,12 +209,14 @@ class _Stream:
 def _over(points: "pl.DataFrame", sql: str, params: dict[str, Any],
           convert: Callable[[Any], T]) -> T:
     """`convert` of statement `sql` over `points` (as the relation `points`), in the private
-    DuckDB (`query.macros.private_cursor`)."""
+    DuckDB (`query.macros.private_cursor`). The name is registered on this call's own cursor,
+    where no other call sees it (a view would be the database's: two threads comparing at
+    once would read each other's points)."""
     from ..query.macros import private_cursor
 
     cur = private_cursor()
     try:
-        cur.from_arrow(_Stream(points)).create_view("points")
+        cur.register("points", _Stream(points))
         return convert(cur.sql(sql, params=params))
     finally:
         cur.close()

@@ -394,3 +394,31 @@ def test_numbers_group_by_value_beside_other_types(tmp_path: Path) -> None:
         for r in groups_mod.groups(store, group_by=group_by).iter_rows(named=True):
             got.setdefault(r["group"], set()).add(r["run_name"])
         assert sorted(map(sorted, got.values())) == sorted(map(sorted, want.values())), group_by
+
+
+def test_threads_comparing_at_once_each_get_their_own_bands(
+        demo_store: tuple[Path, runstore.Store]) -> None:
+    """Bands over points Python placed run in one private DuckDB that every thread shares
+    (the web UI and the MCP server answer requests at once): each call reads its own points,
+    never another's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = demo_store[1]
+
+    def own(i: int) -> list[float]:
+        frame = pl.DataFrame({"_g": [0] * 50, "value": [float(i)] * 50})
+        return [compare_mod.group_stats(frame, ["_g"], smoothed=False)["mean"][0]
+                for _ in range(20)]
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        got = list(pool.map(own, range(6)))
+    assert got == [[float(i)] * 20 for i in range(6)]
+
+    asked = [(m, w) for m in (REWARD, KL) for w in (0.3, 0.9)]
+    alone = {a: compare_mod.compare(store, a[0], group_by="learning_rate", smooth=a[1])
+             for a in asked}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        together = list(pool.map(lambda a: compare_mod.compare(
+            store, a[0], group_by="learning_rate", smooth=a[1]), asked * 3))
+    for a, df in zip(asked * 3, together):
+        assert df.equals(alone[a]), a
