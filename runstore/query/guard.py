@@ -26,7 +26,8 @@ Contract:
   parameters, forbidden functions) and what nests too deeply for sqlglot.
 * `identifier(name)` quotes any metric name (`env/all/reward/total`) as a SQL identifier.
 * `references(con, sql)` names the tables and views a statement reads, by DuckDB's parser;
-  `references_each(con, sqls)` those of several, parsed in one call.
+  `references_each(con, sqls)` those of several, parsed in one call. `serialized(con, sql)`
+  is DuckDB's parse tree of one statement as JSON text (None when it cannot serialize it).
 * `syntax_message(e, text)` is how every parse error shows: sqlglot's line and column, a
   short reason, the offending line with carets; `quiet_sqlglot()` silences sqlglot's own
   warnings while the guard parses.
@@ -220,7 +221,7 @@ def _guard(query: str, con: Any) -> Checked:
     if kind != "SELECT":
         word = _first_word(statements[0].query)
         raise refuse(word if word in NON_QUERY_KEYWORDS else kind)
-    tree = _serialized(con, query)
+    tree = serialized(con, query)
     if tree is None:
         return Checked(tuple(_guard_sqlglot(query)), None)
     found = _offence(tree)
@@ -274,7 +275,7 @@ def _first_word(statement: str) -> str:
     return ""
 
 
-def _serialized(con: Any, query: str) -> str | None:
+def serialized(con: Any, query: str) -> str | None:
     """DuckDB's parse tree of `query` as JSON text, None when it cannot serialize it."""
     [(text,)] = con.execute("select json_serialize_sql($q)", {"q": query}).fetchall()
     return None if text.startswith('{"error":true') else text

@@ -104,13 +104,12 @@ def syntax_tree(sql: str) -> dict[str, Any]:
 
     cur = _parser().cursor()
     try:
-        [(tree,)] = cur.execute("select json_serialize_sql($q)", {"q": sql}).fetchall()
+        tree = guard.serialized(cur, sql)
     finally:
         cur.close()
-    out = json.loads(tree)
-    if out.get("error"):
-        raise QueryError(f"DuckDB cannot parse this statement: {out.get('error_message')}")
-    return out
+    if tree is None:
+        raise QueryError(f"DuckDB cannot parse this statement: {sql[:80]}")
+    return json.loads(tree)
 
 
 # Parsed views by file, and the ordered list by directory: the files ship with the package

@@ -253,7 +253,7 @@ def literal_keys(sql: str) -> frozenset[str]:
                          (node.get("right"), node.get("left"))):
                 if is_key(a) and text(b) is not None:
                     keys.add(text(b))  # type: ignore[arg-type]
-        elif kind in ("COMPARE_IN", "COMPARE_NOT_IN"):
+        elif kind == "COMPARE_IN":  # NOT IN is a NOT around one, reached below
             children = node.get("children") or []
             if children and is_key(children[0]):
                 keys.update(t for t in map(text, children[1:]) if t is not None)
