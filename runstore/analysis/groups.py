@@ -139,17 +139,18 @@ def group_rows(store: "Reader", *, runs: Scope = None, group_by: GroupBy = None,
     from ..query.rows import Rows
 
     keys = group_keys(group_by)
-    scoped = scoped_runs(store, runs)
+    ids = scope_ids(store, runs)  # resolved once: the runs and their configs read it
+    scoped = scoped_runs(store, ids)
     base = [row[:3] for row in scoped.data]  # run_id, run_name, run_label
     names = ["run_id", "run_name", "run_label", "group"]
     if keys is None:
         return Rows(names, [False] * 4, [(*b, b[2]) for b in base])
     if keys == [AUTO]:
-        return Rows(names, [False] * 4, _auto(store, runs, base))
+        return Rows(names, [False] * 4, _auto(store, ids, base))
     clash = [k for k in keys if k in ("run_id", "run_name", "run_label", "group", *reserved)]
     if clash:
         raise UsageError(f"cannot group by {clash[0]!r}: the result has a column of that name")
-    columns, numeric = _key_columns(store, runs, scoped, keys)
+    columns, numeric = _key_columns(store, ids, scoped, keys)
     data = []
     for b, values in zip(base, columns):
         label = ", ".join(f"{k}={format_value(v)}" for k, v in zip(keys, values))
@@ -173,22 +174,23 @@ def _sort_key(value: Any) -> tuple[Any, ...]:
     return (0, value)
 
 
-def _config_rows(store: "Reader", runs: Scope,
+def _config_rows(store: "Reader", ids: list[str] | None,
                  keys: Sequence[str] | None) -> list[dict[str, Any]]:
-    """run_id, key, value (JSON text), value_num, value_str of config leaves in scope."""
-    sql, params = config_rows_query(scope_ids(store, runs), keys=keys is not None)
+    """run_id, key, value (JSON text), value_num, value_str of the config leaves of the runs
+    `ids` (None: every run)."""
+    sql, params = config_rows_query(ids, keys=keys is not None)
     if keys is not None:
         params["keys"] = list(keys)
     return records(store, sql, params)
 
 
-def _key_columns(store: "Reader", runs: Scope, scoped: "Rows",
+def _key_columns(store: "Reader", ids: list[str] | None, scoped: "Rows",
                  keys: list[str]) -> tuple[list[tuple[Any, ...]], list[bool]]:
     """Per run of `scoped`, in its order, its value of each key (see the module), and
     whether each key's column holds numbers."""
     at = {name: i for i, name in enumerate(scoped.column_names)}
     wanted = [k for k in keys if k not in RUN_COLUMNS]
-    rows = _config_rows(store, runs, wanted) if wanted else []
+    rows = _config_rows(store, ids, wanted) if wanted else []
     found: dict[str, dict[str, Any]] = {}
     numeric: dict[str, bool] = {}
     for key in wanted:
@@ -228,12 +230,12 @@ def _require_config_key(store: "Reader", key: str) -> None:
                      "`runstore diff RUN RUN --all` lists a run's keys)")
 
 
-def _auto(store: "Reader", runs: Scope,
+def _auto(store: "Reader", ids: list[str] | None,
           base: list[tuple[str, str, str]]) -> list[tuple[str, str, str, str]]:
     """`run_id, run_name, run_label, group` of each run of `base`: groups of runs whose
     configs differ only in seed-like keys, by group, then run_label and run_id."""
     norm: dict[str, dict[str, Any]] = {b[0]: {} for b in base}
-    for r in _config_rows(store, runs, None):
+    for r in _config_rows(store, ids, None):
         if is_seed_like(r["key"]):
             continue
         norm[r["run_id"]][r["key"]] = comparable(r["value"], r["value_num"])

@@ -27,8 +27,8 @@ Contract:
   union of what each pattern matches (tiers 1-5: several runs allowed). `scope_ids(store,
   scope)` is that set as a sorted list of run_ids (None for every run) and raises
   `QueryError` when a pattern matches no run (a typo must not look like "no data");
-  `scoped_runs(store, scope)` is the runs themselves (`RUN_COLUMNS`) by label, as plain rows
-  (statement `frames.scoped_runs_query`: fixed text, no sqlglot).
+  `scoped_runs(store, ids)` is the runs of such a list (`RUN_COLUMNS`) by label, as plain
+  rows (statement `frames.scoped_runs_query`: fixed text, no sqlglot).
   A scope is always a set of run_ids: nothing downstream filters or groups by name.
 """
 
@@ -152,10 +152,10 @@ def scope_ids(store: "Reader", scope: Scope, *, option: str = "--runs") -> list[
     return sorted(ids)
 
 
-def scoped_runs(store: "Reader", scope: Scope) -> "Rows":
-    """The runs in scope (`RUN_COLUMNS`), by `run_label`, as plain rows (`query.rows.Rows`);
-    `QueryError` for a pattern that matches no run."""
-    sql, params = scoped_runs_query(RUN_COLUMNS, scope_ids(store, scope))
+def scoped_runs(store: "Reader", ids: list[str] | None) -> "Rows":
+    """The runs `ids` (a scope `scope_ids` resolved; None: every run), `RUN_COLUMNS`, by
+    `run_label`, as plain rows (`query.rows.Rows`)."""
+    sql, params = scoped_runs_query(RUN_COLUMNS, ids)
     return store.fetch(sql, params, convert=from_relation)  # type: ignore[return-value]
 
 
