@@ -25,9 +25,6 @@ Contract:
   expression, refusing anything that is not a plain expression (statements, subqueries,
   parameters, forbidden functions) and what nests too deeply for sqlglot.
 * `identifier(name)` quotes any metric name (`env/all/reward/total`) as a SQL identifier.
-* `references(con, sql)` names the tables and views a statement reads, by DuckDB's parser;
-  `references_each(con, sqls)` those of several, parsed in one call. `serialized(con, sql)`
-  is DuckDB's parse tree of one statement as JSON text (None when it cannot serialize it).
 * `syntax_message(e, text)` is how every parse error shows: sqlglot's line and column, a
   short reason, the offending line with carets; `quiet_sqlglot()` silences sqlglot's own
   warnings while the guard parses.
@@ -38,7 +35,6 @@ path must not pay for it.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections import OrderedDict
@@ -47,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from ..errors import QueryError
+from .parsetree import STRING, read_tables, serialized, unescape
 
 # Functions that run SQL text given as data or change state: refused even inside a SELECT.
 # (`json_execute_serialized_sql` runs a serialized statement; the others write: a checkpoint,
@@ -275,29 +272,14 @@ def _first_word(statement: str) -> str:
     return ""
 
 
-def serialized(con: Any, query: str) -> str | None:
-    """DuckDB's parse tree of `query` as JSON text, None when it cannot serialize it."""
-    [(text,)] = con.execute("select json_serialize_sql($q)", {"q": query}).fetchall()
-    return None if text.startswith('{"error":true') else text
-
-
-# The parse tree is scanned as text, without building it: a query nested 999 levels deep is
-# a JSON document nested thousands deep, beyond what `json.loads` recurses through. A key
-# such as `"function_name":"` cannot occur inside a JSON string (every quote there is
-# escaped), so each match below is a key of the tree.
-_STRING = r'"((?:[^"\\]|\\.)*)"'
+# The parse tree is scanned as text (see `parsetree`): each match below is a key of the tree.
 _NODE = re.compile(r'"type":"([A-Z_]+_NODE)"')
-_FUNCTION = re.compile(r'"function_name":' + _STRING)
+_FUNCTION = re.compile(r'"function_name":' + STRING)
 # A table function's name is the first function name after its TABLE_FUNCTION reference
 # (its alias, sample and query location come first; none holds a function).
-_TABLE_FUNCTION = re.compile(r'"type":"TABLE_FUNCTION".*?"function_name":' + _STRING, re.S)
-_TABLE = re.compile(r'"table_name":' + _STRING)
+_TABLE_FUNCTION = re.compile(r'"type":"TABLE_FUNCTION".*?"function_name":' + STRING, re.S)
 # A table named with its schema or catalog (`main.kl_health`): only a created view has one.
 _QUALIFIED = re.compile(r'"(?:schema|catalog)_name":"(?!")')
-
-
-def _unescape(text: str) -> str:
-    return json.loads(f'"{text}"')
 
 
 def _offence(tree: str) -> str | None:
@@ -307,82 +289,26 @@ def _offence(tree: str) -> str | None:
         if m.group(1) not in _READ_NODES:
             found.append((m.start(), m.group(1).removesuffix("_NODE").removesuffix("_QUERY")))
     for m in _TABLE_FUNCTION.finditer(tree):
-        name = _unescape(m.group(1)).lower()
+        name = unescape(m.group(1)).lower()
         if name not in READ_TABLE_FUNCTIONS:
             found.append((m.start(), f"{name}()"))
     if tree.count('"type":"TABLE_FUNCTION"') != len(_TABLE_FUNCTION.findall(tree)):
         found.append((0, "a table function runstore cannot name"))
     for m in _FUNCTION.finditer(tree):
-        name = _unescape(m.group(1)).lower()
+        name = unescape(m.group(1)).lower()
         if name in FORBIDDEN_FUNCTIONS:
             found.append((m.start(), f"{name}()"))
     return min(found)[1] if found else None
 
 
 def _reads(tree: str) -> frozenset[str] | None:
-    """The tables and views the query reads (see `_tables`); None when it may read others
+    """The tables and views the query reads (`parsetree.read_tables`); None when it may read others
     (catalog functions, files, system views) or names a table with its schema or catalog
     (`main.kl_health`, which a CTE cannot stand for): the caller then creates every table."""
-    functions = {_unescape(f).lower() for f in _FUNCTION.findall(tree)}
+    functions = {unescape(f).lower() for f in _FUNCTION.findall(tree)}
     if any(f.startswith(("duckdb_", "pragma_")) for f in functions) or _QUALIFIED.search(tree):
         return None
-    return _read_tables(tree)
-
-
-def _read_tables(tree: str) -> frozenset[str] | None:
-    if '"cte_map":{"map":[{' not in tree:  # no CTE anywhere: every name is a read
-        return frozenset(n for n in map(_unescape, _TABLE.findall(tree)) if n)
-    try:
-        found: set[str] = set()
-        _tables(json.loads(tree), frozenset(), found)
-    except RecursionError:
-        return None
-    return frozenset(found)
-
-
-def _tables(node: Any, hidden: frozenset[str], found: set[str]) -> None:
-    """Into `found`, the tables `node` (a part of DuckDB's serialized parse tree) names that
-    no CTE in scope defines (`hidden`, lower-cased). A CTE covers its query and the CTEs after
-    it, not itself nor anything outside its query: in `select ... from kl_health, (with
-    kl_health as (...) select ...)` the first `kl_health` is the view; in `with runs as
-    (select ... from runs) ...` the inner `runs` is the table."""
-    if isinstance(node, list):
-        for item in node:
-            _tables(item, hidden, found)
-        return
-    if not isinstance(node, dict):
-        return
-    ctes = node.get("cte_map")
-    for entry in ctes.get("map", []) if isinstance(ctes, dict) else []:
-        _tables(entry.get("value"), hidden, found)
-        hidden = hidden | {str(entry.get("key", "")).lower()}
-    name = node.get("table_name")  # a table, or what a SHOW names (`show tables`: all)
-    if isinstance(name, str) and name and name.lower() not in hidden:
-        found.add(name)
-    for key, value in node.items():
-        if key != "cte_map" and isinstance(value, (dict, list)):
-            _tables(value, hidden, found)
-
-
-def references(con: Any, sql: str) -> frozenset[str]:
-    """Tables and views a query (a view body) reads, by DuckDB's parser (CTEs left out)."""
-    return references_each(con, [sql])[0]
-
-
-def references_each(con: Any, sqls: list[str]) -> list[frozenset[str]]:
-    """`references` of each of `sqls`, from one call of DuckDB's parser (one query per view
-    costs `runstore views` more than parsing them)."""
-    [(trees,)] = con.execute("select list_transform($q, lambda s: json_serialize_sql(s))",
-                             {"q": sqls}).fetchall()
-    out = []
-    for sql, tree in zip(sqls, trees):
-        if tree.startswith('{"error":true'):
-            raise QueryError(f"DuckDB cannot parse this view body: {sql[:80]}")
-        names = _read_tables(tree)
-        if names is None:
-            raise QueryError(f"this view body nests too deeply to read: {sql[:80]}")
-        out.append(names)
-    return out
+    return read_tables(tree)
 
 
 def _guard_sqlglot(query: str) -> list[str]:

@@ -6,7 +6,7 @@ with the package and do not change while it runs). `parse_view(path)` reads one 
 leading `--` lines are the purpose, `-- @column name: comment` lines document the columns,
 the rest is the SELECT; `view_columns(name)` is one view's documented columns, from its
 header alone. What a view reads comes from DuckDB's own parser
-(`guard.references`), on a private connection that is confined and holds nothing; a cycle
+(`parsetree.references`), on a private connection that is confined and holds nothing; a cycle
 of views is an error. Statements the library builds from `sql/statements/*.sql` are not
 views and are not listed here. `syntax_tree(sql)` is DuckDB's parse tree of any one statement
 (`json_serialize_sql`, as a dict), from that same connection: what the doctor reads the keys
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..resources import sql_dir
-from . import guard, sandbox
+from . import parsetree, sandbox
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def parse_view(path: Path, parser: Any = None) -> View:
     `parser` is a DuckDB connection to read its dependencies with (a private one if None).
     """
     description, columns, body = _documented(path)
-    depends = guard.references(parser if parser is not None else _parser(), body)
+    depends = parsetree.references(parser if parser is not None else _parser(), body)
     return View(path.stem, description, columns, body, path, tuple(sorted(depends)))
 
 
@@ -104,7 +104,7 @@ def syntax_tree(sql: str) -> dict[str, Any]:
 
     cur = _parser().cursor()
     try:
-        tree = guard.serialized(cur, sql)
+        tree = parsetree.serialized(cur, sql)
     finally:
         cur.close()
     if tree is None:
@@ -139,7 +139,7 @@ def _parse_all(paths: list[Path], parser: Any = None) -> None:
         if not todo:
             return
         documented = [_documented(p) for p in todo]
-        depends = guard.references_each(parser if parser is not None else _parser(),
+        depends = parsetree.references_each(parser if parser is not None else _parser(),
                                         [body for _, _, body in documented])
         for path, (description, columns, body), reads in zip(todo, documented, depends):
             _PARSED[path] = View(path.stem, description, columns, body, path,
