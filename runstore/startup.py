@@ -1,4 +1,4 @@
-"""The `runstore` command before its own code runs: Ctrl-C while Python imports it.
+"""The `runstore` command's process around its own code: Ctrl-C while Python imports it, the end.
 
 Contract: `quiet_interrupts()` is called first thing by `runstore/__init__.py`. In the process
 the `runstore` command runs in (`sys.orig_argv`: the console script `runstore`, or `python -m
@@ -19,6 +19,13 @@ SIGINT that arrives while its native part initializes is held until the import h
 then delivered to the handler in force. A `KeyboardInterrupt` raised inside that
 initialization (nanobind creating DuckDB's enums) aborts the process with "Critical nanobind
 error" and a traceback, or is lost.
+
+`finished(code)` ends the command's process once its command has ended with `code`: the output
+flushed and the atexit callbacks run (a store's worker processes ended, a temporary file
+removed, coverage saved), then `os._exit`, without the interpreter's teardown of every module
+and object, which the person at the prompt would wait for and gain nothing from (mypy ends so
+too). It returns, changing nothing, anywhere else, and while a thread that is not a daemon
+still runs (Python would wait for it).
 """
 
 from __future__ import annotations
@@ -146,3 +153,27 @@ def started() -> None:
     if threading.current_thread() is threading.main_thread() \
             and signal.getsignal(signal.SIGINT) is _interrupted:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def finished(code: object) -> None:
+    """End the command's process with the exit status `code` (a `SystemExit`'s) at once, or
+    return where the interpreter must end it itself (see the module docstring)."""
+    if not _is_the_command() or threading.current_thread() is not threading.main_thread():
+        return
+    if any(not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        return
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # SystemExit("text") prints the text and exits 1, as the interpreter would
+        print(code, file=sys.stderr)
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            return  # a reader gone or a stream closed: the interpreter's own ending applies
+    atexit._run_exitfuncs()
+    os._exit(status)

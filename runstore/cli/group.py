@@ -7,8 +7,9 @@ given there, they win over the same option before the command. What happens outs
 command (parsing arguments, printing `--help`) follows the same endings as a command
 (`failures`): a reader that went away ends the process as SIGPIPE does, Ctrl-C prints
 `interrupted` and exits 130; an argument that is not UTF-8 text is a usage error naming it
-(exit 2), whatever the command. `exit_status_help()` is the exit-status table `runstore --help`
-ends with, rendered from `errors.EXIT_CODES`.
+(exit 2), whatever the command. The `runstore` command's own process ends as soon as the
+command has (`startup.finished`). `exit_status_help()` is the exit-status table `runstore
+--help` ends with, rendered from `errors.EXIT_CODES`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import click
 
 from ..errors import EXIT_CODES, INTERRUPTED
-from ..startup import started
+from ..startup import finished, started
 from .common import shown, utf8
 from .failures import broken_pipe, is_broken_pipe, say
 
@@ -76,7 +77,11 @@ class RunstoreGroup(click.Group):
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         started()  # from here Ctrl-C is handled as above, not as while Python imported us
-        return super().main(*args, **kwargs)
+        try:
+            return super().main(*args, **kwargs)
+        except SystemExit as done:
+            finished(done.code)  # the command's own process ends here, without the teardown
+            raise
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         accept_global_options(cmd)
