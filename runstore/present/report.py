@@ -166,9 +166,15 @@ FILTER_JS = """
 
 
 def build(store: "Reader", runs: Scope = None, *, top_spans: int = TOP_SPANS) -> str:
-    """The report as one HTML document (see the module docstring). Its sections' statements
-    run `AT_ONCE` at a time (query/session.py), each on its own cursor; a chart starts once
-    the table that sizes its line budget is in."""
+    """The report as one HTML document (see the module docstring)."""
+    head, tail = _page(store, runs, top_spans)
+    return head + charts.plotly_js() + tail
+
+
+def _page(store: "Reader", runs: Scope, top_spans: int) -> tuple[str, str]:
+    """The report before plotly.js and after it. Its sections' statements run `AT_ONCE` at a
+    time (query/session.py), each on its own cursor; a chart starts once the table that
+    sizes its line budget is in."""
     from concurrent.futures import ThreadPoolExecutor
 
     e = html.escape
@@ -227,8 +233,11 @@ def build(store: "Reader", runs: Scope = None, *, top_spans: int = TOP_SPANS) ->
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>runstore report{e(' — ' + scope) if scope else ''}</title>",
         f"<style>{CSS}</style>",
-        # plotly.js, once for every chart; inlined so the file opens with no network.
-        f'<script type="text/javascript">{charts.plotly_js()}</script>',
+        # plotly.js goes here, once for every chart; inlined so the file opens with no network.
+        '<script type="text/javascript">',
+    ]
+    rest = [
+        "</script>",
         "</head><body>",
         "<header><h1>runstore report</h1><dl class=\"meta\">",
         "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in meta),
@@ -238,15 +247,13 @@ def build(store: "Reader", runs: Scope = None, *, top_spans: int = TOP_SPANS) ->
         "</header><main>",
     ]
     for sid, title, body in sections:
-        parts.append(f'<section id="{sid}"><h2>{e(title)}</h2>{body}</section>')
-    parts += ["</main>", f"<script>{FILTER_JS}</script>", "</body></html>", ""]
-    return "\n".join(parts)
+        rest.append(f'<section id="{sid}"><h2>{e(title)}</h2>{body}</section>')
+    rest += ["</main>", f"<script>{FILTER_JS}</script>", "</body></html>", ""]
+    return "\n".join(parts), "\n".join(rest)
 
 
 def write(store: "Reader", path: str | Path, runs: Scope = None, *,
           top_spans: int = TOP_SPANS) -> Path:
-    """Write the report to `path` (UTF-8) and return the path."""
-    out = Path(path)
-    text = build(store, runs, top_spans=top_spans)
-    out.write_text(text, encoding="utf-8")
-    return out
+    """Write the report to `path` (UTF-8) and return the path (plotly.js copied as the
+    package's bytes, `charts.write_page`)."""
+    return charts.write_page(path, *_page(store, runs, top_spans))

@@ -29,7 +29,7 @@ import analysis_oracle as ao
 import oracle
 from conftest import examples
 import runstore
-from runstore.present import charts, trace_export as perfetto
+from runstore.present import charts, report, trace_export as perfetto
 from runstore import demo
 from browser import dump_dom, find_chromium, screenshot
 from storekit import cli
@@ -820,6 +820,9 @@ def test_report_is_self_contained_and_complete(demo_tree: tuple[Path, runstore.S
     root, store = demo_tree
     text = store.report(tmp_path / "report.html").read_text()
     assert text.count(get_plotlyjs()) == 1  # plotly.js inlined, once
+    # The file (plotly.js copied as bytes) is the document `build` makes, but for its time.
+    written = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
+    assert written.sub("", text) == written.sub("", report.build(store))
     assert text.count("Plotly.newPlot(") == 2  # the KL and reward charts
     assert not re.search(r"<(script|img|iframe)[^>]*\bsrc=", text) and "<link" not in text
     assert "@import" not in text and "url(" not in text.split("<script", 1)[0]

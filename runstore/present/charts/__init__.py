@@ -42,7 +42,7 @@ line past `max_points` or to average the bars of a run past `MAX_BARS` steps).
 """
 
 from .figure import (PLOTLY_CONFIG, Chart, div_html, document, plotly_js, to_figure,
-                     write_html)
+                     write_html, write_page)
 from .lines import (MAX_POINTS, UNSET, UNSET_COLOR, Coloring, downsample, keep_indices, label,
                     run_colors)
 from .metrics import (REWARD_KEY, kl_chart, kl_series, metric_chart, metric_series, plot_kl,
@@ -54,4 +54,4 @@ __all__ = ["MAX_BARS", "MAX_POINTS", "PLOTLY_CONFIG", "REWARD_KEY", "UNSET", "UN
            "kl_chart", "kl_series", "label", "metric_chart", "metric_series", "nesting_order",
            "plot_kl", "plot_metric", "plot_rewards", "plot_spans", "plotly_js", "reward_chart",
            "reward_series", "run_colors", "span_shares", "spans_chart", "to_figure",
-           "write_html"]
+           "write_html", "write_page"]

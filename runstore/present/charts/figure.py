@@ -9,7 +9,8 @@ template, `plotly_white`, or a template dict). The chart builders make it once; 
 * `document(chart)` is one self-contained HTML page (plotly.js inlined: it opens with no
   network) laid out as plotly's own `write_html(include_plotlyjs=True, full_html=True)` lays
   it out, `div_html(chart, div_id)` the chart's `<div>` and `Plotly.newPlot` call for a page
-  that loads plotly.js itself (the report), and `write_html(chart, path)` writes `document`.
+  that loads plotly.js itself (the report), `write_html(chart, path)` writes `document`, and
+  `write_page(path, head, tail)` any page with plotly.js between `head` and `tail`.
   These read plotly.js and the template from the installed plotly package's files
   (`package_data/plotly.min.js`, `package_data/templates/NAME.json`, found without importing
   it) and write the figure as plotly's JSON writer writes `to_figure(chart)`: the numeric `x`
@@ -235,10 +236,14 @@ def document(chart: Chart | Any, div_id: str = "chart") -> str:
 
 
 def write_html(chart: Chart | Any, path: str | Path) -> Path:
-    """Write `document(chart)` to `path` (UTF-8) and return the path; plotly.js is copied
-    as the package's bytes, never decoded."""
+    """Write `document(chart)` to `path` (UTF-8) and return the path."""
+    return write_page(path, *_page(chart, "chart"))
+
+
+def write_page(path: str | Path, head: str, tail: str) -> Path:
+    """Write `head + plotly_js() + tail` to `path` (UTF-8) and return the path; plotly.js
+    is copied as the package's bytes, never decoded."""
     out = Path(path)
-    head, tail = _page(chart, "chart")
     with out.open("wb") as f:
         f.write(head.encode("utf-8"))
         f.write(_plotly_js_path().read_bytes())
