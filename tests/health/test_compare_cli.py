@@ -376,10 +376,17 @@ def test_watch_notifies_each_firing_once_over_passes(demo_tree: Path, tmp_path: 
                                               "drop(env/all/reward/total) > 0.08"}
 
 
-def test_a_trend_rule_over_an_unlogged_metric_is_refused(demo_store: tuple[Path, Path]) -> None:
-    r = cli(demo_store[1], "check", "--rule", "drop(env/all/rewrd/total) > 0.1")
+@pytest.mark.parametrize("others", [
+    [],
+    # Beside statements that run at the same time (the rules' own), the refusal is the answer.
+    ["--rule", "optim/entropy < 0.29"],
+    ["--rule", "rise(time/total, 0.5) > 1.3", "--rule", "stale > 1"],
+])
+def test_a_trend_rule_over_an_unlogged_metric_is_refused(demo_store: tuple[Path, Path],
+                                                         others: list[str]) -> None:
+    r = cli(demo_store[1], "check", "--rule", "drop(env/all/rewrd/total) > 0.1", *others)
     assert r.exit_code == 2 and "Traceback" not in r.output
-    assert "did you mean env/all/reward/total?" in r.stderr
+    assert "did you mean env/all/reward/total?" in r.stderr and r.stdout == ""
 
 
 def test_a_dead_webhook_warns_without_its_secret_and_the_check_still_answers(
