@@ -49,7 +49,8 @@ before anything is computed (as if they were not logged); stale ignores it.
 Computed over plain rows (the statements' results as Python values, `query.rows`), with the
 one smoothing's row form (`analysis.smooth.smoothed`): `runstore check` with trend rules
 imports neither polars nor pyarrow, and neither does the doctor, which hands its series to the
-same `fire_rows`.
+same `fire_rows` (`fire_lists` of each run's points put in step order; the check's statement
+gives them so, `family_lists_query`).
 """
 
 from __future__ import annotations
@@ -64,14 +65,14 @@ from ..analysis.runs import Scope, scope_ids
 from ..analysis.smooth import smoothed
 from ..errors import UsageError
 from ..query.rows import Rows, records
-from ..query.statements.frames import family_series_query, run_status_query
+from ..query.statements.frames import family_lists_query, run_status_query
 from ..storage.schema import F64, I64, STR
 from .firing import COLUMN_TYPES, COLUMNS
 from .grammar import is_trend
 from .rules import DEFAULT_WEIGHT, KINDS, TrendRule, parse_rule
 
 __all__ = ["DEFAULT_WEIGHT", "KINDS", "MIN_HISTORY", "TrendResult", "TrendRule", "evaluate",
-           "fire_rows", "fire_run", "parse_trend"]
+           "fire_lists", "fire_rows", "fire_run", "parse_trend"]
 
 if TYPE_CHECKING:
     import polars as pl
@@ -195,9 +196,9 @@ def _epoch_us(t: datetime) -> int:
 
 def _series(store: "Reader", keys: tuple[str, ...], runs: Scope,
             since_step: int | None) -> list[tuple[Any, ...]]:
-    """run_id, step, value: per run and step, the live numeric value of the family `keys`
-    (the first spelling that has one at the step)."""
-    sql, params = family_series_query(scope_ids(store, runs), since_step=since_step is not None)
+    """run_id, steps, values: per run, its steps in order and at each the live numeric value
+    of the family `keys` (the first spelling that has one at the step)."""
+    sql, params = family_lists_query(scope_ids(store, runs), since_step=since_step is not None)
     params["keys"] = list(keys)
     if since_step is not None:
         params["since_step"] = since_step
@@ -260,23 +261,34 @@ def fire_run(steps: Sequence[Any], values: Sequence[float | None],
 def _trend(store: "Reader", rule: TrendRule, runs: Scope,
            since_step: int | None) -> tuple[list[dict[str, Any]], int]:
     """The fired rows of a drop/rise rule (without run_name/status) and the runs checked."""
-    return fire_rows(_series(store, rule.families[0], runs, since_step), rule)
+    return fire_lists(_series(store, rule.families[0], runs, since_step), rule)
 
 
 def fire_rows(points: Iterable[tuple[Any, ...]],
               rule: TrendRule) -> tuple[list[dict[str, Any]], int]:
-    """The fired rows of a drop/rise rule over `points` (run_id, step, value: per run and step
-    the live numeric value of the rule's family, any order), each a dict of `run_id` and
-    `fire_run`'s columns, by run_id, and how many runs `points` holds (checked)."""
+    """`fire_lists` of `points` (run_id, step, value: per run and step the live numeric value
+    of the rule's family, any order), each run's put in step order (a step-less point first,
+    as the sort of a null does; one point a step)."""
     by_run: dict[str, list[tuple[Any, float | None]]] = {}
     for run_id, step, value in points:
         by_run.setdefault(run_id, []).append((step, value))
-    rows = []
-    for run_id in sorted(by_run):
-        run = by_run[run_id]
-        # Step order (a step-less point first, as the sort of a null does); one point a step.
+    runs = []
+    for run_id, run in by_run.items():
         run.sort(key=lambda p: (p[0] is not None, p[0] or 0))
-        found = fire_run([p[0] for p in run], [p[1] for p in run], rule)
+        runs.append((run_id, [p[0] for p in run], [p[1] for p in run]))
+    return fire_lists(runs, rule)
+
+
+def fire_lists(runs: Iterable[tuple[Any, Sequence[Any], Sequence[float | None]]],
+               rule: TrendRule) -> tuple[list[dict[str, Any]], int]:
+    """The fired rows of a drop/rise rule over `runs` (run_id, its steps in order, the value
+    at each), each a dict of `run_id` and `fire_run`'s columns, by run_id, and how many runs
+    there are (checked)."""
+    rows = []
+    n = 0
+    for run_id, steps, values in sorted(runs, key=lambda r: r[0]):
+        n += 1
+        found = fire_run(steps, values, rule)
         if found is not None:
             rows.append({"run_id": run_id, **found})
-    return rows, len(by_run)
+    return rows, n

@@ -9,7 +9,8 @@ For drawn requests (kind, a scope of run_ids, columns, metric keys) each text st
 compared with the tree sqlglot builds for the same request, identifiers unquoted: one
 statement. Then both run on the demo store and must answer the same rows (a difference the
 parse hides would show there). A column is quoted in the text, or refused when run_summary has
-no such column.
+no such column. `family_lists_query` answers `family_series_query`'s rows, grouped by run and
+put in step order here.
 """
 
 from __future__ import annotations
@@ -222,6 +223,29 @@ def test_family_series_query_is_the_statement_sqlglot_builds(store: runstore.Sto
     built = built_family_series(runs, since is not None)
     params = {**params, "keys": keys, **({} if since is None else {"since_step": since})}
     agrees(store, text, built, params)
+
+
+@SETTINGS
+@given(data=st.data(), since=st.none() | st.integers(-2, 45))
+def test_family_lists_are_the_series_put_in_step_order(store: runstore.Store, facts: dict,
+                                                      data: st.DataObject,
+                                                      since: int | None) -> None:
+    runs = data.draw(st.none() | st.lists(st.sampled_from(facts["ids"]), max_size=4))
+    keys = data.draw(st.lists(st.sampled_from(facts["keys"]), min_size=1, max_size=3,
+                              unique=True))
+    bound = {"keys": keys, **({} if since is None else {"since_step": since})}
+    text, params = frames.family_series_query(runs, since_step=since is not None)
+    points = store.fetch(text, {**params, **bound}, convert=lambda r: r.fetchall())
+    want: dict[str, list[tuple[Any, Any]]] = {}
+    for run_id, step, value in points:
+        want.setdefault(run_id, []).append((step, value))
+    text, params = frames.family_lists_query(runs, since_step=since is not None)
+    got = store.fetch(text, {**params, **bound}, convert=lambda r: r.fetchall())
+    assert len(got) == len(want)
+    for run_id, steps, numbers in got:
+        order = sorted(want[run_id], key=lambda p: (p[0] is not None, p[0] or 0))
+        assert steps == [p[0] for p in order]
+        assert [repr(v) for v in numbers] == [repr(p[1]) for p in order]  # NaN is NaN
 
 
 RUN_COLUMNS = ["run_id", "run_name", "run_label", "kind", "model_name", "learning_rate"]

@@ -26,7 +26,8 @@ A scope of runs (`runs=`) is always the list of run_ids that `runstore.analysis.
   `keys.logged_keys`; `count_runs_query(runs)`: how many runs are in scope.
 * `run_status_query(runs)` and `family_series_query(runs, since_step=)`: what a trend rule
   reads (health.trends), each run's label, status and last change, and per run and step the
-  live value of a family of keys (bound as `$keys`, the first spelling that has one).
+  live value of a family of keys (bound as `$keys`, the first spelling that has one);
+  `family_lists_query` is the same points as a list of steps and one of values per run.
 * `scoped_runs_query(columns, runs)`, `config_rows_query(runs, keys=)` and
   `metric_values_query(n_keys)`: what `compare` and its groups read (`runstore.analysis`):
   the runs in scope by label, their config leaves, and the live values of some keys coded
@@ -319,3 +320,18 @@ def family_series_query(runs: Sequence[str] | None = None, *,
         conditions.append("m.step >= $since_step")
     return ("SELECT m.run_id, m.step, ARG_MIN(m.value, LIST_POSITION($keys, m.key)) AS value "
             f"FROM metrics AS m{_where(conditions)} GROUP BY m.run_id, m.step"), params
+
+
+def family_lists_query(runs: Sequence[str] | None = None, *,
+                       since_step: bool = False) -> Statement:
+    """`family_series_query`'s points as one row a run, in the order a trend rule reads them:
+    `run_id, steps, numbers`, the run's steps in order (a step-less point first, where a
+    null sorts) and the value at each. Some lists, not a row a point: 100 runs of 2,000 steps
+    reach Python as 100 rows.
+
+    >>> family_lists_query()[0].split(" FROM (")[0].split(", ")
+    ['SELECT run_id', 'LIST(step ORDER BY step NULLS FIRST) AS steps', 'LIST(value ORDER BY step NULLS FIRST) AS numbers']
+    """
+    sql, params = family_series_query(runs, since_step=since_step)
+    return ("SELECT run_id, LIST(step ORDER BY step NULLS FIRST) AS steps, LIST(value ORDER BY "
+            f"step NULLS FIRST) AS numbers FROM ({sql}) GROUP BY run_id"), params
