@@ -80,7 +80,8 @@ class RunstoreGroup(click.Group):
         try:
             return super().main(*args, **kwargs)
         except SystemExit as done:
-            finished(done.code)  # the command's own process ends here, without the teardown
+            if kwargs.get("standalone_mode", True):  # the outermost call: the whole command
+                finished(done.code)  # its own process ends here, without the teardown
             raise
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:

@@ -3,7 +3,8 @@
 `startup.finished` ends the command's process with `os._exit`, skipping the interpreter's
 teardown. Tried on real processes, each with a `sitecustomize` that watches the ending: an
 object whose `__del__` only the teardown runs (a plain Python process proves it does), an
-atexit callback, a thread that is no daemon. Output and exit statuses are checked whole.
+atexit callback, a thread that is no daemon. Output and exit statuses are checked whole. A
+call of the group that is not standalone (a caller inside the process) never ends it.
 """
 
 from __future__ import annotations
@@ -113,3 +114,28 @@ def test_exit_statuses_and_last_words_are_kept(store: Path, tmp_path: Path, args
 
 def test_in_process_callers_keep_pythons_own_ending() -> None:
     assert startup.finished(0) is None  # this is pytest's process: nothing ends it
+
+
+def test_only_the_outermost_standalone_call_ends_the_process(
+        store: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from runstore.cli import main
+
+    ended: list[int] = []
+    monkeypatch.setattr(startup, "_is_the_command", lambda: True)  # as if this were runstore's
+    monkeypatch.setattr(startup.atexit, "_run_exitfuncs", lambda: None)  # pytest's stay put
+    monkeypatch.setattr(startup.os, "_exit", ended.append)
+    args = ["--store", str(store), "sql", "select 7 as seven"]
+    assert main.main(args, standalone_mode=False) is None and ended == []
+    with pytest.raises(SystemExit):
+        main.main(args)
+    assert ended == [0] and capsys.readouterr().out.split() == ["seven", "7", "seven", "7"]
+
+    # A SystemExit out of a call that is not standalone (Ctrl-C while its arguments are read
+    # exits 130 from inside click's parsing) still leaves the ending to its caller.
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("runstore.cli.group.utf8", interrupted)
+    with pytest.raises(SystemExit) as stopped:
+        main.main(args, standalone_mode=False)
+    assert stopped.value.code == 130 and ended == [0]
