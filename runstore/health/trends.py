@@ -284,11 +284,10 @@ def fire_lists(runs: Iterable[tuple[Any, Sequence[Any], Sequence[float | None]]]
     """The fired rows of a drop/rise rule over `runs` (run_id, its steps in order, the value
     at each), each a dict of `run_id` and `fire_run`'s columns, by run_id, and how many runs
     there are (checked)."""
+    ordered = sorted(runs, key=lambda r: r[0])
     rows = []
-    n = 0
-    for run_id, steps, values in sorted(runs, key=lambda r: r[0]):
-        n += 1
+    for run_id, steps, values in ordered:
         found = fire_run(steps, values, rule)
         if found is not None:
             rows.append({"run_id": run_id, **found})
-    return rows, n
+    return rows, len(ordered)
