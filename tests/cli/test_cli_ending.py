@@ -3,8 +3,9 @@
 `startup.finished` ends the command's process with `os._exit`, skipping the interpreter's
 teardown. Tried on real processes, each with a `sitecustomize` that watches the ending: an
 object whose `__del__` only the teardown runs (a plain Python process proves it does), an
-atexit callback, a thread that is no daemon. Output and exit statuses are checked whole. A
-call of the group that is not standalone (a caller inside the process) never ends it.
+atexit callback, a thread that is no daemon. Output, files written (`-o`) and exit statuses are
+checked whole. A call of the group that is not standalone (a caller inside the process) never
+ends it.
 """
 
 from __future__ import annotations
@@ -139,3 +140,21 @@ def test_only_the_outermost_standalone_call_ends_the_process(
     with pytest.raises(SystemExit) as stopped:
         main.main(args, standalone_mode=False)
     assert stopped.value.code == 130 and ended == [0]
+
+
+def test_files_a_command_writes_are_whole_when_its_process_ends(store: Path,
+                                                               tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    report, table = tmp_path / "r.html", tmp_path / "t.parquet"
+    proc, noted = watched(tmp_path, ["-m", "runstore", "--store", str(store), "report", "-o",
+                                     str(report)])
+    assert proc.returncode == 0 and noted == ["atexit"]
+    text = report.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and text.endswith("</body></html>\n")
+    n = 100_000
+    proc, noted = watched(tmp_path, ["-m", "runstore", "--store", str(store), "sql", "-F",
+                                     "parquet", "-o", str(table),
+                                     f"select range as i from range({n})"])
+    assert proc.returncode == 0 and noted == ["atexit"]
+    assert pq.read_table(table).column("i").to_pylist() == list(range(n))
