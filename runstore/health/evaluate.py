@@ -328,6 +328,14 @@ def _is_default(rule: Rule) -> bool:
     return rule == kl_rule(rule.value)
 
 
+def _named_metrics(rule: "Rule | TrendRule") -> tuple[str, ...]:
+    """The metrics a rule names that must be logged: none for the default KL rule and a stale
+    rule."""
+    if isinstance(rule, TrendRule):
+        return () if rule.metric is None else (rule.metric,)
+    return () if _is_default(rule) else tuple(rule.metrics)
+
+
 def require_metrics(store: "Reader", rules: Sequence[Rule]) -> None:
     """`keys.UnknownKey` when a rule names a metric that no run in the store has logged (a
     misspelt rule would otherwise never fire, and a CI gate would pass forever). The default
@@ -336,12 +344,8 @@ def require_metrics(store: "Reader", rules: Sequence[Rule]) -> None:
 
     named: dict[str, str] = {}  # metric -> the first rule naming it, for the message
     for rule in rules:
-        if isinstance(rule, TrendRule):
-            if rule.metric is not None:
-                named.setdefault(rule.metric, rule.name)
-        elif not _is_default(rule):
-            for m in rule.metrics:
-                named.setdefault(m, rule.name)
+        for m in _named_metrics(rule):
+            named.setdefault(m, rule.name)
     if named:
         keys.require(store, list(named), families=True,
                      what=lambda m: f"{m} (rule {named[m]!r})")
@@ -351,8 +355,10 @@ def check(store: "Reader", *, threshold: float | None = None,
           rules: Iterable[RuleLike] | None = None, runs: str | None = None,
           since_step: int | None = None, default_rules: bool | None = None,
           config: bool | str | os.PathLike[str] = True, arrow: bool = True) -> CheckResult:
-    """`runstore check`: choose the rules (arguments, runstore.toml, store setting), make sure
-    each names logged metrics (`require_metrics`), evaluate them, and count what was seen.
+    """`runstore check`: choose the rules (arguments, runstore.toml, store setting), evaluate
+    them, count what was seen, and make sure each names logged metrics (`require_metrics`).
+    A rule of one metric that checked a run names a logged metric (the run logs it), so
+    only the others are looked up: a check whose rules each checked a run reads no more.
 
     `config=True` reads the runstore.toml beside the store or in the working directory,
     `False` none, a path that file. `arrow=False` keeps the fired rows as plain `Rows` when
@@ -360,8 +366,9 @@ def check(store: "Reader", *, threshold: float | None = None,
     """
     chosen = choose_rules(store, threshold=threshold, rules=rules,
                           default_rules=default_rules, config=config)
-    require_metrics(store, chosen)
     found = _evaluate(store, chosen, runs, since_step, arrow=arrow)
+    require_metrics(store, [r for r, n in zip(chosen, found.checked)
+                            if not n or len(_named_metrics(r)) > 1])
     return CheckResult(
         rows=found.table.select(list(COLUMNS)), rules=tuple(chosen), runs=found.runs,
         checked=found.checked, fired=found.fired, scope=runs, since_step=since_step,

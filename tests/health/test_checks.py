@@ -685,6 +685,28 @@ def test_a_rule_no_run_logs_is_an_error(awkward_store: runstore.Store, tmp_path:
     assert issubclass(UnknownKey, RunstoreError)
 
 
+def test_a_logged_metric_is_accepted_where_no_run_in_scope_logs_it(
+        awkward_store: runstore.Store) -> None:
+    """The refusal is about the store, not the scope: a rule that checked no run (every step
+    is before `since_step`, or no run in `runs` logs it) is looked up, and accepted when some
+    run logs its metric; a misspelt one is still refused there."""
+    from runstore.errors import UnknownKey
+    from runstore.health.rules import Rule
+
+    beyond = 10**9
+    for rule in ("optim/entropy < 0.5", "drop(optim/entropy) > 0.1"):
+        result = awkward_store.check_result(rules=[rule], default_rules=False, config=False,
+                                            since_step=beyond)
+        assert result.checked == (0,) and result.fired == (0,) and not result.rows.num_rows
+        with pytest.raises(UnknownKey, match="optim/entrpy"):
+            awkward_store.check_result(rules=[rule.replace("entropy", "entrpy")],
+                                       default_rules=False, config=False, since_step=beyond)
+    # A rule of two metrics checks the runs logging either: each must still be logged.
+    with pytest.raises(UnknownKey, match="optim/entrpy"):
+        awkward_store.check_result(rules=[Rule(("optim/entropy", "optim/entrpy"), "<", 0.5)],
+                                   default_rules=False, config=False)
+
+
 def test_default_rule_is_green_on_a_store_without_kl(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     demo.generate_tree(root, [RunSpec("sl/only", kind="sl", steps=6, eval_every=0,
