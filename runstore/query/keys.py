@@ -143,8 +143,11 @@ class Coverage:
 def require(store: "Reader", names: Sequence[str], *, families: bool = False,
             what: Callable[[str], str] | None = None) -> None:
     """`UnknownKey` when one of `names` is logged by no run in the store (one lookup when all
-    are). `what(name)` words the error's subject (e.g. the rule the name comes from);
-    `families` counts every spelling of a name's `optim/` family as that name."""
+    are; none when `names` is empty). `what(name)` words the error's subject (e.g. the rule
+    the name comes from); `families` counts every spelling of a name's `optim/` family as
+    that name."""
+    if not names:
+        return
     spellings = _spellings(names, families)
     everywhere = logged_keys(store, sorted({k for ks in spellings.values() for k in ks}))
     for name, ks in spellings.items():

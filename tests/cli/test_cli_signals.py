@@ -100,7 +100,7 @@ QUERYING = {
     "runs --where": (("runs", "--where", "kind = 'rl'"), 1),
     "keys": (("keys",), 1),
     "diff": (("diff", "gsm8k_tool_rl/sweep/lr_1e-4/seed_0", "gsm8k_tool_rl/sweep/lr_1e-3"), 2),
-    "plot metric": (("plot", "metric", REWARD, "-o", "{tmp}/m.html"), 4),
+    "plot metric": (("plot", "metric", REWARD, "-o", "{tmp}/m.html"), 3),
     "plot kl": (("plot", "kl", "-o", "{tmp}/k.html"), 1),
     "plot rewards": (("plot", "rewards", "-o", "{tmp}/r.html"), 1),
     "plot spans": (("plot", "spans", RUN, "-o", "{tmp}/s.html"), 4),

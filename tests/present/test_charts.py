@@ -1022,6 +1022,13 @@ def test_plot_metric_refuses_a_key_no_run_logs(demo_tree: tuple[Path, runstore.S
         f"note: train_mean_nll is logged by {len(nll)} of {len(oracle.run_dirs(root))} runs")
     result = cli(store, "plot", "metric", REWARD, "--runs", "math_rl_sweep/*", "-o", str(out))
     assert result.exit_code == 0 and "note:" not in result.stderr  # every math run logs it
+    # A key logged in the store but by no run in scope is no typo: the chart is empty, and
+    # the error says so.
+    assert not any(r.startswith("math_rl_sweep/") for r in nll)
+    result = cli(store, "plot", "metric", "train_mean_nll", "--runs", "math_rl_sweep/*",
+                 "-o", str(tmp_path / "none.html"))
+    assert result.exit_code != 0 and "no run in the store logs" not in result.stderr
+    assert "train_mean_nll" in result.stderr and not (tmp_path / "none.html").exists()
 
 
 def test_plot_commands_have_examples() -> None:

@@ -9,8 +9,8 @@ what `kl_steps` shows) and `reward_lines` (the rows of `reward_series`, over
 `plot_rewards` are the same charts as plotly Figures (`figure.to_figure`). `metric_series`,
 `kl_series` and `reward_series` give those statements' rows as Arrow tables (`kl_series`
 flattened, in the chart's order: `kl_run_order`, `step_order`).
-`plot_metric` refuses a key no run has logged (`keys.require`, `UnknownKey`); an empty
-result is `scope.no_data_error`. Smoothing (`smooth=W`) is `analysis.smooth.smoothed` over
+`plot_metric` refuses a key no run has logged (`keys.require`, `UnknownKey`: asked only for
+the keys that drew no line); an empty result is `scope.no_data_error`. Smoothing (`smooth=W`) is `analysis.smooth.smoothed` over
 each line's values in step order; no chart here imports polars or pyarrow (numpy only to cut a
 line past its budget).
 """
@@ -61,12 +61,14 @@ def metric_chart(store: "Reader", keys: str | Sequence[str], *, runs: str | None
 
     weight = None if smooth is None else check_weight(smooth) or None  # 0: the raw values
     names = metric_keys(keys)
-    require(store, names)
     params = {"keys": names, "runs": ids(store, runs)}
     columns, rows = statement_rows(store, "charts.metric_lines", params)  # one row per line
     at = {c: i for i, c in enumerate(columns)}
     parts = [((r[at["run_label"]], r[at["key"]]),
               {"step": r[at["step_list"]], "value": r[at["value_list"]]}) for r in rows]
+    # A key with a line is logged (its run logs it): only the others are looked up.
+    drawn = {key for (_, key), _ in parts}
+    require(store, [n for n in names if n not in drawn])
     if weight is not None:  # each line's debiased EMA, from its values in step order
         for _, cols in parts:
             cols["smoothed"] = smoothed(cols["value"], weight)
