@@ -10,9 +10,9 @@ what `kl_steps` shows) and `reward_lines` (the rows of `reward_series`, over
 `kl_series` and `reward_series` give those statements' rows as Arrow tables (`kl_series`
 flattened, in the chart's order: `kl_run_order`, `step_order`).
 `plot_metric` refuses a key no run has logged (`keys.require`, `UnknownKey`: asked only for
-the keys that drew no line); an empty result is `scope.no_data_error`. Smoothing (`smooth=W`) is `analysis.smooth.smoothed` over
-each line's values in step order; no chart here imports polars or pyarrow (numpy only to cut a
-line past its budget).
+the keys that drew no line); an empty result is `scope.no_data_error`. Smoothing (`smooth=W`)
+is `analysis.smooth.smoothed` over each line's values in step order; no chart here imports
+polars or pyarrow (numpy only to cut a line past its budget).
 """
 
 from __future__ import annotations
