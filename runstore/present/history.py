@@ -75,8 +75,10 @@ def history(store: "Reader", keys: str | Sequence[str], *, runs: Scope = None, x
                                   or math.isnan(bound)):  # NaN bounds nothing: no point passes
             raise UsageError(f"{name} is a number on the x axis, got {bound!r}")
     ids = scope_ids(store, runs)
-    keys_mod.require(store, names)
     df = frame(store, named("charts.metric_series"), {"keys": names, "runs": ids})
+    # A key with a point is logged (its run logs it): only the others are looked up.
+    found = set(df["key"].unique().to_list())
+    keys_mod.require(store, [n for n in names if n not in found])
     df = df.with_columns(pl.col("value").cast(pl.Float64))  # in run, key, step order
     if weight is not None:
         df = df.with_columns(ema("value", weight).over("run_id", "key").alias("smoothed"))

@@ -271,5 +271,7 @@ def test_metric_keys_that_name_no_key_are_refused_alike_by_charts_and_history(
     for draw in (store.plot_metric, store.history):
         with pytest.raises(UnknownKey):
             draw("no such key")
+        with pytest.raises(UnknownKey, match="no such key"):  # beside a key that has points
+            draw(["loss", "no such key"])
     assert list(store.plot_metric("").data[0].y) == [2.0]
     assert store.history("")["value"].to_list() == [2.0]
