@@ -76,9 +76,7 @@ def history(store: "Reader", keys: str | Sequence[str], *, runs: Scope = None, x
             raise UsageError(f"{name} is a number on the x axis, got {bound!r}")
     ids = scope_ids(store, runs)
     df = frame(store, named("charts.metric_series"), {"keys": names, "runs": ids})
-    # A key with a point is logged (its run logs it): only the others are looked up.
-    found = set(df["key"].unique().to_list())
-    keys_mod.require(store, [n for n in names if n not in found])
+    keys_mod.require(store, names, answered=df["key"].unique().to_list())
     df = df.with_columns(pl.col("value").cast(pl.Float64))  # in run, key, step order
     if weight is not None:
         df = df.with_columns(ema("value", weight).over("run_id", "key").alias("smoothed"))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from ..errors import StoreNotFound, UnknownKey
 from ..families import family
@@ -141,11 +141,14 @@ class Coverage:
 
 
 def require(store: "Reader", names: Sequence[str], *, families: bool = False,
-            what: Callable[[str], str] | None = None) -> None:
+            what: Callable[[str], str] | None = None, answered: Iterable[str] = ()) -> None:
     """`UnknownKey` when one of `names` is logged by no run in the store (one lookup when all
-    are; none when `names` is empty). `what(name)` words the error's subject (e.g. the rule
-    the name comes from); `families` counts every spelling of a name's `optim/` family as
-    that name."""
+    are; none when there is no name to look up). `what(name)` words the error's subject (e.g.
+    the rule the name comes from); `families` counts every spelling of a name's `optim/`
+    family as that name. `answered` are the names the caller's own answer has rows of: a run
+    logs each, so they are not looked up (a chart asks only for the keys that drew nothing)."""
+    have = set(answered)
+    names = [n for n in names if n not in have]
     if not names:
         return
     spellings = _spellings(names, families)

@@ -66,9 +66,7 @@ def metric_chart(store: "Reader", keys: str | Sequence[str], *, runs: str | None
     at = {c: i for i, c in enumerate(columns)}
     parts = [((r[at["run_label"]], r[at["key"]]),
               {"step": r[at["step_list"]], "value": r[at["value_list"]]}) for r in rows]
-    # A key with a line is logged (its run logs it): only the others are looked up.
-    drawn = {key for (_, key), _ in parts}
-    require(store, [n for n in names if n not in drawn])
+    require(store, names, answered=[key for (_, key), _ in parts])
     if weight is not None:  # each line's debiased EMA, from its values in step order
         for _, cols in parts:
             cols["smoothed"] = smoothed(cols["value"], weight)
