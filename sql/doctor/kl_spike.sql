@@ -16,10 +16,11 @@
 
 -- name: finding
 with kl as (
-    -- NaN > x is true in DuckDB, so NaN is set aside before comparing: it is never over.
+    -- "Over" is the macro `over_threshold` (sql/statements/macros.sql), its one home: NaN
+    -- is never over, +Infinity is.
     select run_id, step, v1, v2,
-           coalesce(not isnan(v1) and v1 > $threshold, false)
-               or coalesce(not isnan(v2) and v2 > $threshold, false) as is_over
+           over_threshold(v1, '>', $threshold) or over_threshold(v2, '>', $threshold)
+               as is_over
     from metric_kl
 ),
 ends as (

@@ -17,12 +17,18 @@
 -- @try Look at what changed at the first step: a KL spike (lower the learning rate), an entropy collapse, or a change in the data; resume from the checkpoint before it with a lower learning rate.
 
 -- name: finding
-with fired as (
+with rule_rows as (
     select unnest($drop_run_id::varchar[]) as run_id,
            unnest($drop_first_step::bigint[]) as first_step,
            unnest($drop_last_step::bigint[]) as last_step,
            unnest($drop_peak::double[]) as peak,
            unnest($drop_latest::double[]) as latest
+),
+fired as (
+    -- Whether the rule's value at the run's last reward step is still over the threshold: the
+    -- macro `over_threshold` (sql/statements/macros.sql), its one home (NaN is never over).
+    select *, over_threshold(latest, '>', $threshold) as still_over
+    from rule_rows
 ),
 reward as (
     select run_id, step, value
@@ -38,17 +44,17 @@ raw as (
 )
 select r.run_id,
        case when w.run_id is null then 'logs no env/all/reward/total' end as missing,
-       coalesce(not isnan(f.latest) and f.latest > $threshold, false) as fired,
-       case when not isnan(f.latest) and f.latest > $threshold then f.first_step end as first_step,
-       case when not isnan(f.latest) and f.latest > $threshold then f.last_step end as last_step,
-       case when not isnan(f.latest) and f.latest > $threshold then
+       coalesce(f.still_over, false) as fired,
+       case when f.still_over then f.first_step end as first_step,
+       case when f.still_over then f.last_step end as last_step,
+       case when f.still_over then
            format('the smoothed env/all/reward/total (EMA weight {:g}) fell up to {:.3g} below '
                   || 'its best from step {} on ({:.3g} below at the last step; the drop rule '
                   || 'fires above {:g}); raw reward best {:.3g} at step {}, {:.3g} at step {}',
                   $smooth, f.peak, f.first_step, f.latest, $threshold, w.best, w.best_step,
                   w.last_value, w.last_step)
        end as evidence,
-       case when not isnan(f.latest) and f.latest > $threshold then
+       case when f.still_over then
            to_json({'peak': f.peak, 'latest': f.latest, 'best': w.best,
                     'best_step': w.best_step, 'last_value': w.last_value})::varchar
        end as facts

@@ -7,7 +7,7 @@
 -- name: over_threshold
 -- Whether `value` is over `threshold` in the direction of `op` ('>', '>=', '<' or '<='): the
 -- one home of "over the threshold", which `kl_steps`, `run_summary`, `runstore check`, the KL
--- chart and the web UI read. NaN is never over, for any op: DuckDB and Spark sort NaN above
+-- chart, the web UI and the doctor (`kl_spike`, `reward_collapse`) read. NaN is never over, for any op: DuckDB and Spark sort NaN above
 -- every number, so `NaN > 0.01` would be true there, and NaN is set aside before comparing.
 -- +Infinity is above every number and -Infinity below. A null value is not over.
 create macro over_threshold(value, op, threshold) as

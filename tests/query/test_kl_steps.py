@@ -7,7 +7,9 @@ or above the rules' floor alone (`check.kl_over_floor`) against all runs — on 
 and on random KL histories (hypothesis) with both spellings, repeated steps, strings, NaN,
 ±Infinity, step-less rows and `pre_resume` copies; `check` against tests/oracle.py for
 rules of each op, of one KL family, and of KL and another metric at once; and the KL chart's
-series (its values and the runs it flags) against the oracle's `kl_steps` and `kl_health`.
+series (its values and the runs it flags) against the oracle's `kl_steps` and `kl_health`. No
+statement compares against a threshold after setting NaN aside itself: that is the macro
+`over_threshold`'s alone.
 """
 
 from __future__ import annotations
@@ -265,3 +267,39 @@ def test_random_histories_fast_paths_match_the_oracle(tmp_path_factory: pytest.T
                 {k: (v["first_step"], v["last_step"], v["steps_over"], v["longest_streak"])
                  for k, v in want.items()}, rule
     shutil.rmtree(base)
+
+
+def _restatements(sql: str) -> list[str]:
+    """The places in `sql` that compare a value after setting NaN aside (`not isnan(x) and
+    x > y`, in either order, any comparison, bare or within a CASE): "over the threshold"
+    written again."""
+    import sqlglot
+    from sqlglot import exp
+
+    found = []
+    for conj in sqlglot.parse_one(sql, read="duckdb").find_all(exp.And):
+        sides = [conj.left, conj.right]
+        nan_checked = {s.this.this.sql() for s in sides
+                       if isinstance(s, exp.Not) and isinstance(s.this, exp.IsNan)}
+        if any({c.left.sql(), c.right.sql()} & nan_checked
+               for side in sides for c in side.find_all(exp.GT, exp.GTE, exp.LT, exp.LTE)):
+            found.append(conj.sql())
+    return found
+
+
+def test_over_the_threshold_is_written_only_in_its_macro() -> None:
+    """Every statement runstore runs (the views, the statements, the doctor's findings and
+    evidence) reads "over the threshold" from the macro `over_threshold`: none compares a value
+    it has set NaN aside for itself. The probe finds the macro's own body (so it can fail)."""
+    from runstore.resources import parse_statements, sql_dir
+
+    sql = sql_dir()
+    texts = {f"{p.parent.name}/{p.name}": p.read_text() for p in sql.glob("*.sql")}
+    for folder in ("statements", "doctor"):
+        for p in (sql / folder).glob("*.sql"):
+            for name, text in parse_statements(p.read_text()).items():
+                texts[f"{folder}/{p.name}:{name}"] = text
+    macro = texts.pop("statements/macros.sql:over_threshold")
+    assert _restatements(macro.split(" as", 1)[1]), "the probe no longer finds the rule"
+    assert len(texts) > 40
+    assert {name: found for name, text in texts.items() if (found := _restatements(text))} == {}
