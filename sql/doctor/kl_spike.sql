@@ -26,19 +26,26 @@ with kl as (
 ends as (
     select run_id, max(step) as last_kl_step from kl group by run_id
 ),
+names as (
+    -- Each family's name in the evidence: its spelling without `optim/` (`kl_keys`, whose
+    -- rows runstore.families writes, the one home of the spellings).
+    select max(key) filter (where family = 'v1' and pref = 1) as v1,
+           max(key) filter (where family = 'v2' and pref = 1) as v2
+    from kl_keys
+),
 kl_values as (
     -- Each non-NaN KL value of a step over the threshold, by family, for the peak.
-    select run_id, step, 'kl_sample_train_v1' as family, v1 as value
-    from kl where is_over and v1 is not null and not isnan(v1)
+    select k.run_id, k.step, n.v1 as family, 1 as is_v1, k.v1 as value
+    from kl as k, names as n where k.is_over and k.v1 is not null and not isnan(k.v1)
     union all
-    select run_id, step, 'kl_sample_train_v2', v2
-    from kl where is_over and v2 is not null and not isnan(v2)
+    select k.run_id, k.step, n.v2, 0, k.v2
+    from kl as k, names as n where k.is_over and k.v2 is not null and not isnan(k.v2)
 ),
 peaks as (
     -- The largest value over the threshold; the earliest step (then v1) among equal ones.
     select run_id, max(value) as peak,
-           arg_max(family, (value, -(step::hugeint), case when family like '%v1' then 1 else 0 end)) as family,
-           arg_max(step, (value, -(step::hugeint), case when family like '%v1' then 1 else 0 end)) as peak_step
+           arg_max(family, (value, -(step::hugeint), is_v1)) as family,
+           arg_max(step, (value, -(step::hugeint), is_v1)) as peak_step
     from kl_values
     group by run_id
 ),

@@ -26,15 +26,17 @@ with bad as (
     from metrics
     where list_contains($keys, key) and value is not null and not isfinite(value)
     union all
-    select run_id, step, 'kl_sample_train_v1',
-           case when isnan(v1) then 'NaN' when v1 > 0 then '+Infinity' else '-Infinity' end
-    from metric_kl
-    where v1 is not null and not isfinite(v1)
+    -- A KL family by its spelling without `optim/` (`kl_keys`, whose rows runstore.families
+    -- writes, the one home of the spellings).
+    select k.run_id, k.step, n.key,
+           case when isnan(k.v1) then 'NaN' when k.v1 > 0 then '+Infinity' else '-Infinity' end
+    from metric_kl as k, kl_keys as n
+    where n.family = 'v1' and n.pref = 1 and k.v1 is not null and not isfinite(k.v1)
     union all
-    select run_id, step, 'kl_sample_train_v2',
-           case when isnan(v2) then 'NaN' when v2 > 0 then '+Infinity' else '-Infinity' end
-    from metric_kl
-    where v2 is not null and not isfinite(v2)
+    select k.run_id, k.step, n.key,
+           case when isnan(k.v2) then 'NaN' when k.v2 > 0 then '+Infinity' else '-Infinity' end
+    from metric_kl as k, kl_keys as n
+    where n.family = 'v2' and n.pref = 1 and k.v2 is not null and not isfinite(k.v2)
 ),
 counts as (
     select run_id, key, kind, count(*) as n, min(step) as first_step, max(step) as last_step
