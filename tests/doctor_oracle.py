@@ -556,10 +556,12 @@ def slow_steps(root: Path, threshold: float = 2.0, smooth: float = 0.9) -> dict[
 def crashed(root: Path, minutes: float = 60.0, now: float | None = None) -> dict[str, Verdict]:
     """Not completed (no final checkpoint, no live `progress/done_frac` of at least 1) and
     every source file older than `minutes` (as of `now`, epoch seconds); the facts add the
-    last error logs.log shows (oracle.log_facts: read backwards from the end)."""
+    last error logs.log shows (oracle.log_facts: read backwards from the end) and the name of
+    the last record of checkpoints.jsonl (None when it has none, or no file)."""
     import time
 
     now = time.time() if now is None else now
+    checkpoints = oracle.latest_checkpoints(root)
     out = {}
     for name, run in runs(root).items():
         values = live(run)
@@ -574,7 +576,9 @@ def crashed(root: Path, minutes: float = 60.0, now: float | None = None) -> dict
         last = max((s for s, _ in oracle.live_metrics(run)), default=None)
         out[name] = Verdict(True, last, last, near=[(age, minutes)],
                             facts={"done_frac": max(done) if done else None,
-                                   "last_error": oracle.log_facts(run)["last_error"]})
+                                   "last_error": oracle.log_facts(run)["last_error"],
+                                   "last_checkpoint": checkpoints.get(name, {}).get(
+                                       "latest_name")})
     return out
 
 

@@ -19,11 +19,6 @@
 with fired as (
     select unnest($stale_run_id::varchar[]) as run_id,
            unnest($stale_minutes::double[]) as minutes
-),
-last_checkpoint as (
-    select run_id, arg_max(name, seq) as name
-    from checkpoints
-    group by run_id
 )
 select r.run_id,
        case when r.source_updated_at is null then 'no source modification time is known' end
@@ -38,7 +33,8 @@ select r.run_id,
                   case when s.done_frac is not null
                        then format(', progress/done_frac {:.3g}', s.done_frac) else '' end,
                   coalesce(r.last_step::varchar, 'none'),
-                  case when c.name is not null then format(', last checkpoint {}', c.name)
+                  case when c.latest_name is not null
+                       then format(', last checkpoint {}', c.latest_name)
                        else '' end,
                   -- minutes, hours or days: words that stay the same while a reader looks
                   case when f.minutes < 120 then format('{:.0f} minutes', f.minutes)
@@ -49,12 +45,13 @@ select r.run_id,
        end as evidence,
        case when f.run_id is not null then
            to_json({'minutes': f.minutes, 'done_frac': s.done_frac, 'last_step': r.last_step,
-                    'last_checkpoint': c.name, 'last_error': r.last_error})::varchar
+                    'last_checkpoint': c.latest_name, 'last_error': r.last_error})::varchar
        end as facts
 from runs as r
 join run_status as s on s.run_id = r.run_id
 left join fired as f on f.run_id = r.run_id
-left join last_checkpoint as c on c.run_id = r.run_id
+-- The latest checkpoint by write order, as `latest_checkpoints` (its one definition) says.
+left join latest_checkpoints as c on c.run_id = r.run_id
 
 -- name: evidence
 select r.run_name, s.status, s.final_checkpoint, s.done_frac, r.last_step, r.source_updated_at

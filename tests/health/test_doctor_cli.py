@@ -277,6 +277,42 @@ def test_a_missing_optional_column_is_read_as_null(demo_store: tuple[Path, Path]
     assert "partly evaluated: without runs.last_error: needs logs.log" in without.explain()
 
 
+def test_crashed_names_the_latest_checkpoint_as_latest_checkpoints_does(
+        demo_store: tuple[Path, Path], tmp_path: Path) -> None:
+    """`crashed`'s evidence names the run's latest checkpoint as the view `latest_checkpoints`
+    says (the last record written), even when that record has no name (the format allows it):
+    then it names none, rather than an older record's name."""
+    import os
+
+    want = {run: v for (run, name), v in do.fired(demo_store[0]).items() if name == "crashed"}
+    run_name = next(r for r, v in want.items() if v.facts["last_checkpoint"])
+    before = next(r for r in diagnose(runstore.open(demo_store[1]), config=False,
+                                      only=["crashed"]).rows if r["run_name"] == run_name)
+    assert json.loads(before["facts"])["last_checkpoint"] == want[run_name].facts["last_checkpoint"]
+    assert f"last checkpoint {want[run_name].facts['last_checkpoint']}" in before["evidence"]
+
+    run = tmp_path / "runs" / run_name
+    shutil.copytree(demo_store[0] / run_name, run)
+    ckpt = run / "checkpoints.jsonl"
+    times = ckpt.stat()
+    with ckpt.open("a") as f:
+        f.write(json.dumps({"batch": 4, "state_path": "tinker://x/weights/4"}) + "\n")
+    os.utime(ckpt, ns=(times.st_atime_ns, times.st_mtime_ns))  # still stale
+    store = runstore.open(tmp_path / "store")
+    store.ingest([tmp_path / "runs"])
+    (oracle_verdict,) = [v for (r, n), v in do.fired(tmp_path / "runs").items() if n == "crashed"]
+    assert oracle_verdict.facts["last_checkpoint"] is None
+    (row,) = diagnose(store, config=False, only=["crashed"]).rows
+    assert json.loads(row["facts"])["last_checkpoint"] is None
+    assert "last checkpoint" not in row["evidence"]
+    assert store.sql("select latest_name, n_checkpoints from latest_checkpoints"
+                     ).rows() == [(None, checkpoint_lines(demo_store[0] / run_name) + 1)]
+
+
+def checkpoint_lines(run: Path) -> int:
+    return sum(1 for line in (run / "checkpoints.jsonl").read_text().splitlines() if line.strip())
+
+
 # ---------------------------------------------------------------------------------------------
 # The real sample runs
 
