@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ..query.rows import Rows
+    from ..store.base import Rows
 
 Format = Literal["markdown", "csv"]
 DEFAULT_CHARS = 16_000

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import StoreNotFound, UsageError
-from ..ingest.report import IngestReport
 from ..present import render as output
 from ..store import Store
 from .specs import DEMO_SEED
 from .tree import generate_tree
+
+if TYPE_CHECKING:
+    from ..store.writing import IngestReport
 
 QUESTIONS: list[tuple[str, str]] = [
     ("What kinds of runs are there, and in which layout?",

@@ -34,8 +34,8 @@ metric's downsampled history; pages of a transcript search). `inputs` checks wha
 memory sizes, smoothing weights, config key lists, request bodies, paths), and `catalog`
 answers what any store holds without opening one (the views, the schema).
 
-`runstore.store` is the front door: `cli/` and `ui/` import it, `present` and `errors` and
-nothing else of the library (an import-linter contract in pyproject.toml), so every caller
+`runstore.store` is the front door: `cli/`, `ui/`, `agents/` and `demo/` import it, `present`
+and `errors` and nothing else of the library (an import-linter contract in pyproject.toml), so every caller
 gets whole results from here.
 """
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
 
+    from ..query.rows import Rows
     from ..query.workers import Workers
 
 T = TypeVar("T")
@@ -149,7 +150,7 @@ class StoreBase:
 
     def rows(self, sql: str, params: dict[str, Any] | None = None, *,
              allow_read: Iterable[str | os.PathLike[str]] | None = None,
-             timeout: float | None = None, arrow: bool = False) -> Any:
+             timeout: float | None = None, arrow: bool = False) -> "Rows | pa.Table":
         """Run one read-only query; its result as plain Python rows (`query.rows.Rows`: the
         questions a pyarrow Table answers — `column_names`, `num_rows`, `to_pylist()` — asked
         of rows that never went through Arrow) when every column's type gives the same Python

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from ..errors import UsageError
 from ..query.statements import frames
 from .base import StoreBase
 
@@ -90,12 +91,13 @@ class Questions(StoreBase):
         return frames.summary_columns()
 
     def runs_query(self, *, kind: str | None = None, name: str | None = None,
-                   where: str | None = None, columns: Sequence[str] | None = None
-                   ) -> tuple[str, dict[str, Any]]:
+                   where: str | None = None, columns: Sequence[str] | None = None,
+                   runs: "str | Sequence[str] | None" = None) -> tuple[str, dict[str, Any]]:
         """The statement `runs` runs, as `(sql, params)` for `arrow`/`rows`/`sql` (`runstore
         runs` prints it as plain rows; the web UI runs a `where` from a request in a worker):
-        `run_summary`'s rows of the runs `name` names, `where` a condition over its columns
-        (checked to be a plain expression), `columns` its columns to return.
+        `run_summary`'s rows of the runs `name` names (`runs --name`) or of the scope `runs`
+        (as `scope` takes it), `where` a condition over its columns (checked to be a plain
+        expression), `columns` its columns to return.
 
         Example:
             >>> store.rows(*store.runs_query(columns=["run_label"],
@@ -104,8 +106,10 @@ class Questions(StoreBase):
         """
         from ..analysis.runs import scope_ids
 
-        return frames.runs_query(kind=kind, runs=scope_ids(self, name, option="--name"),
-                                 where=where, columns=columns)
+        if name is not None and runs is not None:
+            raise UsageError("give the runs by name or by scope, not both")
+        ids = scope_ids(self, runs) if runs is not None else scope_ids(self, name, option="--name")
+        return frames.runs_query(kind=kind, runs=ids, where=where, columns=columns)
 
     # -- naming runs (runstore.analysis.runs, the one RUN resolution) ---------------------
     def resolve(self, runs: "str | Sequence[str]") -> "list[Run]":

@@ -308,3 +308,25 @@ def test_a_column_is_quoted_or_refused_never_pasted() -> None:
     assert text.startswith('SELECT "run_label" FROM')
     with pytest.raises(UsageError, match="no column"):
         frames.runs_query(columns=['run_label" from runs; --'])
+
+
+def test_store_runs_query_takes_a_name_or_a_scope(store: runstore.Store) -> None:
+    """`Store.runs_query` lists the runs a name pattern (`runs --name`) or a scope (`runs=`,
+    what the MCP tool passes) covers; the scope's run_ids are `Store.scope`'s, its errors name
+    `--runs`; both at once are refused."""
+    import fnmatch
+
+    names = dict(store.rows("select run_id, run_name from runs").data)
+    for pattern in ("math_rl_sweep/*", ["sl/*", "dpo/*"]):
+        sql, params = store.runs_query(runs=pattern, columns=["run_id"])
+        want = {i for i, n in names.items()
+                if any(fnmatch.fnmatchcase(n, p) for p in
+                       ([pattern] if isinstance(pattern, str) else pattern))}
+        assert want and {r["run_id"] for r in store.rows(sql, params).to_pylist()} == want
+        assert params["runs"] == store.scope(pattern)
+    with pytest.raises(runstore.RunstoreError, match="--runs 'nothing/\\*'"):
+        store.runs_query(runs="nothing/*")
+    with pytest.raises(runstore.RunstoreError, match="--name 'nothing/\\*'"):
+        store.runs_query(name="nothing/*")
+    with pytest.raises(UsageError, match="not both"):
+        store.runs_query(name="sl/*", runs="sl/*")

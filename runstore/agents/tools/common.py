@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
 
-    from ...analysis.runs import Run
+    from ...store.questions import Run
 
 X = Annotated[Literal["step", "time", "tokens", "cost"], Field(
     description="The x axis: `step`; `time`, wall seconds since the run's first step (summed "

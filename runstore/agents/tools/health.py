@@ -108,10 +108,8 @@ class DoctorTools(Toolbox):
         evidence in numbers, what to try next and a SQL statement (for the sql tool) that
         shows the evidence. Says the exit status `runstore doctor` would have (1: an error
         finding)."""
-        from ...health.doctor import SHOWN_COLUMNS
-
         found = self.store.diagnosis(runs, only=finding)  # type: ignore[arg-type]
-        rows = found.arrow(("run_id", *SHOWN_COLUMNS))
+        rows = found.arrow(("run_id", *found.shown_columns))
         out = self.answer(max_chars)
         if found.errors:
             out.line(f"ERRORS: {found.errors} finding{'s' if found.errors != 1 else ''} of "

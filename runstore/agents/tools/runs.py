@@ -68,16 +68,14 @@ class RunTools(Toolbox):
         (GLOB, name, run_id), kind, status or a SQL condition; start here to find runs."""
         import polars as pl
 
-        from ...query.statements.frames import runs_query, summary_columns
-
-        wanted = list(columns) if columns else [c for c in summary_columns() if c != "run_name"]
+        store = self.store
+        wanted = list(columns) if columns else [c for c in store.run_columns() if c != "run_name"]
         asked = ["run_id", *[c for c in wanted if c != "run_id"]]
         extra = ["status"] if status and "status" not in asked else []
-        store = self.store
         # A `where` is user SQL: it runs where the sql tool's queries run (a capped worker).
-        frame = pl.from_arrow(store.arrow(*runs_query(
-            kind=kind, runs=store.scope(runs), where=where,  # type: ignore[arg-type]
-            columns=[*asked, *extra]), isolated=where is not None))
+        frame = pl.from_arrow(store.arrow(*store.runs_query(
+            kind=kind, runs=runs, where=where, columns=[*asked, *extra]),
+            isolated=where is not None))
         assert isinstance(frame, pl.DataFrame)
         if status:
             frame = frame.filter(pl.col("status") == status).select(asked)

@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, Union
 from pydantic import Field
 
 from ...errors import QueryError
-from ...query.catalog import spelled
+from ...store.catalog import spelled
 from ..answer import Page
 from ..args import MaxChars, Offset, TextFormat, limit
 from .base import Toolbox, tool
 from .common import cut
 
 if TYPE_CHECKING:
-    from ...query.views import View
+    from ...store.base import View
 
 RowLimit = limit(100, 10000, "rows")
 DEFAULT_TIMEOUT_S = 30.0

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Sequence
 
 from ...printable import printable
 from ...query.rows import records
@@ -70,6 +70,7 @@ class Diagnosis:
     runs: int  # runs in scope
     scope: tuple[str, ...] | None = None  # the RUN patterns given
     partial: dict[str, str] = field(default_factory=dict)  # finding -> what it lacked
+    shown_columns: ClassVar[tuple[str, ...]] = SHOWN_COLUMNS  # what `runstore doctor` prints
 
     @property
     def errors(self) -> int:
