@@ -330,9 +330,10 @@ def entropy_collapse(root: Path, fraction: float = 0.25, window: int = 10,
     out = {}
     for name, run in runs(root).items():
         values = live(run)
-        logged = logged_keys(run)
-        key = "optim/entropy" if "optim/entropy" in logged else "entropy"
-        series = finite_series(values, key) if key in logged else []
+        # Per step the `optim/` spelling's number when the step has one, else the older name's.
+        merged = {s: v for (s, k), v in values.items() if k == "entropy"}
+        merged.update({s: v for (s, k), v in values.items() if k == "optim/entropy"})
+        series = sorted((s, v) for s, v in merged.items() if math.isfinite(v))
         rewards = finite_series(values, REWARD)
         if not series:
             out[name] = missing("logs no entropy")

@@ -1,8 +1,10 @@
 -- entropy_collapse: the policy's per-token entropy fell to a small fraction of its start while
 -- the reward stalled.
--- Over the run's live finite values of `optim/entropy` (`entropy`, the older name, for a run
--- that logs no `optim/entropy`), the start is their mean over the run's first `window`
--- entropy steps (before its first entropy step plus `window`) and q_t = entropy_t / start.
+-- Over the run's entropy, the family `optim/entropy` / `entropy` (the older name) read as every
+-- rule reads a family (runstore.families: at each step the live number of `optim/entropy`
+-- when the step logs one, else that of `entropy`), its finite values: the start is their mean
+-- over the run's first `window` entropy steps (before its first entropy step plus `window`) and
+-- q_t = entropy_t / start.
 -- With at least 2 * `window` entropy steps and a start above 0, the entropy collapsed when the
 -- mean of q over the last `window` steps (after the run's last entropy step minus `window`) is
 -- below `fraction`. First step: where the stretch of steps below `fraction` that runs into
@@ -19,19 +21,15 @@
 -- @try Entropy collapse makes the policy stop exploring: lower the learning rate, raise the sampling temperature, or add an entropy bonus; check whether the reward is being gamed (eval_gap).
 
 -- name: finding
-with spelled as (
-    -- The run's name for the entropy: `optim/entropy` when it logs it.
-    select run_id,
-           case when bool_or(key = 'optim/entropy') then 'optim/entropy' else 'entropy' end as key
-    from metric_keys
-    where key in ('optim/entropy', 'entropy') and not pre_resume and n_step_numbers > 0
-    group by run_id
-),
-entropy as (
-    select m.run_id, m.step, m.value
-    from metrics as m
-    join spelled as s on s.run_id = m.run_id and s.key = m.key
-    where m.key in ('optim/entropy', 'entropy') and m.value is not null and isfinite(m.value)
+with entropy as (
+    -- Per step, the first spelling with a number (`optim/` first), then its finite values.
+    select run_id, step, value
+    from (select run_id, step,
+                 arg_min(value, case when key = 'optim/entropy' then 0 else 1 end) as value
+          from metrics
+          where key in ('optim/entropy', 'entropy') and value is not null
+          group by run_id, step)
+    where isfinite(value)
 ),
 ends as (
     select run_id, count(*) as n, min(step) as first_logged, max(step) as last_step

@@ -396,6 +396,27 @@ def test_non_finite_numbers_in_evidence_are_spelled_as_the_files_do(tmp_path: Pa
     assert f"t = {spelled(trend.facts['t'])} " in got[("line", "no_improvement")]["evidence"]
 
 
+def test_entropy_is_read_as_its_family_step_by_step(tmp_path: Path) -> None:
+    """A run that logged `entropy` (older releases) and then `optim/entropy` (after an upgrade,
+    say) has one entropy series, as every rule reads a family (runstore.families): the older
+    name where a step has no `optim/` number, the `optim/` one where it has. Its entropy fell
+    to 5% of its start at the switch with the reward flat: `entropy_collapse` fires from the
+    first `optim/` step, as the oracle says (the `optim/` steps alone would show no fall)."""
+    root = tmp_path / "runs"
+    write_run(root / "upgraded", [
+        {"step": s, "env/all/reward/total": 0.5,
+         **({"entropy": 1.0} if s < 20 else {"optim/entropy": 0.05}),
+         # Both spellings at one step: the `optim/` number counts.
+         **({"entropy": 9.0} if s == 30 else {})}
+        for s in range(40)])
+    store = runstore.open(tmp_path / "store")
+    store.ingest([root])
+    verdict = do.entropy_collapse(root)["upgraded"]
+    assert verdict.fired and verdict.first_step == 20 and verdict.last_step == 39
+    assert ("upgraded", "entropy_collapse") in found(store, only=["entropy_collapse"])
+    check_against_oracle(store, root, "entropy_collapse")
+
+
 def test_steps_at_the_ends_of_int64_are_judged_like_any(tmp_path: Path) -> None:
     """A step may be any int64 (the ingest stores -2**63 and 2**63 - 1 as written): windows
     of steps, spans and ties count past the ends without overflowing, and each finding
