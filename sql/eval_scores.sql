@@ -19,15 +19,19 @@
 -- @column eval_store_id: eval store
 -- @column timestamp: when the eval run was created (as written)
 with latest as (
-    select run_id, name, batch, sampler_path, state_path,
-           row_number() over (partition by run_id, sampler_path, state_path order by seq desc)
-               as newest
-    from checkpoints
+    -- Per run and path (a record's sampler path and its state path each name it), the latest
+    -- record naming that path, taken whole (a struct): one row per run and path, so each eval
+    -- result finds at most one checkpoint however the records repeat or mix paths.
+    select run_id, path, arg_max_null({'name': name, 'batch': batch}, seq) as rec
+    from (select run_id, seq, name, batch, unnest([sampler_path, state_path]) as path
+          from checkpoints)
+    where path is not null
+    group by run_id, path
 )
 select e.run_id,
        r.run_name,
-       c.name as checkpoint,
-       c.batch as step,
+       c.rec.name as checkpoint,
+       c.rec.batch as step,
        x.benchmark,
        x.score,
        x.num_examples,
@@ -42,6 +46,4 @@ select e.run_id,
 from eval_results as x
 join eval_runs as e on e.eval_store_id = x.eval_store_id and e.eval_run_id = x.eval_run_id
 left join runs as r on r.run_id = e.run_id
-left join latest as c
-  on c.run_id = e.run_id and c.newest = 1
- and (c.sampler_path = e.checkpoint_path or c.state_path = e.checkpoint_path)
+left join latest as c on c.run_id = e.run_id and c.path = e.checkpoint_path

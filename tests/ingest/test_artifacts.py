@@ -171,6 +171,43 @@ def test_eval_scores_link_each_eval_to_the_run_and_checkpoint_it_evaluated(inges
     assert any(e[2] is None for e in expect) and any(e[2] is not None for e in expect)
 
 
+def test_eval_scores_has_one_row_per_result_however_checkpoint_records_repeat(
+        _demo_template: Path, tmp_path: Path) -> None:
+    """A checkpoint path named by several records of a run (the same sampler weights saved
+    again beside new state: the records differ in their state paths) still gives each eval
+    result one row, with the latest record that names the path (the last such line of
+    checkpoints.jsonl), where each record used to give one."""
+    tree = tmp_path / "runs"
+    shutil.copytree(_demo_template / ASYNC, tree / ASYNC)
+    (evals,) = oracle.eval_stores(tree)
+    paths = {w["checkpoint_path"] for w in oracle.eval_store_rows(evals)["eval_runs"]}
+    runs = [r for r in oracle.run_dirs(tree)
+            if any(c.get("sampler_path") in paths for c in oracle.checkpoint_records(r))]
+    for n, run in enumerate(runs):
+        again = next(c for c in oracle.checkpoint_records(run)
+                     if c.get("sampler_path") in paths)
+        with (run / "checkpoints.jsonl").open("a") as f:
+            f.write(json.dumps({"name": f"{again['name']}-again", "batch": 100 + n,
+                                "state_path": f"{again['state_path']}-again",
+                                "sampler_path": again["sampler_path"]}) + "\n")
+    store = runstore.open(tmp_path / "store")
+    store.ingest([tree])
+    latest: dict[str, tuple[str, int]] = {}
+    for run in oracle.run_dirs(tree):
+        for rec in oracle.checkpoint_records(run):  # in line order: the last one stays
+            for key in ("sampler_path", "state_path"):
+                if rec.get(key):
+                    latest[rec[key]] = (rec.get("name"), rec.get("batch"))
+    want = oracle.eval_store_rows(evals)
+    meta = {w["eval_run_id"]: w for w in want["eval_runs"]}
+    expect = sorted(((w["eval_run_id"], w["benchmark"],
+                      *latest.get(meta[w["eval_run_id"]]["checkpoint_path"], (None, None)))
+                     for w in want["eval_results"]), key=str)
+    got = store.rows("select eval_run_id, benchmark, checkpoint, step from eval_scores").data
+    assert sorted(got, key=str) == expect
+    assert runs and any(e[2] and e[2].endswith("-again") for e in expect)
+
+
 def test_run_logs_and_the_runs_row_facts(ingested) -> None:
     tree, store, _ = ingested
     for run in oracle.run_dirs(tree):
