@@ -8,8 +8,10 @@ directories of the repository. Callers get a `Path` either way, or a clear error
 A statements file holds several statements, each under a `-- name: NAME` line and the
 comment saying what it answers; `statement("trace.slices")` is the text of statement
 `slices` of `sql/statements/trace.sql` (read once per process; a name it lacks is a
-`KeyError`). It lives here, below every layer, because the ingest runs some of them too (the
-summaries of `summaries.sql`, over each read's rows) and the query layer runs them all.
+`KeyError`); `macro_statements()` are the `create macro` statements of `macros.sql`. It lives
+here, below every layer, because the ingest runs some of them too (the summaries of
+`summaries.sql`, over each read's rows; a run's status by its macro) and the query layer runs
+them all.
 """
 
 from __future__ import annotations
@@ -69,3 +71,14 @@ def statement(name: str) -> str:
         if file not in _FILES:
             _FILES[file] = parse_statements((sql_dir() / "statements" / f"{file}.sql").read_text())
         return _FILES[file][part]
+
+
+def macro_statements() -> list[str]:
+    """The `create macro` statements of `sql/statements/macros.sql`, in file order (a macro
+    may call one before it): what a DuckDB runs to have every macro (`query.macros.create`,
+    and `storage.arrow_sql`'s database, whose statements the ingest runs)."""
+    with _LOCK:
+        if "macros" not in _FILES:
+            _FILES["macros"] = parse_statements((sql_dir() / "statements" / "macros.sql")
+                                                .read_text())
+        return list(_FILES["macros"].values())

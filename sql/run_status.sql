@@ -1,10 +1,11 @@
--- Each run's status as of the query, not only as of the last ingest. `completed` once the run
--- wrote its final checkpoint (`final = true` or the name `final`) or logged
+-- Each run's status as of the query, not only as of the last ingest: the macro
+-- `run_status_at` (sql/statements/macros.sql, the rule's one home) as of now. `completed` once
+-- the run wrote its final checkpoint (`final = true` or the name `final`) or logged
 -- `progress/done_frac` >= 1, whatever its files' modification times (a copied tree has fresh
 -- ones); else `running` while the newest change the last ingest saw in its files
 -- (`runs.source_updated_at`) is less than 120 s older than the query; else `idle` (stopped,
 -- crashed, or waiting). `missing` (its directory is gone) is kept from the ingest that noticed
--- it. `runs.status` is the same rule applied at ingest time, without `progress/done_frac`.
+-- it. `runs.status` is the same macro applied as of the ingest.
 -- The ingest keeps the final checkpoint and the largest `progress/done_frac` on each `runs`
 -- row (statement `run_progress` of sql/statements/summaries.sql says how they are counted),
 -- so this view reads `runs` alone (and `run_labels`, the label of each).
@@ -19,11 +20,8 @@
 select r.run_id,
        r.run_name,
        l.run_label,
-       -- 120 s: ingest.RUNNING_WINDOW_S, the window `runs.status` uses.
-       case when r.status = 'missing' then 'missing'
-            when r.final_checkpoint or r.done_frac >= 1 then 'completed'
-            when r.source_updated_at > current_timestamp - interval 120 second then 'running'
-            else 'idle' end as status,
+       run_status_at(r.status = 'missing', r.final_checkpoint, r.done_frac,
+                     r.source_updated_at, current_timestamp) as status,
        r.final_checkpoint,
        r.done_frac,
        r.source_updated_at,

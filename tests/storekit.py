@@ -39,7 +39,7 @@ def set_old_mtime(path: Path, age: float = DAY) -> None:
 
 def age_tree(root: Path) -> None:
     """Make every file look a day old: its runs are `idle` from the first ingest on (files
-    written by the test would be `running` for `ingest.job.RUNNING_WINDOW_S`, then turn
+    written by the test would be `running` until the macro `running_until` says, then turn
     `idle`, and an ingest after that rewrites the runs' rows)."""
     for p in root.rglob("*"):
         if p.is_file() and not p.is_symlink():

@@ -4,8 +4,8 @@ Contract: a `Job` holds the writer, the ledger being updated and the report bein
 `tasks(runs)` yields one `FileTask` per file of every run, in order; `run(rd, ahead)` stages the
 results of one run's files (taken in order from the read-ahead) and its `runs` row (its name,
 layout, kind and config fields, code diff, final checkpoint and largest `progress/done_frac`
-(progress.py), status: `completed` once a final checkpoint is written, `running` while a file
-changed in the last `RUNNING_WINDOW_S` seconds, else `idle`), counting the run as new, updated
+(progress.py), status: the macro `run_status_at` as of the ingest, the rule the view
+`run_status` applies as of a query), counting the run as new, updated
 or unchanged; an interrupt between two files stops it there, the run's row still staged. A file
 the ledger knows that the run's directory no longer holds keeps its rows (nothing stored is
 lost) and is warned of once: its entry is marked `gone` until it is there again.
@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
 from ..crashpoints import pause_point
-from ..storage import schema
+from ..storage import arrow_sql, schema
 from ..storage.ledger import RUN_KIND, Entry, Ledger, source_id_for
 from ..storage.location import location
 from ..storage.manifest import Manifest, Root
@@ -44,7 +44,10 @@ from .process import FileResult, FileTask
 from .readahead import ReadAhead
 from .report import IngestReport
 
-RUNNING_WINDOW_S = 120  # a run whose files changed this recently is `running`
+# A run's status as of the ingest, and until when it stays `running` (sql/statements/macros.sql).
+STATUS_SQL = ("select run_status_at(false, $final::boolean, $done::double, "
+              "$updated::timestamptz, $at::timestamptz), "
+              "epoch(running_until($updated::timestamptz))")
 
 
 class Job:
@@ -109,9 +112,11 @@ class Job:
             return
         newest = max((f.mtime_ns for f in rd.files), default=0)
         facts = progress.columns(self.led, run_id)
-        status = self._status(facts["final_checkpoint"], newest)
+        status, running_until = arrow_sql.row(STATUS_SQL, {
+            "final": facts["final_checkpoint"], "done": facts["done_frac"],
+            "updated": updated_at(newest), "at": datetime.fromtimestamp(self.now, timezone.utc)})
         if status == "running":  # turns idle then, without a file changing
-            self.stable_until = min(self.stable_until, newest / 1e9 + RUNNING_WINDOW_S)
+            self.stable_until = min(self.stable_until, running_until)
         prev_status = prev.state.get("status") if prev else None
         tmp_files = rd.tmp_files or None
         if prev is None:
@@ -178,15 +183,6 @@ class Job:
             self.led.put(replace(e, state=state))
             self.ledger_changed = True
 
-    def _status(self, final_checkpoint: bool, newest_ns: int) -> str:
-        # A final checkpoint beats fresh mtimes: a copied tree of finished runs is not running.
-        # (The run_status view applies the same rule at query time, and also `done_frac`.)
-        if final_checkpoint:
-            return "completed"
-        if newest_ns and self.now - newest_ns / 1e9 < RUNNING_WINDOW_S:
-            return "running"
-        return "idle"
-
     def _run_row(self, rd: RunDir, run_id: str, run_name: str, status: str,
                  newest_ns: int, facts: dict[str, Any]) -> dict[str, Any]:
         info: dict[str, Any] = {}
@@ -215,8 +211,7 @@ class Job:
             "config": info.get("config_json"), "code_diff": code_diff, "status": status,
             "last_step": metrics.state.get("max_step") if metrics else None,
             "n_metric_rows": metrics.lines if metrics else None,
-            "source_updated_at": (datetime.fromtimestamp(newest_ns / 1e9, timezone.utc)
-                                  if newest_ns else None),
+            "source_updated_at": updated_at(newest_ns),
             "ingested_at": datetime.now(timezone.utc),
             **facts,
         }
@@ -350,3 +345,8 @@ def _source_exists(run_path: str) -> bool:
 
 def _is_hex(s: str) -> bool:
     return all(c in "0123456789abcdef" for c in s)
+
+
+def updated_at(newest_ns: int) -> datetime | None:
+    """`runs.source_updated_at` of a run whose newest file changed at `newest_ns` (0: none)."""
+    return datetime.fromtimestamp(newest_ns / 1e9, timezone.utc) if newest_ns else None

@@ -5,7 +5,7 @@ later one compares: the `signature` of what it discovered (each run's id, name, 
 and leftover temporary files, and each file's path, kind, size, mtime and ctime: what
 `changes.unchanged` compares, so the same files give the same signature), the ledger file the
 snapshot names, the time until which no run's status can change (`stable_until`: a `running`
-run turns `idle` once its newest file is `RUNNING_WINDOW_S` old; none before then), and how
+run turns `idle` at the macro `running_until` of its newest file's time; none before), and how
 many runs the ledger knows that this ingest did not see and are not `missing` (`elsewhere`:
 one of them may have vanished since); the writer adds the fingerprint of the store files the
 snapshot was published over (storage/fingerprint.py).

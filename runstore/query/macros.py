@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ..resources import sql_dir, statement
+from ..resources import macro_statements, sql_dir, statement
 
 FILE = "macros"
 _con: Any = None
@@ -37,8 +37,8 @@ def names() -> list[str]:
 
 def create(con: Any) -> None:
     """Create every macro on the DuckDB connection `con`."""
-    for name in names():
-        con.execute(statement(f"{FILE}.{name}"))
+    for text in macro_statements():
+        con.execute(text)
 
 
 def described() -> dict[str, str]:
@@ -64,11 +64,12 @@ def definitions() -> dict[str, tuple[list[str], Any]]:
     return out
 
 
-def expand(tree: Any) -> Any:
-    """`tree` with every call of a macro replaced by its body (see the module)."""
+def expand(tree: Any, found: dict[str, tuple[list[str], Any]] | None = None) -> Any:
+    """`tree` with every call of a macro replaced by its body (see the module), the calls a
+    macro's body makes of another macro too."""
     from sqlglot import exp
 
-    found = definitions()
+    found = definitions() if found is None else found
 
     def replace(node: Any) -> Any:
         if isinstance(node, exp.Anonymous) and node.name.lower() in found:
@@ -76,9 +77,9 @@ def expand(tree: Any) -> Any:
             if len(node.expressions) != len(params):
                 return node  # not a call of the macro: DuckDB would refuse it, so may others
             args = dict(zip(params, node.expressions))
-            return exp.paren(body.copy().transform(
+            return exp.paren(expand(body.copy().transform(
                 lambda n: args[n.name].copy()
-                if isinstance(n, exp.Column) and not n.table and n.name in args else n))
+                if isinstance(n, exp.Column) and not n.table and n.name in args else n), found))
         return node
 
     return tree.transform(replace)

@@ -2,15 +2,18 @@
 
 Contract: `run(sql, tables)` runs one SQL query with each Arrow table of `tables` visible
 under its key, and returns the result as Arrow; `run_all(sqls, tables)` runs several over
-the same tables, registered once. The DuckDB is in memory, with external access off (no
-file, no extension, no network: a query reads the rows it is given and nothing else) and
-one thread per query (its callers, the ingest's read-ahead threads, are the parallelism).
-One database serves the process; each call has its own cursor and its own registrations,
-so threads may run queries at once.
+the same tables, registered once; `row(sql, params)` the one row of a query of bound values.
+The DuckDB is in memory, with external access off (no file, no extension, no network: a
+query reads the rows it is given and nothing else), one thread per query (its callers, the
+ingest's read-ahead threads, are the parallelism) and every macro of
+`sql/statements/macros.sql`, as query connections have them. One database serves the
+process; each call has its own cursor and its own registrations, so threads may run queries
+at once.
 
 Who calls it: the ingest, to keep its summaries with the very statements the query layer
-runs over stored tables (`ingest/statements.py`), and migrations, through
-`MigrationContext.query`, to run the frozen copy of the statement they were written with.
+runs over stored tables (`ingest/statements.py`) and a run's status with the macro the view
+`run_status` applies, and migrations, through `MigrationContext.query`, to run the frozen
+copy of the statement they were written with.
 It lives in `storage/` because migrations may import nothing from the ingest.
 """
 
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import threading
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from ..resources import macro_statements
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -32,8 +37,11 @@ def _cursor() -> Any:
     global _con
     with _lock:
         if _con is None:
-            _con = duckdb.connect(":memory:", config={"enable_external_access": False,
-                                                      "threads": 1})
+            con = duckdb.connect(":memory:", config={"enable_external_access": False,
+                                                     "threads": 1})
+            for text in macro_statements():  # every macro, as query connections have them
+                con.execute(text)
+            _con = con
         return _con.cursor()
 
 
@@ -51,3 +59,13 @@ def run_all(sqls: Sequence[str], tables: Mapping[str, "pa.Table"]) -> list["pa.T
 def run(sql: str, tables: Mapping[str, "pa.Table"]) -> "pa.Table":
     """One query over `tables` (see the module), as Arrow."""
     return run_all([sql], tables)[0]
+
+
+def row(sql: str, params: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The one row of `sql` (a query of bound values `params` that reads no table), as Python
+    values: a macro applied to values Python holds."""
+    cur = _cursor()
+    try:
+        return cur.execute(sql, dict(params)).fetchone()
+    finally:
+        cur.close()

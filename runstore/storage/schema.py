@@ -91,7 +91,7 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
         ("config", STR, "config.json as JSON text"),
         ("code_diff", STR, "code.diff text"),
         ("status", STR, "completed / running / idle / missing, as of the ingest (the run_status "
-                        "view derives it at query time)"),
+                        "view applies the same macro, `run_status_at`, as of the query)"),
         ("last_step", I64, "largest `step` in metrics.jsonl"),
         ("n_metric_rows", I64, "lines read from metrics.jsonl (including superseded ones)"),
         ("source_updated_at", TS, "newest modification time of any source file of the run"),

@@ -62,3 +62,22 @@ create macro number_text(value, spec) as
     case when isnan(value) then 'NaN'
          when isinf(value) then case when value > 0 then 'Infinity' else '-Infinity' end
          else format(spec, value) end
+
+-- name: running_until
+-- Until when a run whose files last changed at `updated_at` is `running` (see `run_status_at`):
+-- 120 s after that change. The ingest also keeps the earliest such time of the runs it saw
+-- running: until then a re-ingest of unchanged files can change no run's status.
+create macro running_until(updated_at) as updated_at + interval 120 second
+
+-- name: run_status_at
+-- A run's status as of `as_of`, the one home of the rule: `missing` when its directory is gone;
+-- `completed` once it wrote its final checkpoint (`final_checkpoint`) or logged
+-- `progress/done_frac` >= 1 (`done_frac`, by `over_threshold`), whatever its files'
+-- modification times (a copied tree has fresh ones); else `running` until `running_until(updated_at)` (`updated_at`: the
+-- newest change the ingest saw in its files); else `idle` (stopped, crashed, or waiting). The
+-- view `run_status` applies it as of the query, the ingest as of the ingest (`runs.status`).
+create macro run_status_at(missing, final_checkpoint, done_frac, updated_at, as_of) as
+    case when missing then 'missing'
+         when final_checkpoint or over_threshold(done_frac, '>=', 1) then 'completed'
+         when as_of < running_until(updated_at) then 'running'
+         else 'idle' end

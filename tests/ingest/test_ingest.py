@@ -864,8 +864,8 @@ def test_final_checkpoint_beats_fresh_files(small_tree: Path, tmp_path: Path) ->
 
 def test_status_derives_running_from_the_query_time(small_tree: Path, store_path: Path) -> None:
     """A run seen changing at ingest is `running` then, and `idle` once its last change is
-    more than 120 s older than the query, with no ingest in between."""
-    from runstore.ingest.job import RUNNING_WINDOW_S
+    more than 120 s older than the query, with no ingest in between; the ingest and the view
+    draw the line at the same age (one macro, `running_until`, for both)."""
     from runstore.ingest.run import ingest
 
     run = small_tree / "b/c/sl"
@@ -877,9 +877,13 @@ def test_status_derives_running_from_the_query_time(small_tree: Path, store_path
     assert runs_by_name(store)["b/c/sl"]["status"] == "running"
     assert status_now(store)["b/c/sl"] == "idle"  # the query sees a 200 s old change
     assert dict(store.sql("select run_name, status from run_summary").rows())["b/c/sl"] == "idle"
-    # The view's window is the ingest's.
-    sql = (Path(__file__).resolve().parents[2] / "sql" / "run_status.sql").read_text()
-    assert f"interval {RUNNING_WINDOW_S} second" in sql
+    # The view's window is the ingest's: a change 110 s old is `running` to both, one 130 s
+    # old `idle` to both.
+    for age, want in ((110, "running"), (130, "idle")):
+        set_old_mtime(run / "metrics.jsonl", age)
+        ingest(store.path, [small_tree], now=time.time())
+        assert runs_by_name(store)["b/c/sl"]["status"] == want, age
+        assert status_now(store)["b/c/sl"] == want, age
 
 
 def test_status_completed_when_done_frac_reaches_one(small_tree: Path, store_path: Path) -> None:
@@ -897,7 +901,9 @@ def test_status_completed_when_done_frac_reaches_one(small_tree: Path, store_pat
     age_tree(small_tree)
     store = runstore.open(store_path)
     store.ingest([small_tree])
-    assert runs_by_name(store)["a/rl_flat"]["status"] == "idle"  # the ingest reads no metrics
+    # As of the ingest too: `runs.status` and `run_status` are one macro, `run_status_at`.
+    assert {n: runs_by_name(store)[n]["status"] for n in ("a/rl_flat", "a/rl_dirs")} == {
+        "a/rl_flat": "completed", "a/rl_dirs": "idle"}
     now = status_now(store)
     assert now["a/rl_flat"] == "completed" and now["a/rl_dirs"] == "idle"
     row = store.sql("select * from run_status where run_name = 'a/rl_flat'").to_dicts()[0]

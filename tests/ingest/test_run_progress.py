@@ -96,11 +96,12 @@ def assert_progress(store: runstore.Store, root: Path) -> None:
         assert _same(row["done_frac"], done), (name, row, done)
         assert by_statement.get(row["run_id"], (False, None))[0] is final
         assert _same(by_statement.get(row["run_id"], (False, None))[1], done)
-        # The ingest's own status says completed exactly when a final checkpoint was written
-        # (the files are fresh, so otherwise running); run_status adds done_frac >= 1.
-        assert row["status"] == ("completed" if final else "running"), (name, row)
-        assert status[name]["status"] == (
-            "completed" if final or (done is not None and done >= 1) else "running")
+        # The ingest's status and run_status's are one rule (the macro `run_status_at`):
+        # completed once a final checkpoint was written or done_frac reached 1 (the files are
+        # fresh, so otherwise running).
+        completed = final or (done is not None and done >= 1)
+        assert row["status"] == ("completed" if completed else "running"), (name, row)
+        assert status[name]["status"] == ("completed" if completed else "running")
         assert status[name]["final_checkpoint"] is final
         assert _same(status[name]["done_frac"], done)
 

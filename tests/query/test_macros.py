@@ -10,11 +10,14 @@ where `macros.create` (what every query connection runs) has made it, grouped as
 them.
 `live_write` is held to "logged at a step, in the live file (a null `pre_resume` is the live
 file)" on every combination. `write_rank`, the latest-write rule, is held to "the write with the
-largest seq of its (run, step, key) is the live one" on random writes.
+largest seq of its (run, step, key) is the live one" on random writes. `run_status_at` (a
+run's status as of a time) and `running_until` are held to the status rule in words.
 """
 
 from __future__ import annotations
 
+import math
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import duckdb
@@ -90,3 +93,40 @@ def test_live_write_is_a_step_in_the_live_file() -> None:
                       {"s": [c[0] for c in cases], "p": [c[1] for c in cases]}).fetchall()
     assert [g for (g,) in got] == [step is not None and pre is not True for step, pre in cases]
 
+
+
+STATUS_CASE = st.tuples(
+    st.booleans(),  # missing
+    st.one_of(st.none(), st.booleans()),  # final_checkpoint
+    st.one_of(st.none(), st.floats(allow_nan=True), st.sampled_from([0.99, 1.0, 1.01])),
+    st.one_of(st.none(), st.integers(0, 300)),  # seconds from the last change to `as_of`
+)
+
+
+def status_in_words(missing: bool, final: bool | None, done: float | None,
+                    age: int | None) -> str:
+    """missing; completed once a final checkpoint or done_frac >= 1 (NaN never: it is no
+    number); running while the last change is less than 120 s before `as_of`; else idle."""
+    if missing:
+        return "missing"
+    if final or (done is not None and not math.isnan(done) and done >= 1):
+        return "completed"
+    return "running" if age is not None and age < 120 else "idle"
+
+
+@settings(max_examples=examples(300), deadline=None, derandomize=True, database=None)
+@given(cases=st.lists(STATUS_CASE, min_size=1, max_size=20))
+def test_run_status_at_is_its_statement(cases: list[tuple[Any, ...]]) -> None:
+    """`run_status_at` (the view `run_status` and the ingest's `runs.status` both apply it) and
+    `running_until`, against the rule in words, ages on both sides of the 120 s line."""
+    as_of = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    updated = [None if c[3] is None else as_of - timedelta(seconds=c[3]) for c in cases]
+    got = CON.execute(
+        "select run_status_at(m, f, d, u, $as_of), running_until(u) from (select unnest($m) as "
+        "m, unnest($f::boolean[]) as f, unnest($d::double[]) as d, "
+        "unnest($u::timestamptz[]) as u, generate_subscripts($m, 1) as i) order by i",
+        {"m": [c[0] for c in cases], "f": [c[1] for c in cases], "d": [c[2] for c in cases],
+         "u": updated, "as_of": as_of}).fetchall()
+    assert [g[0] for g in got] == [status_in_words(*c) for c in cases]
+    assert [g[1] for g in got] == [None if u is None else u + timedelta(seconds=120)
+                                   for u in updated]
