@@ -357,7 +357,7 @@ class Api:
         return self.store.resolve([p.text(name)])[0].run_id
 
     def timing_steps(self, p: Params) -> dict[str, Any]:
-        return tabular(self.store.arrow(queries.TIMING_STEPS, {"run": self._run(p)}))
+        return tabular(self.store.run_step_times(p.text("run")).to_arrow())
 
     def timing_spans(self, p: Params) -> dict[str, Any]:
         step = p.integer("step")

@@ -117,17 +117,6 @@ where r.run_id in (select run_id from trajectories union select run_id from conv
 order by r.run_label, r.run_id
 """
 
-TIMING_STEPS = """
-select s.step,
-       max(s.wall_end_s) as wall_s,
-       count(*) as n_spans
-from spans as s
-join runs as r on r.run_id = s.run_id
-where r.run_id = $run
-group by s.step
-order by s.step
-"""
-
 CONVERSATIONS = """
 select c.conversation_id, c.section, c.title, c.group_idx, c.traj_idx, c.n_messages
 from conversations as c
@@ -182,9 +171,10 @@ order by table_name, ordinal_position
 """
 
 # "Which run got slower": two runs (`$a`, `$b`) side by side, per span name and per step.
-# A step's wall time is the latest end of its spans (as `TIMING_STEPS`); a name's seconds per
-# step are its summed durations over the run's steps with spans, so runs of different lengths
-# compare; `added_s` is how many seconds per step the name costs `b` more than `a`.
+# A step's wall time is the latest end of its spans (as statement `browse.step_times`); a
+# name's seconds per step are its summed durations over the run's steps with spans, so runs
+# of different lengths compare; `added_s` is how many seconds per step the name costs `b`
+# more than `a`.
 TIMING_COMPARE_STEPS = """
 with steps as (
     select s.run_id, s.step, max(s.wall_end_s) as wall_s
