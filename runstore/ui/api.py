@@ -60,6 +60,7 @@ SPOOL_BYTES = 16 << 20  # a download is kept in memory up to this size, then on 
 SQL_TIMEOUT_S = 30.0
 SEARCH_LIMIT = 200  # messages /api/search sends unless asked for another number
 SEARCH_MAX = 1000  # and at most this many
+SNIPPET_CONTEXT = 80  # characters of a found message shown either side of the match
 CODE_LIMIT = 1_000_000  # characters of one code.diff (or of their unified diff) sent to a page
 # Every stored spelling of the KL metrics, `optim/` ones first (for the charts page).
 KL_KEYS = tuple(key for key, _, _ in sorted(KL_SPELLINGS, key=lambda row: row[2]))
@@ -470,11 +471,11 @@ class Api:
             raise QueryError(f"parameter 'limit' is how many messages to send: 1 or more (at "
                              f"most {SEARCH_MAX} are), got {limit}")
         limit = min(limit, SEARCH_MAX)
-        params = {"q": q, "role": role}
-        rows = self.store.arrow(queries.SEARCH, {**params, "limit": limit}).to_pylist()
-        total = self.store.arrow(queries.SEARCH_COUNT, params).column("n")[0].as_py()
+        found = self.store.search(q, role=role, context=SNIPPET_CONTEXT, limit=limit)
+        total = found["n_total"][0] if found.height else 0
+        rows = found.drop("n_total").to_dicts()
         for r in rows:
-            r["snippet"] = snippet(r.pop("content") or "", q)
+            r["snippet"] = marked(r["snippet"], q)
         return {"q": q, "total": total, "rows": plain(rows), "truncated": total > len(rows)}
 
 
@@ -507,13 +508,14 @@ def _parquet(batches: Any, out: Any) -> None:
         writer.close()
 
 
-def snippet(text: str, q: str, width: int = 160) -> dict[str, Any]:
-    """The part of `text` around the first case-insensitive match of `q`:
-    `{"before", "match", "after"}` (the page marks `match`)."""
-    at = text.lower().find(q.lower())
-    if at < 0:
-        return {"before": text[:width], "match": "", "after": ""}
-    start = max(0, at - width // 2)
-    end = min(len(text), at + len(q) + width // 2)
-    return {"before": ("…" if start else "") + text[start:at], "match": text[at:at + len(q)],
-            "after": text[at + len(q):end] + ("…" if end < len(text) else "")}
+def marked(snippet: str, q: str) -> dict[str, Any]:
+    """`Store.search`'s snippet (the text around a message's first match of `q`, as statement
+    `browse.search` cuts it) split at that match: `{"before", "match", "after"}` (the page
+    marks `match`; all of it `before` should Python not find the match DuckDB found)."""
+    import re
+
+    found = re.search(re.escape(q), snippet, re.IGNORECASE)
+    if found is None:
+        return {"before": snippet, "match": "", "after": ""}
+    return {"before": snippet[:found.start()], "match": found.group(),
+            "after": snippet[found.end():]}

@@ -146,23 +146,6 @@ where r.run_id = $run and c.split = $split and c.iteration = $iteration
 order by exact desc, c.conversation_id
 """
 
-SEARCH = """
-select run_id, run_label, split, iteration, group_idx, traj_idx, conversation_id, message_idx, role,
-       total_reward, content
-from transcripts
-where contains(lower(content), lower($q))
-  and ($role = '' or role = $role)
-order by run_label, run_id, split, iteration, conversation_id, message_idx
-limit $limit
-"""
-
-SEARCH_COUNT = """
-select count(*) as n
-from transcripts
-where contains(lower(content), lower($q))
-  and ($role = '' or role = $role)
-"""
-
 TABLE_COLUMNS = """
 select table_name, column_name, data_type
 from information_schema.columns

@@ -95,6 +95,22 @@ def test_a_search_limit_keeps_the_first_rows(ui_server: UiServer,
     assert three["rows"] == every["rows"][:3] and three["truncated"]
 
 
+def test_search_answers_what_store_search_does(ui_server: UiServer,
+                                              ui_demo: tuple[Path, Path]) -> None:
+    """/api/search is `Store.search` (statement `browse.search`: which messages match, their
+    order, the text around the match), its snippet split at the match for the page to mark."""
+    with runstore.open(ui_demo[1]) as store:
+        want = store.search("Boxed", context=80, limit=1000).to_dicts()
+    _, got = answer(ui_server, "search", {"q": "Boxed", "limit": "1000"})
+    assert want and got["total"] == want[0]["n_total"] and len(got["rows"]) == len(want)
+    for g, w in zip(got["rows"], want):
+        cut = g["snippet"]
+        assert cut["before"] + cut["match"] + cut["after"] == w["snippet"]
+        assert cut["match"].lower() == "boxed" and not cut["before"].lower().count("boxed")
+        assert (g["run_id"], g["conversation_id"], g["message_idx"]) == (
+            w["run_id"], w["conversation_id"], w["message_idx"])
+
+
 @pytest.mark.parametrize("x", ["step", "time"])
 @pytest.mark.parametrize("metric", ["env/all/rewrd/total", "env/all/reward/total ", "a\"b'c"])
 def test_a_metric_no_run_logs_is_the_apis_400_on_every_axis(ui_server: UiServer,
