@@ -1,7 +1,7 @@
--- The last 10 steps of every run and metric key: for each (run, key), the 10 largest steps
--- whose live value is a number (NaN and ±Infinity count; a step whose latest write is a
--- string or boolean does not, nor a step-less row), with the number. The one home of "a
--- run's last N steps": `run_summary`'s 10-step average reads it; ask it for the latest
+-- The last 10 steps of every run and metric key: for each (run, key), the 10 (the macro
+-- `recent_steps`) largest steps whose live value is a number (NaN and ±Infinity count; a step
+-- whose latest write is a string or boolean does not, nor a step-less row), with the number.
+-- The one home of "a run's last N steps": `run_summary`'s 10-step average reads it; ask it for the latest
 -- values of any key (`where key = '...' and nth_last <= 3`).
 -- It reads little, in one pass over the key's rows: for a (run, key) pair whose writes are
 -- plain (the macro `plain_writes`: one write per step), the per-key summary the ingest keeps
@@ -18,7 +18,7 @@ with tails as (
     select run_id, key,
            plain_writes(steps_exact, source_id, n_points, n_numbers, n_strings, n_stepless)
                as plain,
-           min(first_step) + sum(n_step_numbers) - 10 as tail_from
+           min(first_step) + sum(n_step_numbers) - recent_steps() as tail_from
     from metric_keys
     where not pre_resume
     group by run_id, key
@@ -36,4 +36,4 @@ from (select run_id, key, step, value,
              row_number() over (partition by run_id, key order by step desc) as nth_last
       from live
       where rn = 1 and value is not null) as ranked
-where nth_last <= 10
+where nth_last <= recent_steps()

@@ -1,7 +1,8 @@
 -- Reward over training: one row per run and step that logs `env/all/reward/total` (the mean
--- total reward of the step's training batch), with a 10-step moving average and the best
--- value so far. Live values only (the `metrics` view). NaN rewards are kept in `reward` but
--- ignored by the average and the running best, so one bad step does not blank them out.
+-- total reward of the step's training batch), with a 10-step moving average (the macro
+-- `recent_steps`) and the best value so far. Live values only (the `metrics` view). NaN
+-- rewards are kept in `reward` but ignored by the average and the running best, so one bad
+-- step does not blank them out.
 -- @column run_id: run
 -- @column run_name: run path relative to the ingest root
 -- @column run_label: how the run is shown: run_name, with a run_id prefix when two runs share the name (see `run_labels`)
@@ -22,7 +23,8 @@ select w.run_id,
        w.step,
        w.reward,
        avg(w.clean) over (partition by w.run_id order by w.step
-                          rows between 9 preceding and current row) as reward_ma10,
+                          rows between recent_steps() - 1 preceding and current row)
+           as reward_ma10,
        max(w.clean) over (partition by w.run_id order by w.step
                           rows between unbounded preceding and current row) as best_so_far
 from reward as w

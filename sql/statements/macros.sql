@@ -63,6 +63,13 @@ create macro number_text(value, spec) as
          when isinf(value) then case when value > 0 then 'Infinity' else '-Infinity' end
          else format(spec, value) end
 
+-- name: recent_steps
+-- How many logged steps a run's recent level spans, the one home of the number (10):
+-- `reward_trends`' moving average (`reward_ma10`) averages this many, and `last_steps` keeps
+-- each run and key's last this many, from which `run_summary` takes the same average at a
+-- run's last reward step.
+create macro recent_steps() as 10
+
 -- name: running_until
 -- Until when a run whose files last changed at `updated_at` is `running` (see `run_status_at`):
 -- 120 s after that change. The ingest also keeps the earliest such time of the runs it saw
