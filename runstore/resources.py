@@ -8,10 +8,10 @@ directories of the repository. Callers get a `Path` either way, or a clear error
 A statements file holds several statements, each under a `-- name: NAME` line and the
 comment saying what it answers; `statement("trace.slices")` is the text of statement
 `slices` of `sql/statements/trace.sql` (read once per process; a name it lacks is a
-`KeyError`); `macro_statements()` are the `create macro` statements of `macros.sql`. It lives
-here, below every layer, because the ingest runs some of them too (the summaries of
-`summaries.sql`, over each read's rows; a run's status by its macro) and the query layer runs
-them all.
+`KeyError`; `statements(file)` all of one file); `create_macros(con)` runs the `create macro`
+statements of `macros.sql` on a DuckDB connection. It lives here, below every layer, because
+the ingest runs some of them too (the summaries of `summaries.sql`, over each read's rows; a
+run's status by its macro) and the query layer runs them all.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import threading
 from pathlib import Path
+from typing import Any
 
 from .errors import RunstoreError
 
@@ -64,21 +65,24 @@ def parse_statements(text: str) -> dict[str, str]:
     return out
 
 
-def statement(name: str) -> str:
-    """The SQL of statement `file.statement` (e.g. `trace.slices`)."""
-    file, _, part = name.partition(".")
+def statements(file: str) -> dict[str, str]:
+    """The statements of `sql/statements/FILE.sql`, name -> SQL, in file order."""
     with _LOCK:
         if file not in _FILES:
             _FILES[file] = parse_statements((sql_dir() / "statements" / f"{file}.sql").read_text())
-        return _FILES[file][part]
+        return _FILES[file]
 
 
-def macro_statements() -> list[str]:
-    """The `create macro` statements of `sql/statements/macros.sql`, in file order (a macro
-    may call one before it): what a DuckDB runs to have every macro (`query.macros.create`,
-    and `storage.arrow_sql`'s database, whose statements the ingest runs)."""
-    with _LOCK:
-        if "macros" not in _FILES:
-            _FILES["macros"] = parse_statements((sql_dir() / "statements" / "macros.sql")
-                                                .read_text())
-        return list(_FILES["macros"].values())
+def statement(name: str) -> str:
+    """The SQL of statement `file.statement` (e.g. `trace.slices`)."""
+    file, _, part = name.partition(".")
+    return statements(file)[part]
+
+
+def create_macros(con: Any) -> None:
+    """Run the `create macro` statements of `sql/statements/macros.sql` on the DuckDB
+    connection `con`, in file order (a macro may call one before it): every query connection
+    (`query.macros.create`) and `storage.arrow_sql`'s database, whose statements the ingest
+    runs, have every macro."""
+    for text in statements("macros").values():
+        con.execute(text)

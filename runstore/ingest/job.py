@@ -5,10 +5,10 @@ Contract: a `Job` holds the writer, the ledger being updated and the report bein
 results of one run's files (taken in order from the read-ahead) and its `runs` row (its name,
 layout, kind and config fields, code diff, final checkpoint and largest `progress/done_frac`
 (progress.py), status: the macro `run_status_at` as of the ingest, the rule the view
-`run_status` applies as of a query), counting the run as new, updated
-or unchanged; an interrupt between two files stops it there, the run's row still staged. A file
-the ledger knows that the run's directory no longer holds keeps its rows (nothing stored is
-lost) and is warned of once: its entry is marked `gone` until it is there again.
+`run_status` applies as of a query), counting the run as new, updated or unchanged; an
+interrupt between two files stops it there, the run's row still staged. A file the ledger knows
+that the run's directory no longer holds keeps its rows (nothing stored is lost) and is warned
+of once: its entry is marked `gone` until it is there again.
 `mark_missing(seen)` marks runs whose directory is gone. `commit(final=, background=)` publishes
 a snapshot of what is staged (the ledger and report taken at that moment, so they match its rows
 exactly), in a background thread while the next batch is staged when asked; one commit runs at a

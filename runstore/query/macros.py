@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ..resources import macro_statements, sql_dir, statement
+from ..resources import create_macros, sql_dir, statements
 
 FILE = "macros"
 _con: Any = None
@@ -30,15 +30,12 @@ _lock = threading.Lock()
 
 def names() -> list[str]:
     """The name of every macro, in file order."""
-    from ..resources import parse_statements
-
-    return list(parse_statements((sql_dir() / "statements" / f"{FILE}.sql").read_text()))
+    return list(statements(FILE))
 
 
 def create(con: Any) -> None:
-    """Create every macro on the DuckDB connection `con`."""
-    for text in macro_statements():
-        con.execute(text)
+    """Create every macro on the DuckDB connection `con` (`resources.create_macros`)."""
+    create_macros(con)
 
 
 def described() -> dict[str, str]:
@@ -57,8 +54,8 @@ def definitions() -> dict[str, tuple[list[str], Any]]:
     import sqlglot
 
     out = {}
-    for name in names():
-        create_ = sqlglot.parse_one(statement(f"{FILE}.{name}"), read="duckdb")
+    for name, text in statements(FILE).items():
+        create_ = sqlglot.parse_one(text, read="duckdb")
         params = [p.name for p in create_.this.expressions]
         out[name] = (params, create_.expression)
     return out

@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ..resources import macro_statements
+from ..resources import create_macros
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -39,8 +39,7 @@ def _cursor() -> Any:
         if _con is None:
             con = duckdb.connect(":memory:", config={"enable_external_access": False,
                                                      "threads": 1})
-            for text in macro_statements():  # every macro, as query connections have them
-                con.execute(text)
+            create_macros(con)  # every macro, as query connections have them
             _con = con
         return _con.cursor()
 

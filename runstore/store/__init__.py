@@ -35,8 +35,8 @@ memory sizes, smoothing weights, config key lists, request bodies, paths), and `
 answers what any store holds without opening one (the views, the schema).
 
 `runstore.store` is the front door: `cli/`, `ui/`, `agents/` and `demo/` import it, `present`
-and `errors` and nothing else of the library (an import-linter contract in pyproject.toml), so every caller
-gets whole results from here.
+and `errors` and nothing else of the library (an import-linter contract in pyproject.toml),
+so every caller gets whole results from here.
 """
 
 from __future__ import annotations

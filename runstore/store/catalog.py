@@ -5,8 +5,8 @@ before the first ingest), each one call into `runstore.query`: `schema_table(tab
 public table's columns, types and comments, or one table's), `views_table()` (one row per
 view column), `views_text()` (the listing `runstore views` prints), `views_ddl(dialect)`
 (the views transpiled for one of `DIALECTS`, ready to run on that engine) and
-`spelled(name, known)` (a table or view name as SQL resolves it: `RUNS` is `runs`). The tables are
-pyarrow Tables; pyarrow is imported only by the functions that return one.
+`spelled(name, known)` (a table or view name as SQL resolves it: `RUNS` is `runs`). The
+tables are pyarrow Tables; pyarrow is imported only by the functions that return one.
 """
 
 from __future__ import annotations
