@@ -154,13 +154,13 @@ order by table_name, ordinal_position
 """
 
 # "Which run got slower": two runs (`$a`, `$b`) side by side, per span name and per step.
-# A step's wall time is the latest end of its spans (as statement `browse.step_times`); a
+# A step's wall time is the macro `step_wall_s` (as in statement `browse.step_times`); a
 # name's seconds per step are its summed durations over the run's steps with spans, so runs
 # of different lengths compare; `added_s` is how many seconds per step the name costs `b`
 # more than `a`.
 TIMING_COMPARE_STEPS = """
 with steps as (
-    select s.run_id, s.step, max(s.wall_end_s) as wall_s
+    select s.run_id, s.step, step_wall_s(s.wall_end_s) as wall_s
     from spans as s
     where s.run_id in ($a, $b)
     group by s.run_id, s.step

@@ -115,10 +115,10 @@ order by run_label, run_id, split, iteration, conversation_id, message_idx
 limit $limit offset $offset
 
 -- name: step_times
--- The run's steps with timing spans: each step's wall time (the latest end of its spans), how
+-- The run's steps with timing spans: each step's wall time (`step_wall_s`), how
 -- many spans it recorded, and its longest top-level span (depth 0) with that span's seconds.
 with steps as (
-    select step, max(wall_end_s) as wall_s, count(*) as n_spans
+    select step, step_wall_s(wall_end_s) as wall_s, count(*) as n_spans
     from spans
     where run_id = $run
     group by step

@@ -70,6 +70,12 @@ create macro number_text(value, spec) as
 -- run's last reward step.
 create macro recent_steps() as 10
 
+-- name: step_wall_s
+-- An aggregate over one step's timing spans: the step's wall time, the latest end of its spans
+-- (each span's `wall_end_s` counts from the step's start). The one home of that measure:
+-- statement `browse.step_times` and the web UI's timing comparison read it.
+create macro step_wall_s(wall_end_s) as max(wall_end_s)
+
 -- name: running_until
 -- Until when a run whose files last changed at `updated_at` is `running` (see `run_status_at`):
 -- 120 s after that change. The ingest also keeps the earliest such time of the runs it saw

@@ -11,7 +11,8 @@ them.
 `live_write` is held to "logged at a step, in the live file (a null `pre_resume` is the live
 file)" on every combination. `write_rank`, the latest-write rule, is held to "the write with the
 largest seq of its (run, step, key) is the live one" on random writes. `run_status_at` (a
-run's status as of a time) and `running_until` are held to the status rule in words.
+run's status as of a time) and `running_until` are held to the status rule in words. A step's
+wall time is written only in `step_wall_s`.
 """
 
 from __future__ import annotations
@@ -130,3 +131,31 @@ def test_run_status_at_is_its_statement(cases: list[tuple[Any, ...]]) -> None:
     assert [g[0] for g in got] == [status_in_words(*c) for c in cases]
     assert [g[1] for g in got] == [None if u is None else u + timedelta(seconds=120)
                                    for u in updated]
+
+
+def test_a_step_wall_time_is_written_only_in_its_macro() -> None:
+    """No statement runstore runs (the views, the statements, the doctor's, the web UI's)
+    takes the latest span end of a step itself: each reads `step_wall_s`. The probe finds the
+    macro's own body (so it can fail)."""
+    import sqlglot
+    from sqlglot import exp
+
+    from runstore.resources import parse_statements, sql_dir
+    from runstore.ui import queries
+
+    def restated(sql: str) -> bool:
+        return any(isinstance(m.this, exp.Column) and m.this.name == "wall_end_s"
+                   for m in sqlglot.parse_one(sql, read="duckdb").find_all(exp.Max))
+
+    sql = sql_dir()
+    texts = {p.name: p.read_text() for p in sql.glob("*.sql")}
+    for folder in ("statements", "doctor"):
+        for p in (sql / folder).glob("*.sql"):
+            texts.update({f"{folder}/{p.name}:{n}": t
+                          for n, t in parse_statements(p.read_text()).items()})
+    texts.update({f"ui.queries.{n}": t for n, t in vars(queries).items()
+                  if n.isupper() and isinstance(t, str) and "select" in t.lower()})
+    macro = texts.pop("statements/macros.sql:step_wall_s")
+    assert restated("select " + macro.split(" as ", 1)[1]), "the probe no longer finds it"
+    assert "ui.queries.TIMING_COMPARE_STEPS" in texts and len(texts) > 40
+    assert [name for name, text in texts.items() if restated(text)] == []
