@@ -1,9 +1,9 @@
 """What a run's `logs.log` and live `metrics.jsonl` tell its `runs` row: command, last error,
 total cost and tokens.
 
-Contract: the ledger state of a run's `logs.log` keeps its `command` and `last_error` (the
-logs normalizer moves them on read by read, normalize/logs.py), and that of its live
-`metrics.jsonl` keeps `run_totals`: for each cumulative key the statement
+Contract: the ledger state of a run's `logs.log` keeps its `command`, `last_error` and
+`last_error_line` (the logs normalizer moves them on read by read, normalize/logs.py), and that
+of its live `metrics.jsonl` keeps `run_totals`: for each cumulative key the statement
 `totals.run_totals` (sql/statements/totals.sql, the one definition of which write counts and
 how a token count is read) reads, the value of the `runs` column that key feeds, as that
 statement answers over every read of the file so far. `note_metrics(state, rows)` moves the
@@ -13,11 +13,11 @@ line before every line of this read: an append only adds later lines), so that t
 statement alone says which write counts and what a total is. Which keys it reads and which
 column each feeds are asked of the statement itself (`statements.keys_read`, `_column_of`).
 A file read whole again starts from a fresh state, as its rows do. `columns(led, run_id)` is
-what the `runs` row holds: `command`, `last_error` and the statement's columns (`cost_usd`,
-`tokens_sampled`, `tokens_trained`); `log_facts(state)` the first two, from a logs.log's
-state alone. `seed(led, files)` fills the `run_totals` of a ledger written before they were
-kept (or kept as the last writes themselves, `totals`), by the statement over the
-snapshot's stored rows (as `progress.seed` does for its states).
+what the `runs` row holds: `command`, `last_error`, `last_error_line` (`log_facts(state,
+error_line=True)`, from a logs.log's state alone) and the statement's columns (`cost_usd`,
+`tokens_sampled`, `tokens_trained`). `seed(led, files)` fills the `run_totals` of a ledger
+written before they were kept (or kept as the last writes themselves, `totals`), by the
+statement over the snapshot's stored rows (as `progress.seed` does for its states).
 
 tinker-cookbook 0.6.x logs the cumulative totals at every step, and `DiscardedWorkLog` logs
 them again in step-less rows between steps (`JsonLogger.log_summary`); the final one may sit
@@ -139,16 +139,17 @@ def _strings(values: list[str]) -> "pa.Array":
     return pa.array(values, pa.string())
 
 
-def log_facts(state: dict[str, Any]) -> dict[str, Any]:
+def log_facts(state: dict[str, Any], *, error_line: bool = False) -> dict[str, Any]:
     """The `runs` columns a logs.log's ledger state holds (normalize/logs.py moves it on):
-    `command`, `last_error`."""
-    return {"command": state.get("command"), "last_error": state.get("last_error")}
+    `command`, `last_error`, and with `error_line` `last_error_line`."""
+    facts = {"command": state.get("command"), "last_error": state.get("last_error")}
+    return {**facts, "last_error_line": state.get("last_error_line")} if error_line else facts
 
 
 def columns(led: Ledger, run_id: str) -> dict[str, Any]:
     """The `runs` row's command, last error and totals for the run's ledger entries."""
     log = led.get(run_id, LOGS)
-    out = log_facts(log.state if log is not None else {})
+    out = log_facts(log.state if log is not None else {}, error_line=True)
     metrics = led.get(run_id, METRICS)
     kept = (metrics.state.get(STATE) or {}) if metrics is not None else {}
     out.update(dict.fromkeys(_total_columns()))

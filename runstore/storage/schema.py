@@ -106,6 +106,9 @@ TABLES: dict[str, list[tuple[str, str, str]]] = {
                             "its last command line; an exception group's line, then its "
                             "first five sub-exceptions' (`GROUP: SUB; SUB; N more`); null "
                             "when none"),
+        ("last_error_line", I64, "line number in logs.log of the log record whose traceback "
+                                 "gave `last_error` (its first line); null with it. The "
+                                 "log's last record when nothing was logged after the error"),
         ("cost_usd", F64, "the run's total cost: the last `cost/cumulative_usd` written to "
                           "the live metrics.jsonl (a step-less `log_summary` row included)"),
         ("tokens_sampled", I64, "the last `tokens/cumulative/sampled` written"),

@@ -735,6 +735,63 @@ def test_logs_read_in_pieces_equal_one_read_and_the_oracle(lines: list[str],
         assert run_facts.log_facts(whole_state) == oracle.log_facts(Path(d))
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(LOG_PIECES), max_size=40), st.lists(st.integers(0, 40),
+                                                                    max_size=4))
+def test_the_last_errors_record_read_in_pieces_is_the_oracles(lines: list[str],
+                                                              cuts: list[int]) -> None:
+    """`runs.last_error_line` (the record whose traceback gave `last_error`) is the same read
+    piece by piece as in one read, and it is the oracle's: the record header the traceback
+    follows, found from the end of the file."""
+    import tempfile
+
+    from runstore.ingest import run_facts
+    from runstore.ingest.normalize import logs
+
+    data = "".join(line + "\n" for line in lines).encode()
+    whole: dict[str, Any] = {}
+    logs.normalize(data, 1, whole)
+    state: dict[str, Any] = {}
+    bounds = sorted({min(c, len(lines)) for c in cuts} | {0, len(lines)})
+    for a, b in zip(bounds, bounds[1:]):
+        logs.normalize("".join(x + "\n" for x in lines[a:b]).encode(), a + 1, state)
+    facts = run_facts.log_facts(whole, error_line=True)
+    assert run_facts.log_facts(state, error_line=True) == facts
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "logs.log").write_bytes(data)
+        assert facts == oracle.log_facts(Path(d), error_line=True)
+
+
+def test_an_exception_groups_record_is_its_last_errors(tmp_path: Path) -> None:
+    """An exception group logged by `logger.exception` (Python's framed traceback): its
+    record is `last_error_line`, the log's last record until another record follows it."""
+    import traceback
+
+    from runstore.ingest import run_facts
+    from runstore.ingest.normalize import logs
+
+    try:
+        raise ExceptionGroup("eg", [OSError(28, "No space left on device"), ValueError("v")])
+    except ExceptionGroup as e:
+        framed = "".join(traceback.format_exception(e))
+    text = ("root:791 [INFO] Command line invocation: train.py\n"
+            "tinker_cookbook.rl.train:10 [INFO] step 0\n"
+            "tinker_cookbook.recipes.chat_sl.sweep.runner:202 [ERROR] Run failed: x\n" + framed)
+    assert "+ Exception Group Traceback" in text
+    (tmp_path / "logs.log").write_text(text)
+    state: dict[str, Any] = {}
+    logs.normalize(text.encode(), 1, state)
+    facts = run_facts.log_facts(state, error_line=True)
+    assert facts == oracle.log_facts(tmp_path, error_line=True)
+    assert facts["last_error"].startswith("ExceptionGroup: eg (2 sub-exceptions): OSError")
+    assert facts["last_error_line"] == 3 and oracle.log_ends_in_error(tmp_path)
+    more = "tinker_cookbook.rl.train:12 [INFO] retrying\n"
+    (tmp_path / "logs.log").write_text(text + more)
+    logs.normalize(more.encode(), text.count("\n") + 1, state)
+    assert run_facts.log_facts(state, error_line=True) == facts  # the same error and record
+    assert not oracle.log_ends_in_error(tmp_path)
+
+
 def test_a_rebuilt_ledger_knows_the_eval_store(demo_tree: Path, tmp_path: Path) -> None:
     """`runstore repair` rebuilding a lost ledger from the tables finds an eval store's files
     by its id (its rows carry `eval_store_id`, not a run_id): the next ingest reads them again

@@ -32,7 +32,10 @@ the `runs` row keeps (read from the state by `ingest.run_facts`):
   bad`; `...; 59 more`); a group nested in it counts by its own exception line. A new
   command line (the process started again) clears it. A traceback cut short by the next log
   record leaves it as it was. Anything else — a sweep's next `Configuration:` block, tables,
-  warnings — never sets it.
+  warnings — never sets it;
+* `last_error_line`: the `record_line` of the record whose traceback set `last_error` (null
+  with it, or when the traceback came before any record). When it is the log's last record,
+  the process logged the exception and nothing after it: the doctor's `crashed` reads that.
 
 Nothing here can fail on bad input: a log is text, every line is kept.
 """
@@ -84,16 +87,17 @@ def normalize(data: bytes, first_line: int, state: dict[str, Any]) -> dict[str, 
             if message.startswith(COMMAND):
                 if state.get("command") is None:
                     state["command"] = message[len(COMMAND):]
-                state["last_error"] = None  # a new process
+                state["last_error"] = state["last_error_line"] = None  # a new process
         elif line == TRACEBACK:
             in_tb = True
             state["group"] = None  # a line outside a group's frame ends it
         elif in_tb and line and not line[0].isspace() and line not in CHAINED:
-            state["last_error"] = line  # the exception line closes the traceback
+            # the exception line closes the traceback
+            state["last_error"], state["last_error_line"] = line, record
             in_tb = False
             state["group"] = None
         else:
-            in_tb = _in_group(line, in_tb, state)
+            in_tb = _in_group(line, in_tb, state, record)
         cols["line_no"].append(line_no)
         cols["level"].append(level)
         cols["logger"].append(logger)
@@ -103,11 +107,11 @@ def normalize(data: bytes, first_line: int, state: dict[str, Any]) -> dict[str, 
     return cols
 
 
-def _in_group(line: str, in_tb: bool, state: dict[str, Any]) -> bool:
+def _in_group(line: str, in_tb: bool, state: dict[str, Any], record: int | None) -> bool:
     """A line that is neither a record's header nor a traceback's first or exception line:
     opens, follows or closes an exception group's frame, moving `state["group"]` (the frame's
-    margin, its exception line, those of its sub-exceptions) and `last_error` on. Returns
-    whether a traceback is still open."""
+    margin, its exception line, those of its sub-exceptions) and `last_error` on (set in the
+    record `record`). Returns whether a traceback is still open."""
     framed = FRAMED.match(line)
     group = state.get("group")
     if framed is None:
@@ -134,12 +138,13 @@ def _in_group(line: str, in_tb: bool, state: dict[str, Any]) -> bool:
     state["group"] = group
     subs = "; ".join(group["subs"]) + (f"; {group['more']} more" if group["more"] else "")
     state["last_error"] = group["error"] + (f": {subs}" if subs else "")
+    state["last_error_line"] = record
     return in_tb
 
 
 class Logs:
     """logs.log → `run_logs`; its ledger state keeps the run's command line and last error
-    (`runs.command`, `runs.last_error`, ingest/run_facts.py)."""
+    (`runs.command`, `runs.last_error`, `runs.last_error_line`, ingest/run_facts.py)."""
 
     kinds = ("logs",)
     tables = ("run_logs",)
