@@ -555,13 +555,17 @@ def slow_steps(root: Path, threshold: float = 2.0, smooth: float = 0.9) -> dict[
 
 
 def crashed(root: Path, minutes: float = 60.0, now: float | None = None) -> dict[str, Verdict]:
-    """Not completed (no final checkpoint, no live `progress/done_frac` of at least 1) and
-    every source file older than `minutes` (as of `now`, epoch seconds); the facts add the
-    last error logs.log shows (oracle.log_facts: read backwards from the end) and the name of
-    the last record of checkpoints.jsonl (None when it has none, or no file)."""
+    """Not completed (no final checkpoint, no live `progress/done_frac` of at least 1), and
+    either every source file older than `minutes` (as of `now`, epoch seconds), or logs.log's
+    last record the one holding its last error's traceback (oracle.log_ends_in_error) and
+    every source file older than two minutes by the clock (not running). The facts add the
+    last error logs.log shows (oracle.log_facts: read backwards from the end), whether the
+    log ends in it, and the name of the last record of checkpoints.jsonl (None when it has
+    none, or no file)."""
     import time
 
-    now = time.time() if now is None else now
+    clock = time.time()
+    now = clock if now is None else now
     checkpoints = oracle.latest_checkpoints(root)
     out = {}
     for name, run in runs(root).items():
@@ -571,13 +575,15 @@ def crashed(root: Path, minutes: float = 60.0, now: float | None = None) -> dict
         newest = max(p.stat().st_mtime for p in run.rglob("*") if p.is_file())
         age = (now - newest) / 60
         completed = oracle.has_final_checkpoint(run) or (done and max(done) >= 1)
-        if completed or not age > minutes:
+        ended = oracle.log_ends_in_error(run) and clock - newest > 120
+        if completed or not (age > minutes or ended):
             out[name] = Verdict(near=[(age, minutes)])
             continue
         last = max((s for s, _ in oracle.live_metrics(run)), default=None)
         out[name] = Verdict(True, last, last, near=[(age, minutes)],
                             facts={"done_frac": max(done) if done else None,
                                    "last_error": oracle.log_facts(run)["last_error"],
+                                   "log_ends_in_error": oracle.log_ends_in_error(run),
                                    "last_checkpoint": checkpoints.get(name, {}).get(
                                        "latest_name")})
     return out

@@ -1,13 +1,17 @@
--- crashed: the run stopped before completing, and its files have not changed for a while.
--- This is `runstore check`'s stale rule, `stale > minutes` (docs/checks.md, trend rules): a run
--- whose status (`run_status`) is neither `completed` (a final checkpoint, or
--- `progress/done_frac` >= 1) nor `missing`, and whose source files last changed (as of the last
--- ingest) more than `minutes` before now. The rule is evaluated by runstore.health.trends (its
--- one definition), and its fired rows reach this statement as the bound lists `$stale_*` (run,
--- minutes since the last change). First and last step: the run's last step. The evidence says
--- how long ago (in minutes below two hours, then hours, then days; `facts.minutes` exact), how
--- far the run got and, when the store keeps it (`runs.last_error`, from logs.log), the last
--- error its log shows.
+-- crashed: the run stopped before completing, with an exception or silently.
+-- A run whose status (`run_status`) is neither `completed` (a final checkpoint, or
+-- `progress/done_frac` >= 1) nor `missing` is found two ways. At once, when its log's last
+-- record is the one whose traceback gave its last error (`runs.last_error_line`: the process
+-- logged the exception and nothing after it) and the run is `idle` (no file changed within
+-- `running_until`). And by `runstore check`'s stale rule, `stale > minutes` (docs/checks.md,
+-- trend rules), whatever its log says (killed without a traceback, or hung): its source files
+-- last changed (as of the last ingest) more than `minutes` before now. The stale rule is
+-- evaluated by runstore.health.trends (its one definition), and its fired rows reach this
+-- statement as the bound lists `$stale_*` (run, minutes since the last change). First and last
+-- step: the run's last step. The evidence says which way it was found, how long ago the files
+-- last changed when the stale rule fired (in minutes below two hours, then hours, then days;
+-- `facts.minutes` exact, null when only the log found it), how far the run got and, when the
+-- store keeps it (`runs.last_error`, from logs.log), the last error its log shows.
 -- @severity error
 -- @param minutes = 60.0: a run unchanged for longer than this has stopped
 -- @trend stale
@@ -19,42 +23,66 @@
 with fired as (
     select unnest($stale_run_id::varchar[]) as run_id,
            unnest($stale_minutes::double[]) as minutes
+),
+last_record as (
+    select run_id, max(record_line) as record_line
+    from run_logs
+    group by run_id
+),
+ended as (
+    -- The runs whose log's last record logged their last error, and that stopped writing.
+    select r.run_id
+    from runs as r
+    join last_record as g on g.run_id = r.run_id and g.record_line = r.last_error_line
+    join run_status as s on s.run_id = r.run_id
+    where s.status = 'idle'
 )
 select r.run_id,
-       case when r.source_updated_at is null then 'no source modification time is known' end
-           as missing,
-       f.run_id is not null as fired,
-       case when f.run_id is not null then r.last_step end as first_step,
-       case when f.run_id is not null then r.last_step end as last_step,
-       case when f.run_id is not null then
-           format('not completed (no final checkpoint{}; last step {}{}); its files last changed '
-                  || '{} before this check (as of the last ingest; the stale rule fires above '
-                  || '{:g} minutes)',
+       case when r.source_updated_at is null and e.run_id is null
+            then 'no source modification time is known' end as missing,
+       f.run_id is not null or e.run_id is not null as fired,
+       case when f.run_id is not null or e.run_id is not null then r.last_step end as first_step,
+       case when f.run_id is not null or e.run_id is not null then r.last_step end as last_step,
+       case when f.run_id is not null or e.run_id is not null then
+           format('not completed (no final checkpoint{}; last step {}{}); {}',
                   case when s.done_frac is not null
                        then format(', progress/done_frac {:.3g}', s.done_frac) else '' end,
                   coalesce(r.last_step::varchar, 'none'),
                   case when c.latest_name is not null
                        then format(', last checkpoint {}', c.latest_name)
                        else '' end,
-                  -- minutes, hours or days: words that stay the same while a reader looks
-                  case when f.minutes < 120 then format('{:.0f} minutes', f.minutes)
-                       when f.minutes < 2880 then format('{:.0f} hours', f.minutes / 60)
-                       else format('{:.0f} days', f.minutes / 1440) end,
-                  $minutes)
+                  case when f.run_id is not null then
+                      format('{}its files last changed {} before this check (as of the last '
+                             || 'ingest; the stale rule fires above {:g} minutes)',
+                             case when e.run_id is not null
+                                  then 'its log''s last record is an exception''s traceback, '
+                                       || 'and ' else '' end,
+                             -- minutes, hours or days: words that stay the same while a
+                             -- reader looks
+                             case when f.minutes < 120 then format('{:.0f} minutes', f.minutes)
+                                  when f.minutes < 2880
+                                      then format('{:.0f} hours', f.minutes / 60)
+                                  else format('{:.0f} days', f.minutes / 1440) end,
+                             $minutes)
+                  else 'its log''s last record is an exception''s traceback, and nothing has '
+                       || 'changed since (the run is idle, as of the last ingest)' end)
            || coalesce('; last error: ' || r.last_error, '')
        end as evidence,
-       case when f.run_id is not null then
-           to_json({'minutes': f.minutes, 'done_frac': s.done_frac, 'last_step': r.last_step,
+       case when f.run_id is not null or e.run_id is not null then
+           to_json({'minutes': f.minutes, 'log_ends_in_error': e.run_id is not null,
+                    'done_frac': s.done_frac, 'last_step': r.last_step,
                     'last_checkpoint': c.latest_name, 'last_error': r.last_error})::varchar
        end as facts
 from runs as r
 join run_status as s on s.run_id = r.run_id
 left join fired as f on f.run_id = r.run_id
+left join ended as e on e.run_id = r.run_id
 -- The latest checkpoint by write order, as `latest_checkpoints` (its one definition) says.
 left join latest_checkpoints as c on c.run_id = r.run_id
 
 -- name: evidence
-select r.run_name, s.status, s.final_checkpoint, s.done_frac, r.last_step, r.source_updated_at
+select r.run_name, s.status, s.final_checkpoint, s.done_frac, r.last_step, r.source_updated_at,
+       r.last_error, r.last_error_line
 from runs as r
 join run_status as s on s.run_id = r.run_id
 where r.run_id = $run_id

@@ -363,6 +363,53 @@ def test_sample_runs_of_0_6_1(tmp_path: Path) -> None:
     assert "progress/done_frac 0.375" in got[("learning_rate=8e-05", "crashed")]["evidence"]
 
 
+@pytest.mark.skipif(not SAMPLES_061.is_dir(), reason="needs ../shared/sample-runs-0.6.1")
+@pytest.mark.parametrize("case", ["idle", "running", "logged_on"])
+def test_a_run_whose_log_ends_in_its_error_is_crashed_once_idle(case: str,
+                                                                tmp_path: Path) -> None:
+    """`learning_rate=8e-05` of the 0.6.1 samples logged its ENOSPC traceback as its last
+    record. With its files three minutes old (`idle`) the doctor says `crashed` at once, not
+    after the stale rule's hour; with fresh files (`running`) it does not, nor once another
+    record follows the error (`logged_on`: then only the stale rule can, later). The
+    oracle reads the same from the files."""
+    import os
+    import time
+
+    root = tmp_path / "runs"
+    shutil.copytree(SAMPLES_061 / "sweeps", root)
+    log = next(root.glob("*/learning_rate=8e-05/logs.log"))
+    if case == "logged_on":
+        with log.open("a") as f:
+            f.write("tinker_cookbook.rl.train:12 [INFO] retrying after the error\n")
+    then = time.time() - (0 if case == "running" else 180)  # copytree kept the old times
+    for p in root.rglob("*"):
+        os.utime(p, (then, then))
+    store = runstore.open(tmp_path / "store")
+    store.ingest([root])
+    got = {r["run_name"].split("/")[-1]: r
+           for r in diagnose(store, config=False, only=["crashed"]).rows}
+    want = {run.split("/")[-1]: v for run, v in do.crashed(root).items() if v.fired}
+    assert set(got) == set(want) == ({"learning_rate=8e-05"} if case == "idle" else set())
+    if case == "idle":
+        row = got["learning_rate=8e-05"]
+        assert row["evidence"].startswith("not completed (no final checkpoint, progress/done_frac "
+                                          "0.375; last step 2, last checkpoint 000004); its log's "
+                                          "last record is an exception's traceback, and "
+                                          "nothing has changed since")
+        assert row["evidence"].endswith("; last error: OSError: [Errno 28] No space left on "
+                                        "device")
+        facts = json.loads(row["facts"])
+        assert facts["log_ends_in_error"] is True and facts["minutes"] is None
+        assert facts["last_error"] == want["learning_rate=8e-05"].facts["last_error"]
+    if case == "logged_on":  # the stale rule still finds it when its hour is up
+        newest = store.sql("select max(source_updated_at) as t from runs").item()
+        later = newest.astimezone(timezone.utc) + timedelta(hours=2)
+        rows = diagnose(store, config=False, only=["crashed"], now=later).rows
+        [row] = [r for r in rows if r["run_name"].endswith("learning_rate=8e-05")]
+        assert "an exception's traceback" not in row["evidence"]
+        assert json.loads(row["facts"])["log_ends_in_error"] is False
+
+
 def test_store_docstring(demo_store: tuple[Path, Path]) -> None:
     from runstore.store import doctor as module
 
