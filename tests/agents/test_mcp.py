@@ -524,3 +524,22 @@ def test_stdout_carries_only_protocol_messages(store: Path) -> None:
     assert [r["id"] for r in replies] == [1, 3] and status == 0
     assert replies[1]["result"]["content"][0]["text"] == "| one |\n|---|\n| 1 |\n"
     assert err == ""
+
+
+@pytest.mark.timeout(120)  # without the mending, the first call is never answered
+def test_half_a_surrogate_pair_is_answered_as_a_replacement_character(store: Path) -> None:
+    """A string cut inside an emoji, as JavaScript's `JSON.stringify` writes it (`"\\ud83d"`
+    alone, valid JSON), is answered: the half reads as U+FFFD (runstore/agents/stdin.py).
+    The SDK's own reader refuses the line and answers nothing, leaving the client waiting.
+    The whole pair still reads as the emoji."""
+    def search(i: int, text: str) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                "params": {"name": "search_transcripts", "arguments": {"text": text}}}
+
+    replies, err, status = raw_exchange(store, [INITIALIZE, INITIALIZED,
+                                                search(3, "ab\ud83d"),
+                                                search(4, "ab\ud83d\ude00")])
+    assert [r["id"] for r in replies] == [1, 3, 4] and status == 0, err
+    lone, pair = (r["result"]["content"][0]["text"] for r in replies[1:])
+    assert lone.startswith("0 messages contain 'ab\ufffd'"), lone
+    assert pair.startswith("0 messages contain 'ab\U0001F600'"), pair
