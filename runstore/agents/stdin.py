@@ -9,7 +9,8 @@ never comes. Such a line is read with Python's `json` and written again, each lo
 replaced by U+FFFD: the replacement character the SDK already reads for bytes that are not
 UTF-8. A line Python cannot read either is copied as it is, and the SDK's reader decides.
 When the client closes its end, the pipe is closed: the server sees the end of its input as
-before. On exit fd 0 is the client's again.
+before (and a server that stopped reading ends the copying quietly). On exit fd 0 is the
+client's again.
 """
 
 from __future__ import annotations
@@ -62,8 +63,11 @@ def mended_stdin() -> Iterator[None]:
 
     def pump() -> None:
         with open(client, "rb") as source, open(write, "wb", buffering=0) as sink:
-            for line in source:
-                sink.write(mended(line))
+            try:
+                for line in source:
+                    sink.write(mended(line))
+            except OSError:  # the server stopped reading (it is ending): nothing to say
+                pass
 
     threading.Thread(target=pump, name="runstore-mcp-stdin", daemon=True).start()
     try:
