@@ -1063,10 +1063,11 @@ def log_facts(run: Path, *, error_line: bool = False) -> dict[str, Any]:
     """`command` (the first command line) and `last_error` (with `error_line`, also
     `last_error_line`: the 1-based line of the record header its traceback follows, None when
     none), from the last traceback after the last command line that has an exception line
-    (found by looking backwards from the end, unlike the ingest): a plain traceback's is the first unindented line after its indented
-    frames; an exception group's (Python's framed `+ Exception Group Traceback` block) is the
-    group's own line in its frame, then the lines of the first five sub-exceptions one frame
-    further in, joined as `GROUP: SUB; SUB`, and `; N more` when there are more."""
+    (found by looking backwards from the end, unlike the ingest): a plain traceback's is the
+    first unindented line after its indented frames; an exception group's (Python's framed
+    `+ Exception Group Traceback` block) is the group's own line in its frame, then the lines
+    of the first five sub-exceptions one frame further in, joined as `GROUP: SUB; SUB`, and
+    `; N more` when there are more."""
     facts = _log_facts(log_lines(run))
     return facts if error_line else {k: facts[k] for k in ("command", "last_error")}
 
