@@ -575,7 +575,8 @@ def crashed(root: Path, minutes: float = 60.0, now: float | None = None) -> dict
         newest = max(p.stat().st_mtime for p in run.rglob("*") if p.is_file())
         age = (now - newest) / 60
         completed = oracle.has_final_checkpoint(run) or (done and max(done) >= 1)
-        ended = oracle.log_ends_in_error(run) and clock - newest > 120
+        ends_in_error = oracle.log_ends_in_error(run)
+        ended = ends_in_error and clock - newest > 120
         if completed or not (age > minutes or ended):
             out[name] = Verdict(near=[(age, minutes)])
             continue
@@ -583,7 +584,7 @@ def crashed(root: Path, minutes: float = 60.0, now: float | None = None) -> dict
         out[name] = Verdict(True, last, last, near=[(age, minutes)],
                             facts={"done_frac": max(done) if done else None,
                                    "last_error": oracle.log_facts(run)["last_error"],
-                                   "log_ends_in_error": oracle.log_ends_in_error(run),
+                                   "log_ends_in_error": ends_in_error,
                                    "last_checkpoint": checkpoints.get(name, {}).get(
                                        "latest_name")})
     return out

@@ -20,7 +20,7 @@
 -- @try Look at the end of its logs.log for the exception (OOM or timeout: reduce batch_size, group_size or max_tokens, as the logging guide says); resume from its last checkpoint once the cause is fixed.
 
 -- name: finding
-with fired as (
+with stale_fired as (
     select unnest($stale_run_id::varchar[]) as run_id,
            unnest($stale_minutes::double[]) as minutes
 ),
@@ -29,56 +29,58 @@ last_record as (
     from run_logs
     group by run_id
 ),
-ended as (
-    -- The runs whose log's last record logged their last error, and that stopped writing.
-    select r.run_id
+judged as (
+    -- Each run, and which way it is found: `stale` (the stale rule fired) and `ended` (its
+    -- log's last record logged its last error, and it stopped writing). `last_error` is
+    -- named: a store without the column reads it as a typed null under the same name.
+    select r.run_id, r.source_updated_at, r.last_step, r.last_error as last_error, s.done_frac,
+           f.minutes,
+           f.run_id is not null as stale,
+           coalesce(g.record_line = r.last_error_line and s.status = 'idle', false) as ended
     from runs as r
-    join last_record as g on g.run_id = r.run_id and g.record_line = r.last_error_line
     join run_status as s on s.run_id = r.run_id
-    where s.status = 'idle'
+    left join stale_fired as f on f.run_id = r.run_id
+    left join last_record as g on g.run_id = r.run_id
 )
-select r.run_id,
-       case when r.source_updated_at is null and e.run_id is null
+select j.run_id,
+       case when j.source_updated_at is null and not j.ended
             then 'no source modification time is known' end as missing,
-       f.run_id is not null or e.run_id is not null as fired,
-       case when f.run_id is not null or e.run_id is not null then r.last_step end as first_step,
-       case when f.run_id is not null or e.run_id is not null then r.last_step end as last_step,
-       case when f.run_id is not null or e.run_id is not null then
+       j.fired,
+       case when j.fired then j.last_step end as first_step,
+       case when j.fired then j.last_step end as last_step,
+       case when j.fired then
            format('not completed (no final checkpoint{}; last step {}{}); {}',
-                  case when s.done_frac is not null
-                       then format(', progress/done_frac {:.3g}', s.done_frac) else '' end,
-                  coalesce(r.last_step::varchar, 'none'),
+                  case when j.done_frac is not null
+                       then format(', progress/done_frac {:.3g}', j.done_frac) else '' end,
+                  coalesce(j.last_step::varchar, 'none'),
                   case when c.latest_name is not null
                        then format(', last checkpoint {}', c.latest_name)
                        else '' end,
-                  case when f.run_id is not null then
+                  case when j.stale then
                       format('{}its files last changed {} before this check (as of the last '
                              || 'ingest; the stale rule fires above {:g} minutes)',
-                             case when e.run_id is not null
+                             case when j.ended
                                   then 'its log''s last record is an exception''s traceback, '
                                        || 'and ' else '' end,
                              -- minutes, hours or days: words that stay the same while a
                              -- reader looks
-                             case when f.minutes < 120 then format('{:.0f} minutes', f.minutes)
-                                  when f.minutes < 2880
-                                      then format('{:.0f} hours', f.minutes / 60)
-                                  else format('{:.0f} days', f.minutes / 1440) end,
+                             case when j.minutes < 120 then format('{:.0f} minutes', j.minutes)
+                                  when j.minutes < 2880
+                                      then format('{:.0f} hours', j.minutes / 60)
+                                  else format('{:.0f} days', j.minutes / 1440) end,
                              $minutes)
                   else 'its log''s last record is an exception''s traceback, and nothing has '
                        || 'changed since (the run is idle, as of the last ingest)' end)
-           || coalesce('; last error: ' || r.last_error, '')
+           || coalesce('; last error: ' || j.last_error, '')
        end as evidence,
-       case when f.run_id is not null or e.run_id is not null then
-           to_json({'minutes': f.minutes, 'log_ends_in_error': e.run_id is not null,
-                    'done_frac': s.done_frac, 'last_step': r.last_step,
-                    'last_checkpoint': c.latest_name, 'last_error': r.last_error})::varchar
+       case when j.fired then
+           to_json({'minutes': j.minutes, 'log_ends_in_error': j.ended,
+                    'done_frac': j.done_frac, 'last_step': j.last_step,
+                    'last_checkpoint': c.latest_name, 'last_error': j.last_error})::varchar
        end as facts
-from runs as r
-join run_status as s on s.run_id = r.run_id
-left join fired as f on f.run_id = r.run_id
-left join ended as e on e.run_id = r.run_id
+from (select *, stale or ended as fired from judged) as j
 -- The latest checkpoint by write order, as `latest_checkpoints` (its one definition) says.
-left join latest_checkpoints as c on c.run_id = r.run_id
+left join latest_checkpoints as c on c.run_id = j.run_id
 
 -- name: evidence
 select r.run_name, s.status, s.final_checkpoint, s.done_frac, r.last_step, r.source_updated_at,
