@@ -1059,20 +1059,16 @@ _COMMAND = re.compile(r"^\S+:\d+ \[[A-Z]+\] Command line invocation: (.*)$")
 _RECORD = re.compile(r"^\S+:\d+ \[[A-Z]+\]")
 
 
-def log_facts(run: Path, *, error_line: bool = False) -> dict[str, Any]:
-    """`command` (the first command line) and `last_error` (with `error_line`, also
-    `last_error_line`: the 1-based line of the record header its traceback follows, None when
-    none), from the last traceback after the last command line that has an exception line
-    (found by looking backwards from the end, unlike the ingest): a plain traceback's is the
-    first unindented line after its indented frames; an exception group's (Python's framed
+def log_facts(run: Path) -> dict[str, Any]:
+    """`command` (the first command line), `last_error` and `last_error_line` (the 1-based
+    line of the record header its traceback follows, None when none), from the last
+    traceback after the last command line that has an exception line (found by looking
+    backwards from the end, unlike the ingest): a plain traceback's is the first unindented
+    line after its indented frames; an exception group's (Python's framed
     `+ Exception Group Traceback` block) is the group's own line in its frame, then the lines
     of the first five sub-exceptions one frame further in, joined as `GROUP: SUB; SUB`, and
     `; N more` when there are more."""
-    facts = _log_facts(log_lines(run))
-    return facts if error_line else {k: facts[k] for k in ("command", "last_error")}
-
-
-def _log_facts(lines: list[str]) -> dict[str, Any]:
+    lines = log_lines(run)
     commands = [i for i, line in enumerate(lines) if _COMMAND.match(line)]
     command = _COMMAND.match(lines[commands[0]]).group(1) if commands else None  # type: ignore[union-attr]
     start = commands[-1] + 1 if commands else 0
@@ -1109,7 +1105,7 @@ def _record_of(lines: list[str], at: int, start: int) -> int | None:
 def log_ends_in_error(run: Path) -> bool:
     """Whether the log's last record is the one holding the traceback of its last error (the
     record header it follows, `log_facts`' `last_error_line`, and no header after it)."""
-    line = log_facts(run, error_line=True)["last_error_line"]
+    line = log_facts(run)["last_error_line"]
     headers = [i + 1 for i, text in enumerate(log_lines(run)) if _RECORD.match(text)]
     return line is not None and line == headers[-1]
 

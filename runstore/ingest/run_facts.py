@@ -13,9 +13,9 @@ line before every line of this read: an append only adds later lines), so that t
 statement alone says which write counts and what a total is. Which keys it reads and which
 column each feeds are asked of the statement itself (`statements.keys_read`, `_column_of`).
 A file read whole again starts from a fresh state, as its rows do. `columns(led, run_id)` is
-what the `runs` row holds: `command`, `last_error`, `last_error_line` (`log_facts(state,
-error_line=True)`, from a logs.log's state alone) and the statement's columns (`cost_usd`,
-`tokens_sampled`, `tokens_trained`). `seed(led, files)` fills the `run_totals` of a ledger
+what the `runs` row holds: `command`, `last_error`, `last_error_line` (`log_facts(state)`,
+from a logs.log's state alone) and the statement's columns (`cost_usd`, `tokens_sampled`,
+`tokens_trained`). `seed(led, files)` fills the `run_totals` of a ledger
 written before they were kept (or kept as the last writes themselves, `totals`), by the
 statement over the snapshot's stored rows (as `progress.seed` does for its states).
 
@@ -139,17 +139,19 @@ def _strings(values: list[str]) -> "pa.Array":
     return pa.array(values, pa.string())
 
 
-def log_facts(state: dict[str, Any], *, error_line: bool = False) -> dict[str, Any]:
+LOG_FACTS = ("command", "last_error", "last_error_line")
+
+
+def log_facts(state: dict[str, Any]) -> dict[str, Any]:
     """The `runs` columns a logs.log's ledger state holds (normalize/logs.py moves it on):
-    `command`, `last_error`, and with `error_line` `last_error_line`."""
-    facts = {"command": state.get("command"), "last_error": state.get("last_error")}
-    return {**facts, "last_error_line": state.get("last_error_line")} if error_line else facts
+    `LOG_FACTS`."""
+    return {c: state.get(c) for c in LOG_FACTS}
 
 
 def columns(led: Ledger, run_id: str) -> dict[str, Any]:
     """The `runs` row's command, last error and totals for the run's ledger entries."""
     log = led.get(run_id, LOGS)
-    out = log_facts(log.state if log is not None else {}, error_line=True)
+    out = log_facts(log.state if log is not None else {})
     metrics = led.get(run_id, METRICS)
     kept = (metrics.state.get(STATE) or {}) if metrics is not None else {}
     out.update(dict.fromkeys(_total_columns()))

@@ -3,9 +3,9 @@ independent reading of the files (tests/oracle.py: `json.loads` of the lines, no
 
 The demo tree's async sweep (`tool_rl_async/`) holds every such artifact: the token-level
 capture (`samples`, `capture_events`), an eval store (`eval_runs`, `eval_results`,
-`eval_trajectories`), `logs.log` (`run_logs`, `runs.command`, `runs.last_error`), step-less
-cost rows (`runs.cost_usd`, `tokens_*`), late eval rows on three axes (`eval_points`), newer
-rollout summary fields and a leftover `.NAME.PID.tmp`. Each table and view is compared row by
+`eval_trajectories`), `logs.log` (`run_logs`, `runs.command`, `runs.last_error`,
+`runs.last_error_line`), step-less cost rows (`runs.cost_usd`, `tokens_*`), late eval rows on
+three axes (`eval_points`), newer rollout summary fields and a leftover `.NAME.PID.tmp`. Each table and view is compared row by
 row with the oracle; then the files are appended to, truncated and rewritten, and each read
 again must give exactly the oracle's rows again.
 """
@@ -216,9 +216,11 @@ def test_run_logs_and_the_runs_row_facts(ingested) -> None:
                             "order by line_no", {"r": r}).to_pylist()
         assert [x["text"] for x in lines] == oracle.log_lines(run), run
         assert [x["line_no"] for x in lines] == list(range(1, len(lines) + 1))
-        row = store.arrow("select command, last_error, cost_usd, tokens_sampled, tokens_trained "
-                          "from runs where run_id = $r", {"r": r}).to_pylist()[0]
-        assert {k: row[k] for k in ("command", "last_error")} == oracle.log_facts(run), run
+        row = store.arrow("select command, last_error, last_error_line, cost_usd, "
+                          "tokens_sampled, tokens_trained from runs where run_id = $r",
+                          {"r": r}).to_pylist()[0]
+        assert {k: row[k] for k in ("command", "last_error", "last_error_line")} == \
+            oracle.log_facts(run), run
         totals = oracle.run_totals(run)
         assert same_float(row["cost_usd"], totals["cost_usd"]), run
         assert (row["tokens_sampled"], row["tokens_trained"]) == \
@@ -478,7 +480,8 @@ def test_appends_and_rewrites_equal_a_fresh_ingest(demo_tree: Path, tmp_path: Pa
     store.ingest([demo_tree])
     assert table_rows(store, table, run) == fresh_rows(tmp_path, table, run)
     if rel == "logs.log":
-        facts = store.arrow("select command, last_error from runs where run_id = $r",
+        facts = store.arrow("select command, last_error, last_error_line from runs "
+                            "where run_id = $r",
                             {"r": rid(store, run)}).to_pylist()[0]
         assert facts == oracle.log_facts(run)
 
@@ -735,33 +738,6 @@ def test_logs_read_in_pieces_equal_one_read_and_the_oracle(lines: list[str],
         assert run_facts.log_facts(whole_state) == oracle.log_facts(Path(d))
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(LOG_PIECES), max_size=40), st.lists(st.integers(0, 40),
-                                                                    max_size=4))
-def test_the_last_errors_record_read_in_pieces_is_the_oracles(lines: list[str],
-                                                              cuts: list[int]) -> None:
-    """`runs.last_error_line` (the record whose traceback gave `last_error`) is the same read
-    piece by piece as in one read, and it is the oracle's: the record header the traceback
-    follows, found from the end of the file."""
-    import tempfile
-
-    from runstore.ingest import run_facts
-    from runstore.ingest.normalize import logs
-
-    data = "".join(line + "\n" for line in lines).encode()
-    whole: dict[str, Any] = {}
-    logs.normalize(data, 1, whole)
-    state: dict[str, Any] = {}
-    bounds = sorted({min(c, len(lines)) for c in cuts} | {0, len(lines)})
-    for a, b in zip(bounds, bounds[1:]):
-        logs.normalize("".join(x + "\n" for x in lines[a:b]).encode(), a + 1, state)
-    facts = run_facts.log_facts(whole, error_line=True)
-    assert run_facts.log_facts(state, error_line=True) == facts
-    with tempfile.TemporaryDirectory() as d:
-        (Path(d) / "logs.log").write_bytes(data)
-        assert facts == oracle.log_facts(Path(d), error_line=True)
-
-
 def test_an_exception_groups_record_is_its_last_errors(tmp_path: Path) -> None:
     """An exception group logged by `logger.exception` (Python's framed traceback): its
     record is `last_error_line`, the log's last record until another record follows it."""
@@ -781,14 +757,14 @@ def test_an_exception_groups_record_is_its_last_errors(tmp_path: Path) -> None:
     (tmp_path / "logs.log").write_text(text)
     state: dict[str, Any] = {}
     logs.normalize(text.encode(), 1, state)
-    facts = run_facts.log_facts(state, error_line=True)
-    assert facts == oracle.log_facts(tmp_path, error_line=True)
+    facts = run_facts.log_facts(state)
+    assert facts == oracle.log_facts(tmp_path)
     assert facts["last_error"].startswith("ExceptionGroup: eg (2 sub-exceptions): OSError")
     assert facts["last_error_line"] == 3 and oracle.log_ends_in_error(tmp_path)
     more = "tinker_cookbook.rl.train:12 [INFO] retrying\n"
     (tmp_path / "logs.log").write_text(text + more)
     logs.normalize(more.encode(), text.count("\n") + 1, state)
-    assert run_facts.log_facts(state, error_line=True) == facts  # the same error and record
+    assert run_facts.log_facts(state) == facts  # the same error and record
     assert not oracle.log_ends_in_error(tmp_path)
 
 

@@ -114,7 +114,8 @@ def test_the_eval_store_three_runs_two_checkpoints_and_the_base_model(ingested) 
 def test_logs_the_sweeps_next_configuration_block_and_the_crash(ingested) -> None:
     tree, store, _ = ingested
     for name in (LR2, LR8):
-        facts = store.arrow("select command, last_error from runs where run_name = $n",
+        facts = store.arrow("select command, last_error, last_error_line from runs "
+                            "where run_name = $n",
                             {"n": name}).to_pylist()[0]
         assert facts == oracle.log_facts(tree / name)
     # 2e-05's log ends with the next point's Configuration block: no error for it.
