@@ -6,6 +6,9 @@ each must be refused the same way, touching no file outside the store.
 `{store}` are filled in by the test: a secret file, an existing CSV, a directory, the store);
 `STATE_CHANGING` table functions that would change DuckDB's state; `logging_probe(path)` the
 file-writing `enable_logging(storage='file')` pointed at `path`.
+
+`statement_texts()` is every SQL text runstore runs, for the tests that a rule is written in
+one place only (tests/query/test_kl_steps.py, test_macros.py).
 """
 
 from __future__ import annotations
@@ -38,3 +41,21 @@ STATE_CHANGING = [
 def logging_probe(path: Path | str) -> str:
     return (f"select * from enable_logging(level='trace', storage='file', storage_path='{path}', "
             "storage_buffer_size=0) union all select true from runs limit 1")
+
+
+def statement_texts() -> dict[str, str]:
+    """Every SQL text runstore runs, by where it is written: each view (`sql/NAME.sql`), each
+    statement of `sql/statements/` and `sql/doctor/` (`statements/FILE.sql:NAME`), and the web
+    UI's statement constants (`ui.queries.NAME`)."""
+    from runstore.resources import parse_statements, sql_dir
+    from runstore.ui import queries
+
+    sql = sql_dir()
+    texts = {f"{p.parent.name}/{p.name}": p.read_text() for p in sql.glob("*.sql")}
+    for folder in ("statements", "doctor"):
+        for p in (sql / folder).glob("*.sql"):
+            texts.update({f"{folder}/{p.name}:{name}": text
+                          for name, text in parse_statements(p.read_text()).items()})
+    texts.update({f"ui.queries.{name}": text for name, text in vars(queries).items()
+                  if name.isupper() and isinstance(text, str) and "select" in text.lower()})
+    return texts

@@ -289,16 +289,12 @@ def _restatements(sql: str) -> list[str]:
 
 def test_over_the_threshold_is_written_only_in_its_macro() -> None:
     """Every statement runstore runs (the views, the statements, the doctor's findings and
-    evidence) reads "over the threshold" from the macro `over_threshold`: none compares a value
-    it has set NaN aside for itself. The probe finds the macro's own body (so it can fail)."""
-    from runstore.resources import parse_statements, sql_dir
+    evidence, the web UI's) reads "over the threshold" from the macro `over_threshold`: none
+    compares a value it has set NaN aside for itself. The probe finds the macro's own body (so
+    it can fail)."""
+    from sqlprobes import statement_texts
 
-    sql = sql_dir()
-    texts = {f"{p.parent.name}/{p.name}": p.read_text() for p in sql.glob("*.sql")}
-    for folder in ("statements", "doctor"):
-        for p in (sql / folder).glob("*.sql"):
-            for name, text in parse_statements(p.read_text()).items():
-                texts[f"{folder}/{p.name}:{name}"] = text
+    texts = statement_texts()
     macro = texts.pop("statements/macros.sql:over_threshold")
     assert _restatements(macro.split(" as", 1)[1]), "the probe no longer finds the rule"
     assert len(texts) > 40

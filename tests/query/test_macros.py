@@ -140,21 +140,13 @@ def test_a_step_wall_time_is_written_only_in_its_macro() -> None:
     import sqlglot
     from sqlglot import exp
 
-    from runstore.resources import parse_statements, sql_dir
-    from runstore.ui import queries
+    from sqlprobes import statement_texts
 
     def restated(sql: str) -> bool:
         return any(isinstance(m.this, exp.Column) and m.this.name == "wall_end_s"
                    for m in sqlglot.parse_one(sql, read="duckdb").find_all(exp.Max))
 
-    sql = sql_dir()
-    texts = {p.name: p.read_text() for p in sql.glob("*.sql")}
-    for folder in ("statements", "doctor"):
-        for p in (sql / folder).glob("*.sql"):
-            texts.update({f"{folder}/{p.name}:{n}": t
-                          for n, t in parse_statements(p.read_text()).items()})
-    texts.update({f"ui.queries.{n}": t for n, t in vars(queries).items()
-                  if n.isupper() and isinstance(t, str) and "select" in t.lower()})
+    texts = statement_texts()
     macro = texts.pop("statements/macros.sql:step_wall_s")
     assert restated("select " + macro.split(" as ", 1)[1]), "the probe no longer finds it"
     assert "ui.queries.TIMING_COMPARE_STEPS" in texts and len(texts) > 40
