@@ -167,21 +167,41 @@ def render(table: "Rows | pa.Table", fmt: str, *, width: int | None = None,
         return "".join(json.dumps(r, allow_nan=True, ensure_ascii=False, default=str) + "\n"
                        for r in rows(table))
     if fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        names = list(table.column_names)
-        w.writerow(names)
-        if isinstance(table, Rows) and len(set(names)) == len(names):
-            # Plain rows whose names differ: their tuples are the dicts' values, in order.
-            w.writerows([_text(v) for v in r] for r in table.data)
-        else:
-            w.writerows([_text(r[c]) for c in names] for r in _pylist(table))
-        return buf.getvalue()
+        return _csv(table)
     if fmt == "markdown":
         return _markdown(table, IDENTIFYING.union(whole))
     if fmt == "table":
         return _table(table, width or 100, wide, IDENTIFYING.union(whole))
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+# The values whose `_text` is what the csv module writes for the value itself (`str(v)`, a
+# float's repr; nothing for None): a column of only these is handed to it as it is.
+_WRITTEN_AS_IS = frozenset({str, int, type(None), float})
+
+
+def _csv(table: "Rows | pa.Table") -> str:
+    """`table` as CSV: a header line, then each row's cells as `_text` gives them. A column
+    whose every value the csv module writes as `_text` would (`_WRITTEN_AS_IS`, floats all
+    finite) is passed as it is, the others cell by cell."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    names = list(table.column_names)
+    w.writerow(names)
+    if isinstance(table, Rows) and len(set(names)) == len(names):
+        # Plain rows whose names differ: their tuples are the dicts' values, in order.
+        data = table.data
+    else:
+        data = [tuple(r[c] for c in names) for r in _pylist(table)]
+    columns = [col if _as_is(col) else [_text(v) for v in col] for col in zip(*data)]
+    w.writerows(zip(*columns))
+    return buf.getvalue()
+
+
+def _as_is(column: tuple[Any, ...]) -> bool:
+    kinds = set(map(type, column))
+    return kinds <= _WRITTEN_AS_IS and (
+        float not in kinds or all(math.isfinite(v) for v in column if type(v) is float))
 
 
 def _human(v: Any, digits: int = 6) -> str:
