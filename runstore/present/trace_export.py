@@ -28,7 +28,7 @@ metadata events (`ph: "M"`: `process_name`, `process_sort_index`, `thread_name`,
   track per nesting depth (`depth 0`, `depth 1`, ...; spans of one depth that overlap in time
   get extra lanes, `depth 2 (lane 2)`, so every track nests properly). Steps are laid out one
   after the other (each step's `wall_start_s`/`wall_end_s` are relative to its own start),
-  in µs. A span without a finite `wall_start_s` and `wall_end_s` has no place there: it is
+  in µs, each as long as its wall time (the macro `step_wall_s`, over its placed spans). A span without a finite `wall_start_s` and `wall_end_s` has no place there: it is
   left out, and the process name says how many were. `segment` is an error here: timing
   spans carry no process sessions.
 """
@@ -314,16 +314,18 @@ def _from_spans(store: "Reader", run_id: str, run_name: str,
     lane_tid: dict[tuple[int, int], int] = {}
     offset = 0.0
     by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    wall_s: dict[int, float] = {}  # the step's wall time over its placed spans (0: none)
     unplaced = 0
     for r in rows:
         placed = by_step.setdefault(r["step"], [])  # a step of left-out spans keeps its slice
+        wall_s[r["step"]] = max(0.0, r["step_wall_s"] or 0.0)
         if _placed(r):
             placed.append(r)
         else:
             unplaced += 1
     eps = 1e-3  # µs: float noise of relative wall times
     for s, spans in by_step.items():
-        extent = max([0.0] + [r["wall_end_s"] for r in spans]) * 1e6
+        extent = wall_s[s] * 1e6
         events.append({"name": f"step {s}", "ph": "X", "pid": pid, "tid": 1, "ts": offset,
                        "dur": extent, "args": {"step": s}})
         for r in spans:

@@ -73,7 +73,8 @@ create macro recent_steps() as 10
 -- name: step_wall_s
 -- An aggregate over one step's timing spans: the step's wall time, the latest end of its spans
 -- (each span's `wall_end_s` counts from the step's start). The one home of that measure:
--- statement `browse.step_times` and the web UI's timing comparison read it.
+-- statements `browse.step_times` and `trace.run_spans` (the trace export's step slices) and
+-- the web UI's timing comparison read it.
 create macro step_wall_s(wall_end_s) as max(wall_end_s)
 
 -- name: running_until

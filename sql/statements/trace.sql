@@ -50,10 +50,15 @@ select name, start_us, dur_us from trace_slices
 where run_id = $run and segment = $seg and start_us between $lo and $hi
 
 -- name: run_spans
--- The run's timing spans (of step `$step`, or every step when null), in time order.
-select step, name, duration_s, wall_start_s, wall_end_s, depth, parent from spans
+-- The run's timing spans (of step `$step`, or every step when null), in time order (ties in
+-- the order the record lists them), each with its step's wall time (`step_wall_s`) over the
+-- spans the trace can place: those with finite `wall_start_s` and `wall_end_s`.
+select step, name, duration_s, wall_start_s, wall_end_s, depth, parent,
+       step_wall_s(wall_end_s) filter (where isfinite(wall_start_s) and isfinite(wall_end_s))
+           over (partition by step) as step_wall_s
+from spans
 where run_id = $run and ($step is null or step = $step)
-order by step, wall_start_s, wall_end_s desc, depth
+order by step, wall_start_s, wall_end_s desc, depth, span_idx
 
 -- name: span_step_range
 select min(step) as lo, max(step) as hi, count(distinct step) as n from spans where run_id = $run

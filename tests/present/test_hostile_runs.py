@@ -112,6 +112,26 @@ def test_spans_export_leaves_out_spans_without_finite_wall_times(tmp_path: Path)
     assert f"{left_out} spans without a finite wall time left out" in process
 
 
+def test_spans_with_the_same_interval_take_lanes_in_the_order_the_record_lists_them(
+        tmp_path: Path) -> None:
+    """Concurrent calls of one span (one name, so neither nests in the other) over the same
+    interval cannot share a lane: the call the timing record lists first takes the first
+    lane, in every export. Their recorded durations tell them apart."""
+    orders = {"first_long": [1.0, 0.9], "first_short": [0.9, 1.0]}
+    for run, durations in orders.items():
+        write_run(tmp_path / "runs" / run, [{"step": 0, "time/total": 1.0}],
+                  [{"step": 0, "spans": [{"name": "policy_sample", "duration": d,
+                                          "wall_start": 0.0, "wall_end": 1.0}
+                                         for d in durations]}])
+    store = ingested(tmp_path / "runs", tmp_path / "store")
+    for run, durations in orders.items():
+        events = store.trace(run)
+        threads = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+        lanes = {threads[e["tid"]]: e["args"]["duration_s"]
+                 for e in events if e["name"] == "policy_sample"}
+        assert lanes == {"depth 0": durations[0], "depth 0 (lane 2)": durations[1]}, run
+
+
 def test_trace_slice_that_ends_before_it_begins_has_no_negative_duration(tmp_path: Path) -> None:
     """An E event written with a smaller ts than its B (a clock that stepped back) pairs into a
     slice of negative length. The export writes it with `dur` 0 and keeps the recorded
