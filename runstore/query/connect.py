@@ -227,11 +227,17 @@ class Database:
             if name == "runs" and {c for c, _ in missing} >= set(TOTALS):
                 rel = self._with_totals(rel)
                 missing = [(c, t) for c, t in missing if c not in TOTALS]
-            if missing:
+            want = schema_mod.duckdb_columns(name)
+            if rel.columns != [c for c, _ in want]:
                 # Columns a later migration added, which no live file has yet: nulls of the
-                # column's type, so queries see the current schema.
-                rel = rel.project(*[duckdb.ColumnExpression(c) for c in rel.columns],
-                                  *self._typed_nulls(missing))
+                # column's type; and every column where the schema puts it (the ones computed
+                # above would come last): queries see the current schema, as a new store's.
+                have = set(rel.columns)
+                nulls = iter(self._typed_nulls([(c, t) for c, t in want if c not in have]))
+                rel = rel.project(*[duckdb.ColumnExpression(c) if c in have else next(nulls)
+                                    for c, _ in want],
+                                  *[duckdb.ColumnExpression(c) for c in rel.columns
+                                    if c not in dict(want)])
             if name in LINKED:
                 rel = self._linked(name, rel, files)
             rel.create_view(name)
