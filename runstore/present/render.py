@@ -45,6 +45,7 @@ import csv
 import io
 import json
 import math
+from json.encoder import encode_basestring
 import os
 from datetime import date, datetime, time
 from decimal import Decimal
@@ -124,8 +125,79 @@ def _text(v: Any) -> str:
     return str(_plain(v))
 
 
-def rows(table: pa.Table) -> list[dict[str, Any]]:
-    return [{k: _plain(v) for k, v in r.items()} for r in _pylist(table)]
+def rows(table: "Rows | pa.Table") -> list[dict[str, Any]]:
+    """The rows as dicts of the values JSON writes (`_plain`)."""
+    names, columns, n = _json_columns(table)
+    if not names:
+        return [{} for _ in range(n)]
+    return [dict(zip(names, values)) for values in zip(*columns)]
+
+
+# The values `_plain` returns as they are: JSON's own scalars.
+_KEPT_AS_IS = frozenset({str, int, float, bool, type(None)})
+_NUMBERS = frozenset({int, float, bool, type(None)})
+_JSON = json.JSONEncoder(allow_nan=True, ensure_ascii=False, default=str)
+
+
+def _json_columns(table: "Rows | pa.Table") -> tuple[list[str], list[list[Any]], int]:
+    """The names of the rows' keys (one per name: a later column of a name wins, as in a
+    dict), their values by column, as `_plain` gives them, and the number of rows; a column
+    whose values are all ones `_plain` keeps (`_KEPT_AS_IS`) is not gone through value by
+    value."""
+    if isinstance(table, Rows) and len(set(table.column_names)) == len(table.column_names):
+        names, data = list(table.column_names), table.data
+    else:
+        dicts = _pylist(table)
+        names = list(dicts[0]) if dicts else []
+        data = [tuple(r.values()) for r in dicts]
+    columns = [list(col) if set(map(type, col)) <= _KEPT_AS_IS else [_plain(v) for v in col]
+               for col in zip(*data)]
+    return names, columns, len(data)
+
+
+def _json_texts(column: list[Any], nested: Any) -> list[str]:
+    """Each value of `column` as the JSON text `_JSON` writes for it: a column of numbers
+    (and booleans, nulls) in one call of the C encoder, split at its `, ` (no such text holds
+    one); a column of text (and nulls) by the string encoder that encoder uses
+    (`encode_basestring`, as ensure_ascii=False has it); any other by `nested(value)`."""
+    kinds = set(map(type, column))
+    if kinds <= _NUMBERS:
+        return _JSON.encode(column)[1:-1].split(", ")
+    if kinds <= {str, type(None)}:
+        return ["null" if v is None else encode_basestring(v) for v in column]
+    return [nested(v) for v in column]
+
+
+def _indented(value: Any) -> str:
+    """A value of a row of the `json` format as `json.dumps(rows, indent=1)` nests it: its
+    lines two more spaces in."""
+    text = json.dumps(value, allow_nan=True, ensure_ascii=False, indent=1, default=str)
+    return text.replace("\n", "\n  ")
+
+
+def _json_array(table: "Rows | pa.Table") -> str:
+    """`json.dumps(rows(table), allow_nan=True, ensure_ascii=False, indent=1, default=str)`,
+    made from each value's text (`_json_texts`): `indent` turns the C encoder off."""
+    names, columns, n = _json_columns(table)
+    if not n:
+        return "[]"
+    if not names:
+        return "[\n" + ",\n".join(" {}" for _ in range(n)) + "\n]"
+    fields = [[f"  {encode_basestring(k)}: {t}" for t in _json_texts(col, _indented)]
+              for k, col in zip(names, columns)]
+    return "[\n {\n" + "\n },\n {\n".join(map(",\n".join, zip(*fields))) + "\n }\n]"
+
+
+def _json_lines(table: "Rows | pa.Table") -> str:
+    """Each of `rows(table)` as `_JSON.encode(row)` writes it, one a line."""
+    names, columns, n = _json_columns(table)
+    if not n:
+        return ""
+    if not names:
+        return "{}\n" * n
+    fields = [[f"{encode_basestring(k)}: {t}" for t in _json_texts(col, _JSON.encode)]
+              for k, col in zip(names, columns)]
+    return "".join(f"{{{row}}}\n" for row in map(", ".join, zip(*fields)))
 
 
 def _pylist(table: "Rows | pa.Table") -> list[dict[str, Any]]:
@@ -161,11 +233,9 @@ def render(table: "Rows | pa.Table", fmt: str, *, width: int | None = None,
            wide: bool = False, whole: Sequence[str] = ()) -> str:
     """`table` as text in `fmt` (see the module); `whole` names more identifying columns."""
     if fmt == "json":
-        return json.dumps(rows(table), allow_nan=True, ensure_ascii=False, indent=1,
-                          default=str) + "\n"
+        return _json_array(table) + "\n"
     if fmt == "jsonl":
-        return "".join(json.dumps(r, allow_nan=True, ensure_ascii=False, default=str) + "\n"
-                       for r in rows(table))
+        return _json_lines(table)
     if fmt == "csv":
         return _csv(table)
     if fmt == "markdown":
