@@ -1,13 +1,13 @@
-"""Printing a large result: `render` of plain rows as CSV, JSON and JSON lines, per checkout.
+"""Printing a large result: `render` of plain rows in each text format, per checkout.
 
     python bench/bench_render.py --store DIR [--rows N] [-n N] [--rounds R] [--src LABEL=DIR ...]
 
 For each checkout (`--src LABEL=DIR`, repeatable; default this one), a process that imports
 that checkout's runstore, fetches the first N rows (default 30,000) of `metrics` of the store
 as plain rows (`Store.rows`, what `runstore sql` prints), and times `render(rows, FORMAT)` for
-csv, json and jsonl, and the csv module writing the same rows as they are (the floor: no
-value turned into text by runstore) n times each (default 9); the processes run interleaved
-for R rounds (default 3) so each checkout sees the same machine. Prints the median of each,
+table (200 columns wide), csv, json and jsonl, and the csv module writing the same rows as
+they are (the floor: no value turned into text by runstore) n times each (default 9); the
+processes run interleaved for R rounds (default 3) so each checkout sees the same machine. Prints the median of each,
 in ms, and each checkout's ratio to the first. The outputs of every checkout are checked to
 be the same text.
 """
@@ -42,7 +42,8 @@ def floor():
     return buf.getvalue()
 
 out, digest = {}, {}
-for name, f in (("csv", lambda: render(rows, "csv")), ("json", lambda: render(rows, "json")),
+for name, f in (("table", lambda: render(rows, "table", width=200)),
+                ("csv", lambda: render(rows, "csv")), ("json", lambda: render(rows, "json")),
                 ("jsonl", lambda: render(rows, "jsonl")), ("floor", floor)):
     times = []
     for _ in range(n):
@@ -54,7 +55,7 @@ for name, f in (("csv", lambda: render(rows, "csv")), ("json", lambda: render(ro
 print(json.dumps({"times": out, "digest": digest, "rows": rows.num_rows}))
 """
 
-MEASURES = ("csv", "json", "jsonl", "floor")
+MEASURES = ("table", "csv", "json", "jsonl", "floor")
 
 
 def main() -> None:
@@ -88,13 +89,13 @@ def main() -> None:
     load = os.getloadavg()[0]
     print(f"{n_rows} rows; {args.rounds} rounds x {args.n} renders per checkout; "
           f"load average {load:.1f}; the same text from every checkout")
-    print("| checkout | csv, ms | × first | json, ms | × first | jsonl, ms | × first "
-          "| csv module alone, ms |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| checkout | table, ms | × first | csv, ms | × first | json, ms | × first "
+          "| jsonl, ms | × first | csv module alone, ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     first = {m: statistics.median(got[srcs[0][0]][m]) for m in MEASURES}
     for label, _ in srcs:
         med = {m: statistics.median(got[label][m]) for m in MEASURES}
-        cells = [f"{med[m] * 1000:.1f} | {med[m] / first[m]:.2f}" for m in MEASURES[:3]]
+        cells = [f"{med[m] * 1000:.1f} | {med[m] / first[m]:.2f}" for m in MEASURES[:-1]]
         print(f"| {label} | {' | '.join(cells)} | {med['floor'] * 1000:.1f} |")
 
 

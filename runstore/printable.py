@@ -30,8 +30,9 @@ CONTROLS.update({ord("\n"): "⏎", ord("\r"): "", ord("\t"): " ", 0: "\\0", 0x7F
 
 
 def printable(text: str) -> str:
-    """`text` with its control characters shown (see the module)."""
-    return text.translate(CONTROLS)
+    """`text` with its control characters shown (see the module). Text Python calls
+    printable holds none of them (each is one it does not), and is returned as it is."""
+    return text if text.isprintable() else text.translate(CONTROLS)
 
 
 def not_utf8(text: str) -> int | None:

@@ -310,18 +310,15 @@ def shorten(text: str, limit: int | None) -> str:
     return text[:limit - 1 - back] + "…" + text[len(text) - back:]
 
 
-def cell_text(value: Any) -> str:
-    """One value as the table and markdown formats write it, uncut: six significant digits,
-    NaN and ±Infinity spelled, control characters shown escaped.
+def cell_text(value: Any, digits: int = 6) -> str:
+    """One value as the table and markdown formats write it, uncut: `digits` significant
+    digits (six unless the table format needs room), NaN and ±Infinity spelled, control
+    characters shown escaped.
 
     >>> cell_text(0.0123456789), cell_text(float("-inf")), cell_text([1, "a"])
     ('0.0123457', '-Infinity', '[1, "a"]')
     """
-    return printable(_human(value))
-
-
-def _cell(v: Any, limit: int | None, digits: int = 6) -> str:
-    return shorten(printable(_human(v, digits)), limit)
+    return printable(_human(value, digits))
 
 
 def _markdown(table: pa.Table, identifying: frozenset[str]) -> str:
@@ -365,25 +362,41 @@ def distinct_width(header: str, others: Sequence[str]) -> int:
     return min(len(header), shared + 2)
 
 
+class _Cells:
+    """Each column's cells as the table format writes them uncut (`cell_text`, with floats
+    at `digits` significant digits), made once per number of digits."""
+
+    def __init__(self, names: list[str], data: list[dict[str, Any]]):
+        self.values = {n: [r[n] for r in data] for n in names}
+        self._texts: dict[int, dict[str, list[str]]] = {}
+
+    def __call__(self, digits: int) -> dict[str, list[str]]:
+        if digits not in self._texts:
+            self._texts[digits] = {n: [cell_text(v, digits) for v in col]
+                                   for n, col in self.values.items()}
+        return self._texts[digits]
+
+
 def _table(table: pa.Table, width: int, wide: bool, identifying: frozenset[str]) -> str:
     cols = _Columns(table, identifying)
     data = _pylist(table)
+    cells = _Cells(cols.names, data)
     if wide:
-        widths = [max([len(n)] + [len(_cell(r[n], None)) for r in data]) for n in cols.names]
-        return _grid(cols, data, widths, [None] * len(widths), 6, table.num_rows)
+        widths = [max([len(n)] + [len(t) for t in cells(6)[n]]) for n in cols.names]
+        return _grid(cols, cells(6), widths, [None] * len(widths), table.num_rows)
     for digits in (6, 5, 4, 3):
-        widths, limits, needed = _fit(cols, data, width, digits)
+        widths, limits, needed = _fit(cols, cells(digits), width)
         if needed <= width or not data:
-            return _grid(cols, data, widths, limits, digits, table.num_rows)
-    return _blocks(cols, data, width, needed)
+            return _grid(cols, cells(digits), widths, limits, table.num_rows)
+    return _blocks(cols, cells(6), width, needed)
 
 
 def _rows_line(n: int) -> str:
     return f"({n} row{'s' if n != 1 else ''}"
 
 
-def _grid(cols: _Columns, data: list[dict[str, Any]], widths: list[int],
-          limits: list[int | None], digits: int, n: int) -> str:
+def _grid(cols: _Columns, texts: dict[str, list[str]], widths: list[int],
+          limits: list[int | None], n: int) -> str:
     def line(values: list[str]) -> str:
         return "  ".join(v.rjust(w) if num else v.ljust(w)
                          for v, w, num in zip(values, widths, cols.numeric)).rstrip()
@@ -391,29 +404,31 @@ def _grid(cols: _Columns, data: list[dict[str, Any]], widths: list[int],
     # A cut header keeps its start (`longe…`): people recognise a name by how it begins.
     out = [line([_cut_end(n, w) for n, w in zip(cols.names, widths)]),
            "  ".join("-" * w for w in widths)]
-    out += [line([_cell(r[c], lim, digits) for c, lim in zip(cols.names, limits)])
-            for r in data]
+    columns = [[shorten(t, lim) for t in texts[c]] for c, lim in zip(cols.names, limits)]
+    out += [line(list(values)) for values in zip(*columns)]
     out.append(_rows_line(n) + ")")
     return "\n".join(out) + "\n"
 
 
-def _blocks(cols: _Columns, data: list[dict[str, Any]], width: int, needed: int) -> str:
+def _blocks(cols: _Columns, texts: dict[str, list[str]], width: int, needed: int) -> str:
     """One block per row, `column  value` per line: for tables too wide for the terminal."""
     label = max(len(n) for n in cols.names)
     room = max(width - label - 2, TEXT_FLOOR)
     out = []
-    for i, r in enumerate(data, start=1):
-        title = f"-[ row {i} ]"
+    n_rows = len(texts[cols.names[0]]) if cols.names else 0
+    for i in range(n_rows):
+        title = f"-[ row {i + 1} ]"
         out.append(title + "-" * max(0, min(width, label + 2 + room) - len(title)))
         for n, whole in zip(cols.names, cols.whole):
-            out.append(f"{n.ljust(label)}  {_cell(r[n], None if whole else room)}".rstrip())
-    out.append(f"{_rows_line(len(data))}, one block each: as a table they need {needed} "
+            cell = shorten(texts[n][i], None if whole else room)
+            out.append(f"{n.ljust(label)}  {cell}".rstrip())
+    out.append(f"{_rows_line(n_rows)}, one block each: as a table they need {needed} "
                f"columns, {width} fit; --wide prints the table anyway)")
     return "\n".join(out) + "\n"
 
 
-def _fit(cols: _Columns, data: list[dict[str, Any]], width: int,
-         digits: int) -> tuple[list[int], list[int | None], int]:
+def _fit(cols: _Columns, texts: dict[str, list[str]],
+         width: int) -> tuple[list[int], list[int | None], int]:
     """Column widths for `width` characters, the cut of each column's cells (None: whole),
     and the width the lines need (more than `width` when they cannot fit).
 
@@ -425,7 +440,7 @@ def _fit(cols: _Columns, data: list[dict[str, Any]], width: int,
     below its `distinct` width.
     """
     names = cols.names
-    values = [max([0] + [len(_cell(r[c], None if whole else MAX_CELL, digits)) for r in data])
+    values = [max([0] + [len(shorten(t, None if whole else MAX_CELL)) for t in texts[c]])
               for c, whole in zip(names, cols.whole)]
     widths = [max(len(n), v) if whole else min(max(len(n), v), MAX_CELL)
               for n, v, whole in zip(names, values, cols.whole)]

@@ -5,6 +5,7 @@ numbers of any size, text with quotes, commas and line breaks, booleans) or of m
 (decimals, dates, lists, dicts, bytes), each with or without nulls, under names JSON escapes:
 `render(rows, "csv")` equals every cell through `_text` one by one, and `json` and `jsonl`
 equal `json.dumps` of the rows as dicts of `_plain` values (with `indent=1` for `json`).
+`printable`, which every table cell goes through, equals its translation table's work.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from hypothesis import given, settings, strategies as st
 
 from conftest import examples
 from runstore.present.render import _plain, _text, render
+from runstore.printable import CONTROLS, printable
 from runstore.query.rows import Rows
 
 SCALARS = {
@@ -100,3 +102,13 @@ def test_non_finite_floats_are_named_in_a_column_of_floats() -> None:
     assert render(rows, "csv").splitlines() == [
         "x,d", "1.5,2024-01-02", "NaN,", "-Infinity,", "-0.0,2024-01-02T03:04:05+00:00",
         "1e-05,1.50"]
+
+
+@settings(max_examples=examples(1000), deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=12))
+def test_printable_returns_printable_text_as_it_is_and_translates_the_rest(text: str) -> None:
+    """`printable` skips the translation for text Python calls printable: it must be text
+    the translation leaves as it is. Every character the table maps is one Python does not
+    call printable, and any text comes out as the translation gives it."""
+    assert not any(chr(c).isprintable() for c in CONTROLS)
+    assert printable(text) == text.translate(CONTROLS)
