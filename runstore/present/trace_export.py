@@ -28,9 +28,10 @@ metadata events (`ph: "M"`: `process_name`, `process_sort_index`, `thread_name`,
   track per nesting depth (`depth 0`, `depth 1`, ...; spans of one depth that overlap in time
   get extra lanes, `depth 2 (lane 2)`, so every track nests properly). Steps are laid out one
   after the other (each step's `wall_start_s`/`wall_end_s` are relative to its own start),
-  in µs, each as long as its wall time (the macro `step_wall_s`, over its placed spans). A span without a finite `wall_start_s` and `wall_end_s` has no place there: it is
-  left out, and the process name says how many were. `segment` is an error here: timing
-  spans carry no process sessions.
+  in µs, each as long as its wall time (the macro `step_wall_s`, over its placed spans). A
+  span without a finite `wall_start_s` and `wall_end_s` (the macro `on_timeline`) has no
+  place there: it is left out, and the process name says how many were. `segment` is an
+  error here: timing spans carry no process sessions.
 """
 
 from __future__ import annotations
@@ -138,10 +139,7 @@ def step_window(store: "Reader", run_id: str, step: int) -> tuple[int, float, fl
     most of the step's spans wins (at least half of them, else None). Only spans with finite
     wall times and duration take part.
     """
-    # A span without finite times and duration has no shape to match (a NaN would make the
-    # anchor's duration or the window's end NaN, and nothing would match).
-    spans = [s for s in records(store, named("trace.step_spans"), {"run": run_id, "step": step})
-             if _placed(s) and _is_finite(s["duration_s"])]
+    spans = records(store, named("trace.step_spans"), {"run": run_id, "step": step})
     if not spans:
         return None
     anchor = max(spans, key=lambda s: s["duration_s"])
@@ -150,7 +148,7 @@ def step_window(store: "Reader", run_id: str, step: int) -> tuple[int, float, fl
     candidates = records(
         store, named("trace.anchor_candidates"),
         {"run": run_id, "name": anchor["name"], "lo": dur - tol, "hi": dur + tol})
-    extent = max(s["wall_end_s"] for s in spans) * 1e6
+    extent = spans[0]["step_wall_s"] * 1e6
     best: tuple[int, tuple[int, float, float]] | None = None
     for c in candidates:
         offset = c["start_us"] - anchor["wall_start_s"] * 1e6
@@ -319,7 +317,7 @@ def _from_spans(store: "Reader", run_id: str, run_name: str,
     for r in rows:
         placed = by_step.setdefault(r["step"], [])  # a step of left-out spans keeps its slice
         wall_s[r["step"]] = max(0.0, r["step_wall_s"] or 0.0)
-        if _placed(r):
+        if r["placed"]:
             placed.append(r)
         else:
             unplaced += 1
@@ -361,17 +359,6 @@ def _from_spans(store: "Reader", run_id: str, run_name: str,
                  _meta("thread_sort_index", pid, tid, sort_index=tid)]
     events.sort(key=lambda e: (e["ts"], -e["dur"]))
     return meta + events
-
-
-def _placed(span: dict[str, Any]) -> bool:
-    """Whether a timing span has a place on the timeline: finite `wall_start_s` and
-    `wall_end_s` (a NaN one would make its slice's `ts` no number, or its step's extent
-    depend on the order of the spans)."""
-    return _is_finite(span["wall_start_s"]) and _is_finite(span["wall_end_s"])
-
-
-def _is_finite(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)
 
 
 def dumps(events: list[dict[str, Any]]) -> str:

@@ -73,9 +73,17 @@ create macro recent_steps() as 10
 -- name: step_wall_s
 -- An aggregate over one step's timing spans: the step's wall time, the latest end of its spans
 -- (each span's `wall_end_s` counts from the step's start). The one home of that measure:
--- statements `browse.step_times` and `trace.run_spans` (the trace export's step slices) and
--- the web UI's timing comparison read it.
+-- statements `browse.step_times`, `trace.run_spans` and `trace.step_spans` (the trace
+-- export's step slices and step windows) and the web UI's timing comparison read it.
 create macro step_wall_s(wall_end_s) as max(wall_end_s)
+
+-- name: on_timeline
+-- Whether a timing span has a place on a timeline: finite `wall_start_s` and `wall_end_s` (a
+-- NaN or missing one would give its slice no start, or make its step's end depend on the
+-- order of its spans). The one home of that test: `runstore trace` lays out only these spans
+-- (statements `trace.run_spans` and `trace.step_spans`).
+create macro on_timeline(wall_start_s, wall_end_s) as
+    coalesce(isfinite(wall_start_s) and isfinite(wall_end_s), false)
 
 -- name: running_until
 -- Until when a run whose files last changed at `updated_at` is `running` (see `run_status_at`):

@@ -36,8 +36,14 @@ where run_id = $run and segment = $seg and start_us >= $lo and start_us <= $hi
 select count(*) as n from spans where run_id = $run and step = $step
 
 -- name: step_spans
--- The timing spans of step `$step`: their shape, to find the step in the trace's clock.
-select name, wall_start_s, wall_end_s, duration_s from spans where run_id = $run and step = $step
+-- The timing spans of step `$step` that have a shape to find the step by in the trace's
+-- clock: a place on a timeline (the macro `on_timeline`) and a finite duration (a NaN would
+-- make the anchor's duration or the window's end NaN, and nothing would match); each with
+-- the step's wall time over them (`step_wall_s`).
+select name, wall_start_s, wall_end_s, duration_s, step_wall_s(wall_end_s) over () as step_wall_s
+from spans
+where run_id = $run and step = $step and on_timeline(wall_start_s, wall_end_s)
+  and isfinite(duration_s)
 
 -- name: anchor_candidates
 -- Slices named `$name` whose duration lies between `$lo` and `$hi` µs.
@@ -51,10 +57,12 @@ where run_id = $run and segment = $seg and start_us between $lo and $hi
 
 -- name: run_spans
 -- The run's timing spans (of step `$step`, or every step when null), in time order (ties in
--- the order the record lists them), each with its step's wall time (`step_wall_s`) over the
--- spans the trace can place: those with finite `wall_start_s` and `wall_end_s`.
+-- the order the record lists them), each with whether it has a place on a timeline
+-- (`placed`, the macro `on_timeline`) and its step's wall time (`step_wall_s`) over the spans
+-- that have one.
 select step, name, duration_s, wall_start_s, wall_end_s, depth, parent,
-       step_wall_s(wall_end_s) filter (where isfinite(wall_start_s) and isfinite(wall_end_s))
+       on_timeline(wall_start_s, wall_end_s) as placed,
+       step_wall_s(wall_end_s) filter (where on_timeline(wall_start_s, wall_end_s))
            over (partition by step) as step_wall_s
 from spans
 where run_id = $run and ($step is null or step = $step)

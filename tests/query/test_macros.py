@@ -12,12 +12,14 @@ them.
 file)" on every combination. `write_rank`, the latest-write rule, is held to "the write with the
 largest seq of its (run, step, key) is the live one" on random writes. `run_status_at` (a
 run's status as of a time) and `running_until` are held to the status rule in words. A step's
-wall time is written only in `step_wall_s`.
+wall time is written only in `step_wall_s`; `on_timeline` is "both wall times finite" on every
+kind of value, and the only statement that tests a span's wall times for it.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -150,4 +152,33 @@ def test_a_step_wall_time_is_written_only_in_its_macro() -> None:
     macro = texts.pop("statements/macros.sql:step_wall_s")
     assert restated("select " + macro.split(" as ", 1)[1]), "the probe no longer finds it"
     assert "ui.queries.TIMING_COMPARE_STEPS" in texts and len(texts) > 40
+    assert [name for name, text in texts.items() if restated(text)] == []
+
+
+def test_on_timeline_is_both_wall_times_finite() -> None:
+    values = [None, 0.0, -1.5, 2.0, math.nan, math.inf, -math.inf]
+    pairs = [(a, b) for a in values for b in values]
+    got = [CON.execute("select on_timeline($a::double, $b::double)", {"a": a, "b": b}).fetchone()[0]
+           for a, b in pairs]
+    assert got == [a is not None and b is not None and math.isfinite(a) and math.isfinite(b)
+                   for a, b in pairs]
+
+
+def test_whether_a_span_has_a_place_on_a_timeline_is_written_only_in_its_macro() -> None:
+    """No statement runstore runs tests a span's `wall_start_s` for finiteness itself: each
+    reads `on_timeline`. The probe finds the macro's own body (so it can fail)."""
+    import sqlglot
+    from sqlglot import exp
+
+    from sqlprobes import statement_texts
+
+    def restated(sql: str) -> bool:
+        return any(c.name == "wall_start_s"
+                   for f in sqlglot.parse_one(sql, read="duckdb").find_all(exp.Anonymous)
+                   if f.name.lower() == "isfinite" for c in f.find_all(exp.Column))
+
+    texts = statement_texts()
+    macro = texts.pop("statements/macros.sql:on_timeline")
+    assert restated("select " + re.split(r"\s+as\s+", macro, maxsplit=1)[1]), \
+        "the probe no longer finds it"
     assert [name for name, text in texts.items() if restated(text)] == []
