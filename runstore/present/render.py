@@ -45,10 +45,10 @@ import csv
 import io
 import json
 import math
-from json.encoder import encode_basestring
 import os
 from datetime import date, datetime, time
 from decimal import Decimal
+from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..errors import UsageError
