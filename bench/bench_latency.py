@@ -19,11 +19,12 @@ command sees the same machine, and reports medians, CPU time and ratios to the f
 
 With `--commands`, the processes are instead every read command of issue 31, each whole from
 start to exit (target on the demo store ≤ 1.5× the floor, `plot` and `report`, which write
-HTML, ≤ 2×; on the benchmark store ≤ 2× for every command): `sql`,
-`runs`, `keys`, `check` (the KL threshold rule, then a trend rule), `diff` and `trace` of the
-store's first runs (by run_label), `compare --group-by auto`, `views`, `sql` of the
-`slowest_spans` view, `doctor`, `plot metric` and `report`. `--demo` makes the store `runstore demo` writes (under `--store`, when missing)
-instead of a store of the benchmark tree. Files written go to a temporary directory.
+HTML, ≤ 2×; on the benchmark store ≤ 2× for every command): `sql`, `runs`, `keys`, `check`
+(the KL threshold rule, then a trend rule), `diff` and `trace` of the store's first runs (by
+run_label), `compare --group-by auto`, `views`, `sql` of the `slowest_spans` view, `doctor`,
+`plot metric` and `report`. `--demo` makes the store `runstore demo` writes (under `--store`,
+when missing) instead of a store of the benchmark tree. Files written go to a temporary
+directory.
 
 `--src LABEL=DIR` (repeatable) runs each runstore process once per checkout, with DIR (a
 checkout's root, holding `runstore/` and `sql/`) first on PYTHONPATH and the temporary

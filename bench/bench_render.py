@@ -7,9 +7,9 @@ that checkout's runstore, fetches the first N rows (default 30,000) of `metrics`
 as plain rows (`Store.rows`, what `runstore sql` prints), and times `render(rows, FORMAT)` for
 table (200 columns wide), csv, json and jsonl, and the csv module writing the same rows as
 they are (the floor: no value turned into text by runstore) n times each (default 9); the
-processes run interleaved for R rounds (default 3) so each checkout sees the same machine. Prints the median of each,
-in ms, and each checkout's ratio to the first. The outputs of every checkout are checked to
-be the same text.
+processes run interleaved for R rounds (default 3) so each checkout sees the same machine.
+Prints the median of each, in ms, and each checkout's ratio to the first. The outputs of every
+checkout are checked to be the same text.
 """
 
 from __future__ import annotations

@@ -158,8 +158,8 @@ def test_a_step_wall_time_is_written_only_in_its_macro() -> None:
 def test_on_timeline_is_both_wall_times_finite() -> None:
     values = [None, 0.0, -1.5, 2.0, math.nan, math.inf, -math.inf]
     pairs = [(a, b) for a in values for b in values]
-    got = [CON.execute("select on_timeline($a::double, $b::double)", {"a": a, "b": b}).fetchone()[0]
-           for a, b in pairs]
+    got = [CON.execute("select on_timeline($a::double, $b::double)",
+                       {"a": a, "b": b}).fetchone()[0] for a, b in pairs]
     assert got == [a is not None and b is not None and math.isfinite(a) and math.isfinite(b)
                    for a, b in pairs]
 
