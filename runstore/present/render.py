@@ -125,12 +125,17 @@ def _text(v: Any) -> str:
     return str(_plain(v))
 
 
-def rows(table: "Rows | pa.Table") -> list[dict[str, Any]]:
-    """The rows as dicts of the values JSON writes (`_plain`)."""
-    names, columns, n = _json_columns(table)
-    if not names:
-        return [{} for _ in range(n)]
-    return [dict(zip(names, values)) for values in zip(*columns)]
+def _by_column(table: "Rows | pa.Table") -> tuple[list[str], list[list[Any]], int]:
+    """The table's column names, its values column by column (as `_pylist` gives them) and
+    its number of rows. Plain rows whose names differ are read as they are; any other table
+    through `_pylist`'s dicts, where the later of two columns of one name holds for both."""
+    names = list(table.column_names)
+    if isinstance(table, Rows) and len(set(names)) == len(names):
+        # Plain rows whose names differ: their tuples are the dicts' values, in order.
+        columns = [list(col) for col in zip(*table.data)] or [[] for _ in names]
+        return names, columns, len(table.data)
+    dicts = _pylist(table)
+    return names, [[r[c] for r in dicts] for c in names], len(dicts)
 
 
 # The values `_plain` returns as they are: JSON's own scalars.
@@ -139,32 +144,37 @@ _NUMBERS = frozenset({int, float, bool, type(None)})
 _JSON = json.JSONEncoder(allow_nan=True, ensure_ascii=False, default=str)
 
 
-def _json_columns(table: "Rows | pa.Table") -> tuple[list[str], list[list[Any]], int]:
-    """The names of the rows' keys (one per name: a later column of a name wins, as in a
-    dict), their values by column, as `_plain` gives them, and the number of rows; a column
-    whose values are all ones `_plain` keeps (`_KEPT_AS_IS`) is not gone through value by
-    value."""
-    if isinstance(table, Rows) and len(set(table.column_names)) == len(table.column_names):
-        names, data = list(table.column_names), table.data
-    else:
-        dicts = _pylist(table)
-        names = list(dicts[0]) if dicts else []
-        data = [tuple(r.values()) for r in dicts]
-    columns = [list(col) if set(map(type, col)) <= _KEPT_AS_IS else [_plain(v) for v in col]
-               for col in zip(*data)]
-    return names, columns, len(data)
+def _json_rows(table: "Rows | pa.Table", indent: bool) -> list[str]:
+    """Each row as JSON: the dict of its `_plain` values (one key per name, the later column
+    of a name winning) as `json.dumps(row, allow_nan=True, ensure_ascii=False, default=str)`
+    writes it, or, with `indent`, as it stands inside `json.dumps(rows, indent=1, ...)`. Made
+    from each value's text (`_json_texts`), a column at a time: `indent` turns the C encoder
+    off, and one encoder call per row builds an encoder each time."""
+    names, columns, n = _by_column(table)
+    keys = list(dict.fromkeys(names))
+    columns = [columns[names.index(k)] for k in keys]
+    if not n or not keys:
+        return [" {}" if indent else "{}"] * n
+    margin, between, start, end = ("  ", ",\n", " {\n", "\n }") if indent else ("", ", ", "{", "}")
+    nested = _indented if indent else _JSON.encode
+    fields = [[f"{margin}{encode_basestring(k)}: {t}" for t in _json_texts(col, nested)]
+              for k, col in zip(keys, columns)]
+    return [start + between.join(row) + end for row in zip(*fields)]
 
 
 def _json_texts(column: list[Any], nested: Any) -> list[str]:
-    """Each value of `column` as the JSON text `_JSON` writes for it: a column of numbers
-    (and booleans, nulls) in one call of the C encoder, split at its `, ` (no such text holds
-    one); a column of text (and nulls) by the string encoder that encoder uses
-    (`encode_basestring`, as ensure_ascii=False has it); any other by `nested(value)`."""
+    """Each value of `column` as the JSON text `_JSON` writes for its `_plain` value: a column
+    of numbers (and booleans, nulls) in one call of the C encoder, split at its `, ` (no such
+    text holds one); a column of text (and nulls) by the string encoder that encoder uses
+    (`encode_basestring`, as ensure_ascii=False has it); any other by `nested(_plain(value))`
+    (a value `_plain` keeps, `_KEPT_AS_IS`, is not gone through)."""
     kinds = set(map(type, column))
     if kinds <= _NUMBERS:
         return _JSON.encode(column)[1:-1].split(", ")
     if kinds <= {str, type(None)}:
         return ["null" if v is None else encode_basestring(v) for v in column]
+    if not kinds <= _KEPT_AS_IS:
+        column = [_plain(v) for v in column]
     return [nested(v) for v in column]
 
 
@@ -173,31 +183,6 @@ def _indented(value: Any) -> str:
     lines two more spaces in."""
     text = json.dumps(value, allow_nan=True, ensure_ascii=False, indent=1, default=str)
     return text.replace("\n", "\n  ")
-
-
-def _json_array(table: "Rows | pa.Table") -> str:
-    """`json.dumps(rows(table), allow_nan=True, ensure_ascii=False, indent=1, default=str)`,
-    made from each value's text (`_json_texts`): `indent` turns the C encoder off."""
-    names, columns, n = _json_columns(table)
-    if not n:
-        return "[]"
-    if not names:
-        return "[\n" + ",\n".join(" {}" for _ in range(n)) + "\n]"
-    fields = [[f"  {encode_basestring(k)}: {t}" for t in _json_texts(col, _indented)]
-              for k, col in zip(names, columns)]
-    return "[\n {\n" + "\n },\n {\n".join(map(",\n".join, zip(*fields))) + "\n }\n]"
-
-
-def _json_lines(table: "Rows | pa.Table") -> str:
-    """Each of `rows(table)` as `_JSON.encode(row)` writes it, one a line."""
-    names, columns, n = _json_columns(table)
-    if not n:
-        return ""
-    if not names:
-        return "{}\n" * n
-    fields = [[f"{encode_basestring(k)}: {t}" for t in _json_texts(col, _JSON.encode)]
-              for k, col in zip(names, columns)]
-    return "".join(f"{{{row}}}\n" for row in map(", ".join, zip(*fields)))
 
 
 def _pylist(table: "Rows | pa.Table") -> list[dict[str, Any]]:
@@ -233,9 +218,10 @@ def render(table: "Rows | pa.Table", fmt: str, *, width: int | None = None,
            wide: bool = False, whole: Sequence[str] = ()) -> str:
     """`table` as text in `fmt` (see the module); `whole` names more identifying columns."""
     if fmt == "json":
-        return _json_array(table) + "\n"
+        rows = _json_rows(table, indent=True)
+        return ("[\n" + ",\n".join(rows) + "\n]\n") if rows else "[]\n"
     if fmt == "jsonl":
-        return _json_lines(table)
+        return "".join(row + "\n" for row in _json_rows(table, indent=False))
     if fmt == "csv":
         return _csv(table)
     if fmt == "markdown":
@@ -256,19 +242,14 @@ def _csv(table: "Rows | pa.Table") -> str:
     finite) is passed as it is, the others cell by cell."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    names = list(table.column_names)
+    names, columns, n = _by_column(table)
     w.writerow(names)
-    if isinstance(table, Rows) and len(set(names)) == len(names):
-        # Plain rows whose names differ: their tuples are the dicts' values, in order.
-        data = table.data
-    else:
-        data = [tuple(r[c] for c in names) for r in _pylist(table)]
-    columns = [col if _as_is(col) else [_text(v) for v in col] for col in zip(*data)]
-    w.writerows(zip(*columns))
+    columns = [col if _as_is(col) else [_text(v) for v in col] for col in columns]
+    w.writerows(zip(*columns) if names else [()] * n)
     return buf.getvalue()
 
 
-def _as_is(column: tuple[Any, ...]) -> bool:
+def _as_is(column: list[Any]) -> bool:
     kinds = set(map(type, column))
     return kinds <= _WRITTEN_AS_IS and (
         float not in kinds or all(math.isfinite(v) for v in column if type(v) is float))
@@ -366,8 +347,9 @@ class _Cells:
     """Each column's cells as the table format writes them uncut (`cell_text`, with floats
     at `digits` significant digits), made once per number of digits."""
 
-    def __init__(self, names: list[str], data: list[dict[str, Any]]):
-        self.values = {n: [r[n] for r in data] for n in names}
+    def __init__(self, table: "Rows | pa.Table"):
+        names, columns, self.n = _by_column(table)
+        self.values = dict(zip(names, columns))
         self._texts: dict[int, dict[str, list[str]]] = {}
 
     def __call__(self, digits: int) -> dict[str, list[str]]:
@@ -379,14 +361,13 @@ class _Cells:
 
 def _table(table: pa.Table, width: int, wide: bool, identifying: frozenset[str]) -> str:
     cols = _Columns(table, identifying)
-    data = _pylist(table)
-    cells = _Cells(cols.names, data)
+    cells = _Cells(table)
     if wide:
         widths = [max([len(n)] + [len(t) for t in cells(6)[n]]) for n in cols.names]
         return _grid(cols, cells(6), widths, [None] * len(widths), table.num_rows)
     for digits in (6, 5, 4, 3):
         widths, limits, needed = _fit(cols, cells(digits), width)
-        if needed <= width or not data:
+        if needed <= width or not cells.n:
             return _grid(cols, cells(digits), widths, limits, table.num_rows)
     return _blocks(cols, cells(6), width, needed)
 

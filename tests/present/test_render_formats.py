@@ -86,9 +86,10 @@ def test_json_writes_every_row_as_json_dumps_does(
         json.dumps(r, allow_nan=True, ensure_ascii=False, default=str) + "\n" for r in plain)
 
 
-def test_json_of_rows_without_columns_or_rows() -> None:
+def test_rows_without_columns_or_rows() -> None:
     for names, data in (([], []), ([], [(), ()]), (["a"], [])):
         rows = Rows(names, [False] * len(names), data)
+        assert render(rows, "csv") == reference(names, data)
         plain = [dict(zip(names, row)) for row in data]
         assert render(rows, "json") == json.dumps(plain, indent=1) + "\n"
         assert render(rows, "jsonl") == "".join(json.dumps(r) + "\n" for r in plain)
