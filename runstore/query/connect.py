@@ -217,7 +217,8 @@ class Database:
             return
         try:
             rel = self.con.sql(TABLE_QUERY, params={"files": files})
-            missing = [(c, t) for c, t in schema_mod.duckdb_columns(name) if c not in rel.columns]
+            want = schema_mod.duckdb_columns(name)
+            missing = [(c, t) for c, t in want if c not in rel.columns]
             if missing and name in DERIVED:
                 self._derived(name)  # a summary column no stored row has: computed
                 return
@@ -227,17 +228,16 @@ class Database:
             if name == "runs" and {c for c, _ in missing} >= set(TOTALS):
                 rel = self._with_totals(rel)
                 missing = [(c, t) for c, t in missing if c not in TOTALS]
-            want = schema_mod.duckdb_columns(name)
             if rel.columns != [c for c, _ in want]:
                 # Columns a later migration added, which no live file has yet: nulls of the
                 # column's type; and every column where the schema puts it (the ones computed
                 # above would come last): queries see the current schema, as a new store's.
-                have = set(rel.columns)
-                nulls = iter(self._typed_nulls([(c, t) for c, t in want if c not in have]))
-                rel = rel.project(*[duckdb.ColumnExpression(c) if c in have else next(nulls)
+                have, known = set(rel.columns), {c for c, _ in want}
+                nulls = dict(zip([c for c, _ in missing], self._typed_nulls(missing)))
+                rel = rel.project(*[duckdb.ColumnExpression(c) if c in have else nulls[c]
                                     for c, _ in want],
                                   *[duckdb.ColumnExpression(c) for c in rel.columns
-                                    if c not in dict(want)])
+                                    if c not in known])
             if name in LINKED:
                 rel = self._linked(name, rel, files)
             rel.create_view(name)
