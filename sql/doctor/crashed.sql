@@ -56,21 +56,23 @@ select j.run_id,
                   case when c.latest_name is not null
                        then format(', last checkpoint {}', c.latest_name)
                        else '' end,
-                  case when j.stale then
-                      format('{}its files last changed {} before this check (as of the last '
-                             || 'ingest; the stale rule fires above {:g} minutes)',
-                             case when j.ended
-                                  then 'its log''s last record is an exception''s traceback, '
-                                       || 'and ' else '' end,
-                             -- minutes, hours or days: words that stay the same while a
-                             -- reader looks
-                             case when j.minutes < 120 then format('{:.0f} minutes', j.minutes)
-                                  when j.minutes < 2880
-                                      then format('{:.0f} hours', j.minutes / 60)
-                                  else format('{:.0f} days', j.minutes / 1440) end,
-                             $minutes)
-                  else 'its log''s last record is an exception''s traceback, and nothing has '
-                       || 'changed since (the run is idle, as of the last ingest)' end)
+                  -- which way it was found: the log, then the stale rule or the idle run
+                  concat_ws(', and ',
+                      case when j.ended
+                           then 'its log''s last record is an exception''s traceback' end,
+                      case when j.stale then
+                          format('its files last changed {} before this check (as of the '
+                                 || 'last ingest; the stale rule fires above {:g} minutes)',
+                                 -- minutes, hours or days: words that stay the same while a
+                                 -- reader looks
+                                 case when j.minutes < 120
+                                          then format('{:.0f} minutes', j.minutes)
+                                      when j.minutes < 2880
+                                          then format('{:.0f} hours', j.minutes / 60)
+                                      else format('{:.0f} days', j.minutes / 1440) end,
+                                 $minutes)
+                      else 'nothing has changed since (the run is idle, as of the last '
+                           || 'ingest)' end))
            || coalesce('; last error: ' || j.last_error, '')
        end as evidence,
        case when j.fired then
