@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 
 _reached: dict[str, int] = {}
+_count_lock = threading.Lock()  # phases are reached from writer threads too
 _signals = 0
 
 
@@ -43,7 +45,8 @@ def pause_point(phase: str) -> None:
     log, pause = os.environ.get("RUNSTORE_TEST_POINTS"), os.environ.get("RUNSTORE_TEST_PAUSE")
     if not (log or pause):
         return
-    n = _reached[phase] = _reached.get(phase, 0) + 1
+    with _count_lock:
+        n = _reached[phase] = _reached.get(phase, 0) + 1
     if log:
         with open(log, "a") as f:
             f.write(f"{phase}\n")

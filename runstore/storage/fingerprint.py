@@ -29,7 +29,6 @@ from typing import Any
 
 KEY = "store_fingerprint"
 LOG = "_delta_log"
-REMOTE_THREADS = 8  # tables fingerprinted at once on a remote store
 _VERSIONED = re.compile(r"^(\d{20})\.")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet$")
 
@@ -51,12 +50,12 @@ def of(root: Any, manifest: Any) -> str:
         rel = f"tables/{name}/{LOG}"
         return [(f"{rel}/{e}", root.read(f"{rel}/{e}")) for e in _tail(root.list(rel))]
 
-    if root.is_remote:
+    if root.requests_at_once > 1:
         # A round trip per listing and per file: the tables' are asked for at once (the
         # digest takes them in the same order).
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(REMOTE_THREADS, thread_name_prefix="runstore-fp") as pool:
+        with ThreadPoolExecutor(root.requests_at_once, thread_name_prefix="runstore-fp") as pool:
             parts = list(pool.map(tail, tables))
     else:
         parts = [tail(name) for name in tables]

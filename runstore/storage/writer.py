@@ -75,7 +75,7 @@ COMPACT_FILES = 32  # $RUNSTORE_COMPACT_FILES overrides it (tests use it to comp
 # every few million rows writes a file into each table each time (docs/benchmarks.md).
 SMALL_TABLE_BYTES = 1 << 20
 SMALL_COMPACT_FILES = 4
-COMMIT_THREADS = 2  # tables written at once by a commit
+COMMIT_THREADS = 2  # tables written at once by a commit (more where requests are round trips)
 
 
 def _should_compact(dt: Any) -> bool:
@@ -304,8 +304,10 @@ class Writer:
         tables = {k: dict(v) for k, v in self.manifest.tables.items()}
         touched = sorted(set(staged.deletes) | set(staged.appends))
         # Tables are separate Delta logs: two are written at a time (the writes are Rust and
-        # release the GIL), so the last, inline commit of an ingest keeps both cores busy.
-        with ThreadPoolExecutor(COMMIT_THREADS, thread_name_prefix="runstore-write") as pool:
+        # release the GIL), so the last, inline commit of an ingest keeps both cores busy; on
+        # S3, where each of a table's requests waits a round trip, as many as pay off.
+        threads = max(COMMIT_THREADS, self.root.requests_at_once)
+        with ThreadPoolExecutor(threads, thread_name_prefix="runstore-write") as pool:
             done = [pool.submit(self._write_table, name, staged, tables.get(name))
                     for name in touched]
             for name, fut in zip(touched, done):

@@ -685,3 +685,109 @@ def test_a_dead_claim_on_s3_is_taken_over_once_expired(bucket: str,
     assert taken is not None and taken.n == 2
     taken.done({"note": 1})
     assert claims.take("k") is None and claims.done_keys() == {"k"}
+
+
+# --------------------------------------------------------------------------- requests at once
+
+class HeldRequests:
+    """A TCP proxy on 127.0.0.1 in front of an S3 endpoint that holds each request `hold`
+    seconds (as a distant region's round trip would) and records, for each kind of request
+    (a function of its request line), the most that were in flight at once: sent, and not
+    yet answered. Stopped by `close`."""
+
+    def __init__(self, port: int, hold: float, kind: Any):
+        import threading
+
+        self.port, self.hold, self.kind = port, hold, kind
+        self.lock = threading.Lock()
+        self.now: dict[str, int] = {}
+        self.most: dict[str, int] = {}
+        self.sockets: list[socket.socket] = []
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        """Stop accepting, and end every connection (the clients' pools may hold some)."""
+        self.server.close()
+        with self.lock:
+            live = list(self.sockets)
+        for s in live:
+            _end(s)
+
+    def _accept(self) -> None:
+        import threading
+
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.port))
+            with self.lock:
+                self.sockets += [client, upstream]
+            asked: list[str | None] = [None]  # the kind of the request awaiting its answer
+            for args in ((client, upstream, asked, True), (upstream, client, asked, False)):
+                threading.Thread(target=self._pipe, args=args, daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, asked: list[str | None],
+              requests: bool) -> None:
+        try:
+            while data := src.recv(1 << 16):
+                if requests and asked[0] is None:  # the first bytes of a new request
+                    kind = self.kind(data.split(b"\r\n", 1)[0].decode("latin-1"))
+                    with self.lock:
+                        self.now[kind] = self.now.get(kind, 0) + 1
+                        self.most[kind] = max(self.most.get(kind, 0), self.now[kind])
+                    asked[0] = kind
+                    time.sleep(self.hold)
+                elif not requests and asked[0] is not None:  # its answer begins
+                    with self.lock:
+                        self.now[asked[0]] -= 1
+                    asked[0] = None
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _end(src)
+            _end(dst)
+
+
+def _end(s: socket.socket) -> None:
+    """Shut `s` down (waking a thread reading it) and close it; already closed is fine."""
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    s.close()
+
+
+def test_a_writer_on_s3_writes_its_tables_at_once(small_tree: Path, bucket: str,
+                                                  endpoint: dict[str, str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """On S3 each request waits a round trip, so a writer's tables, which are separate Delta
+    logs, are written at once: behind a proxy that holds every request 50 ms, an ingest into
+    a new store has several tables' first log entries (the store's creation) in flight at
+    once, and several tables' later entries (its commit); on a local disk a commit writes
+    two at a time (writer.COMMIT_THREADS), and a new store's tables would be made one by one.
+    The store answers as the files say."""
+    import re as re_
+
+    def kind(request_line: str) -> str:
+        m = re_.search(r"^PUT \S*/_delta_log/(\d{20})\.json", request_line)
+        if m is None:
+            return "other"
+        return "create" if int(m.group(1)) == 0 else "commit"
+
+    port = int(endpoint["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])
+    proxy = HeldRequests(port, 0.05, kind)
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        uri = f"s3://{bucket}/store"
+        runstore.open(uri).ingest([small_tree])
+    finally:
+        proxy.close()
+    assert proxy.most.get("create", 0) >= 3, proxy.most
+    assert proxy.most.get("commit", 0) >= 3, proxy.most
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint["AWS_ENDPOINT_URL"])
+    assert counts(runstore.open(uri)) == expected(small_tree)

@@ -31,6 +31,9 @@ class Location:
 
     __slots__ = ()
     is_remote = False
+    # How many independent writes or reads (of different tables, say) are worth running at
+    # once: where each request is a round trip (S3), many; on a local disk, one.
+    requests_at_once = 1
 
     def resolved(self) -> "Location":
         raise NotImplementedError

@@ -68,6 +68,7 @@ class S3(Location):
 
     __slots__ = ("base", "_fs")
     is_remote = True
+    requests_at_once = 8
 
     def __init__(self, uri: str):
         if not uri.startswith("s3://") or not uri[len("s3://"):].split("/", 1)[0]:
