@@ -103,13 +103,16 @@ class Session:
         if allow_read or any(k in DEFAULT_SETTINGS for k in params):
             return Database(self.root, self.manifest(), params, allow_read=allow_read,
                             memory_limit=self.memory_limit), True
-        seq = self.snapshot()
+        # A first query reads the newest manifest, which says its number; a later one lists
+        # the manifests to learn whether a newer snapshot came since (on S3, a round trip each).
+        seq = self.snapshot() if self._db is not None else None
         with self._db_lock:
             if self._db is None or seq != self._db_seq:
                 # The older database is dropped, not closed: a query still running on one of
                 # its cursors (another thread) finishes on it.
-                self._db = Database(self.root, self.manifest(), memory_limit=self.memory_limit)
-                self._db_seq = seq
+                manifest = self.manifest()
+                self._db = Database(self.root, manifest, memory_limit=self.memory_limit)
+                self._db_seq = manifest.seq
             return self._db, False
 
     def fetch(self, sql: str, params: dict[str, Any] | None, *,

@@ -24,13 +24,13 @@ Contract:
   `runstore repair`".
 * `delete(table, predicate)` stages a Delta delete: `predicate` is a sqlglot condition
   (`rows_where`), rendered as SQL text only when the delete runs; `append(table, data)`
-  stages Arrow rows. `commit` applies what is staged (two tables at a time), writes the
-  ledger, and publishes. Tables whose file count passes `COMPACT_FILES`, or
-  `SMALL_COMPACT_FILES` for a table under `SMALL_TABLE_BYTES`, are compacted (and their Delta
-  log checkpointed) at commit time; `compact()` does it on demand. Every file a
-  commit writes gets its content hash in the snapshot; a commit whose delete or compaction
-  read a file that no longer matches its hash publishes nothing (integrity.py). New files
-  are laid out by layout.py.
+  stages Arrow rows. `commit` applies what is staged (two tables at a time on disk, the
+  location's `requests_at_once` on S3), writes the ledger, and publishes. Tables whose file
+  count passes `COMPACT_FILES`, or `SMALL_COMPACT_FILES` for a table under
+  `SMALL_TABLE_BYTES`, are compacted (and their Delta log checkpointed) at commit time;
+  `compact()` does it on demand. Every file a commit writes gets its content hash in the
+  snapshot; a commit whose delete or compaction read a file that no longer matches its hash
+  publishes nothing (integrity.py). New files are laid out by layout.py.
 * Data files are deleted only by vacuum.py, after a publish, and never one a kept snapshot lists.
 * A store may also live under an `s3://bucket/prefix`: the same layout as objects, Delta
   tables written by deltalake's own object store, and a lease instead of the fcntl lock

@@ -692,8 +692,8 @@ def test_a_dead_claim_on_s3_is_taken_over_once_expired(bucket: str,
 class HeldRequests:
     """A TCP proxy on 127.0.0.1 in front of an S3 endpoint that holds each request `hold`
     seconds (as a distant region's round trip would) and records, for each kind of request
-    (a function of its request line), the most that were in flight at once: sent, and not
-    yet answered. Stopped by `close`."""
+    (a function of its request line), how many were made (`seen`) and the most that were in
+    flight at once (`most`): sent, and not yet answered. Stopped by `close`."""
 
     def __init__(self, port: int, hold: float, kind: Any):
         import threading
@@ -702,6 +702,7 @@ class HeldRequests:
         self.lock = threading.Lock()
         self.now: dict[str, int] = {}
         self.most: dict[str, int] = {}
+        self.seen: dict[str, int] = {}
         self.sockets: list[socket.socket] = []
         self.server = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
@@ -739,6 +740,7 @@ class HeldRequests:
                     with self.lock:
                         self.now[kind] = self.now.get(kind, 0) + 1
                         self.most[kind] = max(self.most.get(kind, 0), self.now[kind])
+                        self.seen[kind] = self.seen.get(kind, 0) + 1
                     asked[0] = kind
                     time.sleep(self.hold)
                 elif not requests and asked[0] is not None:  # its answer begins
@@ -791,3 +793,55 @@ def test_a_writer_on_s3_writes_its_tables_at_once(small_tree: Path, bucket: str,
     assert proxy.most.get("commit", 0) >= 3, proxy.most
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint["AWS_ENDPOINT_URL"])
     assert counts(runstore.open(uri)) == expected(small_tree)
+
+
+def test_a_query_on_s3_fetches_each_small_data_file_once(small_tree: Path, bucket: str,
+                                                         endpoint: dict[str, str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """DuckDB opens a data file again for each scan and reads its footer and column chunks
+    apart, a request each. On S3 a data file up to `WHOLE_FILE_BYTES` is fetched whole the
+    first time a store's queries open it and its bytes are kept: one GET per file read, none
+    when the same store asks again, and the answers are those of reading every range apart
+    (`WHOLE_FILE_BYTES` 0) and of the files (`oracle`). With `KEPT_BYTES` below one file, only the
+    last file fetched is kept: asking again fetches them all again."""
+    from runstore.storage.location import s3 as s3_mod
+
+    uri = f"s3://{bucket}/store"
+    runstore.open(uri).ingest([small_tree])
+
+    def kind(request_line: str) -> str:
+        m = re.search(r"^(GET|HEAD) \S*/(tables/[^/]+/part-[^ ?]+\.parquet)", request_line)
+        return f"{m.group(1)} {m.group(2)}" if m else "other"
+
+    question = "select run_name, count(*) as n from metrics group by all order by all"
+    port = int(endpoint["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])
+
+    def ask(whole: int, kept: int, times: int) -> tuple[list[Any], list[dict[str, int]]]:
+        monkeypatch.setattr(s3_mod, "WHOLE_FILE_BYTES", whole)
+        monkeypatch.setattr(s3_mod, "KEPT_BYTES", kept)
+        proxy = HeldRequests(port, 0.0, kind)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        try:
+            store = runstore.open(uri)
+            answers, gets = [], []
+            for _ in range(times):
+                before = dict(proxy.seen)
+                answers.append(store.sql(question).rows())
+                gets.append({k: n - before.get(k, 0) for k, n in proxy.seen.items()
+                             if k.startswith("GET ") and n > before.get(k, 0)})
+            store.close()
+            return answers, gets
+        finally:
+            proxy.close()
+
+    answers, gets = ask(8 << 20, 256 << 20, 2)
+    assert gets[0] and set(gets[0].values()) == {1}, gets[0]  # each file read: one GET
+    assert gets[1] == {}, gets[1]  # asked again: nothing fetched
+    apart, apart_gets = ask(0, 256 << 20, 1)
+    assert max(apart_gets[0].values()) > 1  # range by range: several GETs a file
+    assert answers == [apart[0], apart[0]]
+    want = sorted((oracle.run_name(small_tree, run), len(oracle.live_metrics(run)))
+                  for run in oracle.run_dirs(small_tree) if oracle.live_metrics(run))
+    assert answers[0] == want
+    _, few = ask(8 << 20, 1, 2)
+    assert set(few[0]) == set(few[1]) == set(gets[0])  # nothing kept long: fetched again

@@ -351,6 +351,12 @@ class _S3Tree(Tree):
 # writes new names and deletes old ones).
 _DATA_FILE = re.compile(r"/tables/[^/]+/part-\d{5}-[0-9a-f-]{36}-c\d{3}(\.\w+)?\.parquet$")
 _REMEMBERING: dict[type, type] = {}  # a filesystem class -> its remembering subclass
+# A data file up to this size is fetched whole, in one request, the first time a query opens
+# it, and its bytes kept: DuckDB opens a file again for each scan of it and asks for its
+# footer and each column chunk apart, a round trip each (~10 opens and ~7 requests per file
+# for one small query). Up to `KEPT_BYTES` of them in all, the least recently opened going.
+WHOLE_FILE_BYTES = 8 << 20
+KEPT_BYTES = 256 << 20
 _QUERY_FILESYSTEMS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 
 
@@ -358,8 +364,10 @@ def _query_filesystem(fs: Any) -> Any:
     """The filesystem queries read `fs`'s objects through, one per `fs` (so a process that
     queries again, the web UI say, asks no more): `fs`'s class and settings, but a data
     file's details are kept once asked (its size, that it exists; only for the files
-    `_DATA_FILE` matches, which never change). Everything else is asked each time, as `fs`
-    does. The writers keep `fs`, which remembers nothing (a deleted file reads as deleted)."""
+    `_DATA_FILE` matches, which never change), and so are the bytes of a data file up to
+    `WHOLE_FILE_BYTES`, fetched whole in one request when first opened (`KEPT_BYTES` of them
+    at most). Everything else is asked each time, as `fs` does. The writers keep `fs`, which
+    remembers nothing (a deleted file reads as deleted)."""
     qfs = _QUERY_FILESYSTEMS.get(fs)
     if qfs is not None:
         return qfs
@@ -372,6 +380,21 @@ def _query_filesystem(fs: Any) -> Any:
             def __init__(self, *args: Any, **kwargs: Any):
                 super().__init__(*args, **kwargs)
                 self.runstore_details: dict[str, dict] = {}
+                self.runstore_kept = _Kept(KEPT_BYTES)
+
+            def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
+                key = self._strip_protocol(path)
+                if mode != "rb" or not _DATA_FILE.search("/" + key):
+                    return super()._open(path, mode, **kwargs)
+                data = self.runstore_kept.get(key)
+                if data is None:
+                    if self.info(key)["size"] > WHOLE_FILE_BYTES:
+                        return super()._open(path, mode, **kwargs)
+                    data = self.cat_file(key)
+                    self.runstore_kept.put(key, data)
+                return super()._open(path, mode, **{**kwargs, "cache_type": "all",
+                                                    "cache_options": {"data": data},
+                                                    "size": len(data)})
 
             async def _info(self, path: str, *args: Any, **kwargs: Any) -> dict:
                 key = self._strip_protocol(path)
@@ -390,3 +413,33 @@ def _query_filesystem(fs: Any) -> Any:
         cls = _REMEMBERING[base] = Remembering
     qfs = _QUERY_FILESYSTEMS[fs] = cls(*fs.storage_args, **fs.storage_options)
     return qfs
+
+
+class _Kept:
+    """Bytes of files by key, at most `limit` bytes in all, the least recently used dropped
+    first; safe to use from DuckDB's threads."""
+
+    def __init__(self, limit: int):
+        import collections
+        import threading
+
+        self.limit, self.size = limit, 0
+        self.items: "collections.OrderedDict[str, bytes]" = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> bytes | None:
+        with self.lock:
+            data = self.items.get(key)
+            if data is not None:
+                self.items.move_to_end(key)
+            return data
+
+    def put(self, key: str, data: bytes) -> None:
+        with self.lock:
+            if key in self.items:
+                return
+            self.items[key] = data
+            self.size += len(data)
+            while self.size > self.limit and len(self.items) > 1:
+                _, old = self.items.popitem(last=False)
+                self.size -= len(old)
