@@ -845,3 +845,30 @@ def test_a_query_on_s3_fetches_each_small_data_file_once(small_tree: Path, bucke
     assert answers[0] == want
     _, few = ask(8 << 20, 1, 2)
     assert set(few[0]) == set(few[1]) == set(gets[0])  # nothing kept long: fetched again
+
+
+def test_an_object_read_whole_on_s3_is_one_request(small_tree: Path, bucket: str,
+                                                   endpoint: dict[str, str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """What runstore reads whole on S3 (a manifest, the ledger, each Delta log's tail) is one
+    GET, with no HEAD asking its size first: a no-op re-ingest, which reads those and
+    nothing else, makes no HEAD request for a manifest, a ledger or a log entry."""
+    uri = f"s3://{bucket}/store"
+    runstore.open(uri).ingest([small_tree])
+
+    def kind(request_line: str) -> str:
+        m = re.search(r"^(GET|HEAD) \S*/(_runstore/manifests|_runstore/ledger|_delta_log)/",
+                      request_line)
+        return f"{m.group(1)} {m.group(2)}" if m else "other"
+
+    port = int(endpoint["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])
+    proxy = HeldRequests(port, 0.0, kind)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+    try:
+        again = runstore.open(uri).ingest([small_tree])
+    finally:
+        proxy.close()
+    assert not any(again.rows_added.values()) and again.snapshots == 0
+    assert {k for k in proxy.seen if k.startswith("GET ")} == \
+        {"GET _runstore/manifests", "GET _runstore/ledger", "GET _delta_log"}, proxy.seen
+    assert not [k for k in proxy.seen if k.startswith("HEAD ")], proxy.seen

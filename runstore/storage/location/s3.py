@@ -162,7 +162,10 @@ class S3(Location):
 
     @_service
     def read(self, rel: str = "") -> bytes:
-        return self.filesystem().cat_file(self._key(rel))
+        # One GET. Left to itself s3fs first asks the object's size (a HEAD: a round trip
+        # more) to fetch a large one in parts at once; what is read whole here is small (a
+        # manifest, the ledger, a Delta log entry, a lease). `chunks` keeps the parts.
+        return self.filesystem().cat_file(self._key(rel), max_concurrency=1)
 
     def read_text(self) -> str:
         return self.read("").decode()
@@ -179,8 +182,11 @@ class S3(Location):
         return self.filesystem().cat_ranges([key] * len(ranges), [s for s, _ in ranges],
                                             [e for _, e in ranges], on_error="raise")
 
+    @_service
     def chunks(self, rel: str) -> Iterator[bytes]:
-        yield self.read(rel)  # one request: a range request per chunk would cost more
+        # The whole object at once (a data file being hashed: large ones in parts at once),
+        # not a range request per chunk, which would cost more.
+        yield self.filesystem().cat_file(self._key(rel))
 
     @_service
     def parquet_source(self, rel: str = "") -> Any:
