@@ -802,8 +802,8 @@ def test_a_query_on_s3_fetches_each_small_data_file_once(small_tree: Path, bucke
     apart, a request each. On S3 a data file up to `WHOLE_FILE_BYTES` is fetched whole the
     first time a store's queries open it and its bytes are kept: one GET per file read, none
     when the same store asks again, and the answers are those of reading every range apart
-    (`WHOLE_FILE_BYTES` 0) and of the files (`oracle`). With `KEPT_BYTES` below one file, only the
-    last file fetched is kept: asking again fetches them all again."""
+    (`WHOLE_FILE_BYTES` 0) and of the files (`oracle`). With `KEPT_BYTES` below one file,
+    only the last file fetched is kept: asking again fetches them all again."""
     from runstore.storage.location import s3 as s3_mod
 
     uri = f"s3://{bucket}/store"
@@ -834,16 +834,17 @@ def test_a_query_on_s3_fetches_each_small_data_file_once(small_tree: Path, bucke
         finally:
             proxy.close()
 
-    answers, gets = ask(8 << 20, 256 << 20, 2)
+    whole, kept = s3_mod.WHOLE_FILE_BYTES, s3_mod.KEPT_BYTES  # as shipped
+    answers, gets = ask(whole, kept, 2)
     assert gets[0] and set(gets[0].values()) == {1}, gets[0]  # each file read: one GET
     assert gets[1] == {}, gets[1]  # asked again: nothing fetched
-    apart, apart_gets = ask(0, 256 << 20, 1)
+    apart, apart_gets = ask(0, kept, 1)
     assert max(apart_gets[0].values()) > 1  # range by range: several GETs a file
     assert answers == [apart[0], apart[0]]
     want = sorted((oracle.run_name(small_tree, run), len(oracle.live_metrics(run)))
                   for run in oracle.run_dirs(small_tree) if oracle.live_metrics(run))
     assert answers[0] == want
-    _, few = ask(8 << 20, 1, 2)
+    _, few = ask(whole, 1, 2)
     assert set(few[0]) == set(few[1]) == set(gets[0])  # nothing kept long: fetched again
 
 

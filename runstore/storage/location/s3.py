@@ -360,9 +360,10 @@ _REMEMBERING: dict[type, type] = {}  # a filesystem class -> its remembering sub
 # A data file up to this size is fetched whole, in one request, the first time a query opens
 # it, and its bytes kept: DuckDB opens a file again for each scan of it and asks for its
 # footer and each column chunk apart, a round trip each (~10 opens and ~7 requests per file
-# for one small query). Up to `KEPT_BYTES` of them in all, the least recently opened going.
+# for one small query). Up to `KEPT_BYTES` of them in all, the least recently opened going:
+# room for the small tables of hundreds of runs, well inside the web UI's 500 MB (docs/ui.md).
 WHOLE_FILE_BYTES = 8 << 20
-KEPT_BYTES = 256 << 20
+KEPT_BYTES = 64 << 20
 _QUERY_FILESYSTEMS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 
 
