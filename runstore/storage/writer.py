@@ -27,7 +27,8 @@ Contract:
   stages Arrow rows. `commit` applies what is staged (two tables at a time on disk, the
   location's `requests_at_once` on S3), writes the ledger, and publishes. Tables whose file
   count passes `COMPACT_FILES`, or `SMALL_COMPACT_FILES` for a table under
-  `SMALL_TABLE_BYTES`, are compacted (and their Delta log checkpointed) at commit time;
+  `SMALL_TABLE_BYTES`, are compacted (and their Delta log checkpointed) at commit time, two
+  at a time wherever the store lives (`COMPACTIONS_AT_ONCE`: each reads a whole table);
   `compact()` does it on demand. Every file a commit writes gets its content hash in the
   snapshot; a commit whose delete or compaction read a file that no longer matches its hash
   publishes nothing (integrity.py). New files are laid out by layout.py.
@@ -44,6 +45,7 @@ Contract:
 from __future__ import annotations
 
 import os
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
@@ -76,6 +78,9 @@ COMPACT_FILES = 32  # $RUNSTORE_COMPACT_FILES overrides it (tests use it to comp
 SMALL_TABLE_BYTES = 1 << 20
 SMALL_COMPACT_FILES = 4
 COMMIT_THREADS = 2  # tables written at once by a commit (more where requests are round trips)
+# Compactions at once, wherever the store lives: each reads and rewrites a whole table, so more
+# at once would raise the writer's peak memory, not just its requests in flight.
+COMPACTIONS_AT_ONCE = COMMIT_THREADS
 
 
 def _should_compact(dt: Any) -> bool:
@@ -169,6 +174,7 @@ class Writer:
         self.staged_rows = 0
         self.staged_bytes = 0  # Arrow bytes staged (a capture row holds whole token lists)
         self.rows_added: dict[str, int] = {}
+        self._compacting = threading.BoundedSemaphore(COMPACTIONS_AT_ONCE)
 
     # -- lifecycle ---------------------------------------------------------------------
     def __enter__(self) -> "Writer":
@@ -364,7 +370,8 @@ class Writer:
                 self.rows_added[name] = self.rows_added.get(name, 0) + data.num_rows
             pause_point("write")
             if _should_compact(dt):
-                dt.optimize.compact(writer_properties=writer_properties(name))
+                with self._compacting:
+                    dt.optimize.compact(writer_properties=writer_properties(name))
                 dt.create_checkpoint()
                 pause_point("compact")
             # The delete and the compaction read the files they replaced: were any damaged,

@@ -873,3 +873,50 @@ def test_an_object_read_whole_on_s3_is_one_request(small_tree: Path, bucket: str
     assert {k for k in proxy.seen if k.startswith("GET ")} == \
         {"GET _runstore/manifests", "GET _runstore/ledger", "GET _delta_log"}, proxy.seen
     assert not [k for k in proxy.seen if k.startswith("HEAD ")], proxy.seen
+
+
+def test_a_writer_on_s3_compacts_two_tables_at_once_at_most(small_tree: Path, bucket: str,
+                                                            endpoint: dict[str, str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compaction reads and rewrites a whole table, so however many tables a commit on S3
+    writes at once, it compacts `COMPACTIONS_AT_ONCE` (two, as on disk) at once at most: the
+    writer's peak memory stays what it is on disk. deltalake's own compaction is watched
+    (not replaced) through an ingest that commits often and compacts every table it grows,
+    behind a proxy that holds each request 20 ms so that compactions would overlap."""
+    import threading
+
+    from deltalake.table import TableOptimizer
+
+    from runstore.storage import writer as writer_mod
+
+    lock = threading.Lock()
+    now, most, calls = [0], [0], [0]
+    real = TableOptimizer.compact
+
+    def watched(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+            calls[0] += 1
+        try:
+            return real(self, *args, **kwargs)
+        finally:
+            with lock:
+                now[0] -= 1
+
+    monkeypatch.setattr(TableOptimizer, "compact", watched)
+    monkeypatch.setenv("RUNSTORE_COMPACT_FILES", "1")
+    monkeypatch.setenv("RUNSTORE_BATCH_ROWS", "2000")
+    port = int(endpoint["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])
+    proxy = HeldRequests(port, 0.02, lambda request_line: "any")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+    uri = f"s3://{bucket}/store"
+    try:
+        report = runstore.open(uri).ingest([small_tree])
+    finally:
+        proxy.close()
+    assert report.snapshots >= 2 and calls[0] > writer_mod.COMPACTIONS_AT_ONCE, \
+        (report.snapshots, calls[0])
+    assert most[0] == writer_mod.COMPACTIONS_AT_ONCE == 2, most[0]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint["AWS_ENDPOINT_URL"])
+    assert counts(runstore.open(uri)) == expected(small_tree)
