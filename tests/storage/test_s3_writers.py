@@ -8,6 +8,8 @@ of the store (`storekit.digest`, every table, summaries included).
 
 The store before the forget, and the same store after an uninterrupted forget, are made once
 for the module (`forget_reference`); each phase kills a forget on its own copy of the former.
+An ingest into a new store, whose tables S3 creates and writes eight at once, is killed at
+phases of both steps, each into a prefix of its own, and compared with the first of those.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pytest
 
 import runstore
 import storekit
+from runstore.errors import StoreNotFound
 from test_s3 import endpoint, new_bucket, s3fs_client  # noqa: F401 - fixtures: a moto S3 endpoint
 
 # One worker runs the whole module: one moto server, and the reference made once.
@@ -100,3 +103,37 @@ def test_forget_killed_at_a_phase_on_s3_is_finished_by_running_it_again(
     assert storekit.digest(victim, EVERY) == ref["want"]
     assert runstore.open(victim).ingest([ref["tree"]]).runs_new == 1  # the ledger forgot it too
     assert storekit.digest(victim) == {t: ref["before"][t] for t in storekit.TABLES}
+
+
+@pytest.fixture(scope="module")
+def ingest_reference(forget_reference: dict[str, Any]) -> dict[str, Any]:
+    """The digest of every table after one uninterrupted ingest of the small tree into a new
+    store on S3 (the forget reference's `base`, which is that)."""
+    return {"tree": forget_reference["tree"], "bucket": forget_reference["bucket"],
+            "want": storekit.digest(forget_reference["base"], EVERY)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("phase", "runs"), [("migrate:1", None), ("migrate:12", None),
+                                             ("publish:1", 0), ("write:1", 0), ("write:9", 0),
+                                             ("publish:2", 3)])
+def test_a_new_store_ingest_killed_on_s3_is_finished_by_running_it_again(
+        phase: str, runs: int | None, ingest_reference: dict[str, Any]) -> None:
+    """An ingest into a new store on S3 creates its tables eight at once, publishes the empty
+    store, then writes the tables eight at once (`requests_at_once`). Killed while some tables
+    of either step are written and others not, the store is no store yet (before its first
+    snapshot: `runs` None) or answers as its last snapshot (0 runs, then the tree's 3), and
+    the ingest run again ends with exactly the rows of an uninterrupted one."""
+    ref = ingest_reference
+    victim = f"s3://{ref['bucket']}/new-{phase.replace(':', '-')}"
+    assert storekit.kill_at(runstore_cmd(victim, "ingest", "-q", str(ref["tree"])),
+                            {**os.environ, **ENV}, phase), phase
+    try:
+        answered = runstore.open(victim).sql("select count(*) as n from runs").item()
+    except StoreNotFound:
+        answered = None
+    assert answered == runs
+    wait_out_the_lease(victim)
+    again = storekit.cli(victim, "ingest", "-q", str(ref["tree"]), env=ENV)
+    assert again.exit_code == 0, again.output
+    assert storekit.digest(victim, EVERY) == ref["want"]
