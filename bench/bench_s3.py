@@ -27,18 +27,19 @@ import collections
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scale import Moto  # noqa: E402 - beside this file
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from s3proxy import HeldRequests  # noqa: E402 - the S3 tests' proxy
 
 STEP = r"""
 import json, sys, time
@@ -73,47 +74,6 @@ def kind(line: str) -> str | None:
     return f"{method} other"
 
 
-def delaying_proxy(port: int, delay: float) -> tuple[int, socket.socket]:
-    """A TCP proxy on 127.0.0.1 in front of `port` that waits `delay` s before passing on each
-    request: the first bytes a client sends after the server last answered. Its port and
-    listening socket (close it to stop accepting)."""
-    server = socket.create_server(("127.0.0.1", 0))
-
-    def pipe(src: socket.socket, dst: socket.socket, answered: list[bool],
-             waits: bool) -> None:
-        try:
-            while data := src.recv(1 << 16):
-                if waits and answered[0]:
-                    time.sleep(delay)
-                    answered[0] = False
-                elif not waits:
-                    answered[0] = True
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def accept() -> None:
-        while True:
-            try:
-                client, _ = server.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", port))
-            answered = [True]
-            for args in ((client, upstream, answered, True),
-                         (upstream, client, answered, False)):
-                threading.Thread(target=pipe, args=args, daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    return server.getsockname()[1], server
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -139,8 +99,8 @@ def main() -> None:
         env = {**os.environ, **moto.env}
         proxy = None
         if args.latency:
-            port, proxy = delaying_proxy(moto.port, args.latency / 1000)
-            env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{port}"
+            proxy = HeldRequests(moto.env["AWS_ENDPOINT_URL"], args.latency / 1000)
+            env["AWS_ENDPOINT_URL"] = proxy.url
         try:
             times = collections.defaultdict(list)
             counts: dict[tuple[str, str], collections.Counter] = {}

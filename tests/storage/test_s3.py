@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -28,6 +29,7 @@ import oracle
 import runstore
 import storekit
 from runstore import demo
+from s3proxy import HeldRequests
 from webhook import server  # noqa: F401 - a fixture: a webhook endpoint on 127.0.0.1
 
 pytest.importorskip("moto", reason="the S3 tests need the test extra (moto[server])")
@@ -689,81 +691,6 @@ def test_a_dead_claim_on_s3_is_taken_over_once_expired(bucket: str,
 
 # --------------------------------------------------------------------------- requests at once
 
-class HeldRequests:
-    """A TCP proxy on 127.0.0.1 in front of an S3 endpoint that holds each request `hold`
-    seconds (as a distant region's round trip would) and records, for each kind of request
-    (a function of its request line), how many were made (`seen`) and the most that were in
-    flight at once (`most`): sent, and not yet answered. Stopped by `close`."""
-
-    def __init__(self, port: int, hold: float, kind: Any):
-        import threading
-
-        self.port, self.hold, self.kind = port, hold, kind
-        self.lock = threading.Lock()
-        self.now: dict[str, int] = {}
-        self.most: dict[str, int] = {}
-        self.seen: dict[str, int] = {}
-        self.sockets: list[socket.socket] = []
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def close(self) -> None:
-        """Stop accepting, and end every connection (the clients' pools may hold some)."""
-        self.server.close()
-        with self.lock:
-            live = list(self.sockets)
-        for s in live:
-            _end(s)
-
-    def _accept(self) -> None:
-        import threading
-
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.port))
-            with self.lock:
-                self.sockets += [client, upstream]
-            asked: list[str | None] = [None]  # the kind of the request awaiting its answer
-            for args in ((client, upstream, asked, True), (upstream, client, asked, False)):
-                threading.Thread(target=self._pipe, args=args, daemon=True).start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket, asked: list[str | None],
-              requests: bool) -> None:
-        try:
-            while data := src.recv(1 << 16):
-                if requests and asked[0] is None:  # the first bytes of a new request
-                    kind = self.kind(data.split(b"\r\n", 1)[0].decode("latin-1"))
-                    with self.lock:
-                        self.now[kind] = self.now.get(kind, 0) + 1
-                        self.most[kind] = max(self.most.get(kind, 0), self.now[kind])
-                        self.seen[kind] = self.seen.get(kind, 0) + 1
-                    asked[0] = kind
-                    time.sleep(self.hold)
-                elif not requests and asked[0] is not None:  # its answer begins
-                    with self.lock:
-                        self.now[asked[0]] -= 1
-                    asked[0] = None
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            _end(src)
-            _end(dst)
-
-
-def _end(s: socket.socket) -> None:
-    """Shut `s` down (waking a thread reading it) and close it; already closed is fine."""
-    try:
-        s.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    s.close()
-
-
 def test_a_writer_on_s3_writes_its_tables_at_once(small_tree: Path, bucket: str,
                                                   endpoint: dict[str, str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
@@ -773,22 +700,16 @@ def test_a_writer_on_s3_writes_its_tables_at_once(small_tree: Path, bucket: str,
     once, and several tables' later entries (its commit); on a local disk a commit writes
     two at a time (writer.COMMIT_THREADS), and a new store's tables would be made one by one.
     The store answers as the files say."""
-    import re as re_
-
     def kind(request_line: str) -> str:
-        m = re_.search(r"^PUT \S*/_delta_log/(\d{20})\.json", request_line)
+        m = re.search(r"^PUT \S*/_delta_log/(\d{20})\.json", request_line)
         if m is None:
             return "other"
         return "create" if int(m.group(1)) == 0 else "commit"
 
-    port = int(endpoint["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])
-    proxy = HeldRequests(port, 0.05, kind)
-    try:
+    uri = f"s3://{bucket}/store"
+    with HeldRequests(endpoint["AWS_ENDPOINT_URL"], 0.05, kind) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
-        uri = f"s3://{bucket}/store"
         runstore.open(uri).ingest([small_tree])
-    finally:
-        proxy.close()
     assert proxy.most.get("create", 0) >= 3, proxy.most
     assert proxy.most.get("commit", 0) >= 3, proxy.most
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint["AWS_ENDPOINT_URL"])
@@ -814,14 +735,12 @@ def test_a_query_on_s3_fetches_each_small_data_file_once(small_tree: Path, bucke
         return f"{m.group(1)} {m.group(2)}" if m else "other"
 
     question = "select run_name, count(*) as n from metrics group by all order by all"
-    port = int(endpoint["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])
 
     def ask(whole: int, kept: int, times: int) -> tuple[list[Any], list[dict[str, int]]]:
         monkeypatch.setattr(s3_mod, "WHOLE_FILE_BYTES", whole)
         monkeypatch.setattr(s3_mod, "KEPT_BYTES", kept)
-        proxy = HeldRequests(port, 0.0, kind)
-        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
-        try:
+        with HeldRequests(endpoint["AWS_ENDPOINT_URL"], 0.0, kind) as proxy:
+            monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
             store = runstore.open(uri)
             answers, gets = [], []
             for _ in range(times):
@@ -831,8 +750,6 @@ def test_a_query_on_s3_fetches_each_small_data_file_once(small_tree: Path, bucke
                              if k.startswith("GET ") and n > before.get(k, 0)})
             store.close()
             return answers, gets
-        finally:
-            proxy.close()
 
     whole, kept = s3_mod.WHOLE_FILE_BYTES, s3_mod.KEPT_BYTES  # as shipped
     answers, gets = ask(whole, kept, 2)
@@ -862,13 +779,9 @@ def test_an_object_read_whole_on_s3_is_one_request(small_tree: Path, bucket: str
                       request_line)
         return f"{m.group(1)} {m.group(2)}" if m else "other"
 
-    port = int(endpoint["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])
-    proxy = HeldRequests(port, 0.0, kind)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
-    try:
+    with HeldRequests(endpoint["AWS_ENDPOINT_URL"], 0.0, kind) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
         again = runstore.open(uri).ingest([small_tree])
-    finally:
-        proxy.close()
     assert not any(again.rows_added.values()) and again.snapshots == 0
     assert {k for k in proxy.seen if k.startswith("GET ")} == \
         {"GET _runstore/manifests", "GET _runstore/ledger", "GET _delta_log"}, proxy.seen
@@ -883,8 +796,6 @@ def test_a_writer_on_s3_compacts_two_tables_at_once_at_most(small_tree: Path, bu
     writer's peak memory stays what it is on disk. deltalake's own compaction is watched
     (not replaced) through an ingest that commits often and compacts every table it grows,
     behind a proxy that holds each request 20 ms so that compactions would overlap."""
-    import threading
-
     from deltalake.table import TableOptimizer
 
     from runstore.storage import writer as writer_mod
@@ -907,14 +818,10 @@ def test_a_writer_on_s3_compacts_two_tables_at_once_at_most(small_tree: Path, bu
     monkeypatch.setattr(TableOptimizer, "compact", watched)
     monkeypatch.setenv("RUNSTORE_COMPACT_FILES", "1")
     monkeypatch.setenv("RUNSTORE_BATCH_ROWS", "2000")
-    port = int(endpoint["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])
-    proxy = HeldRequests(port, 0.02, lambda request_line: "any")
-    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
     uri = f"s3://{bucket}/store"
-    try:
+    with HeldRequests(endpoint["AWS_ENDPOINT_URL"], 0.02) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
         report = runstore.open(uri).ingest([small_tree])
-    finally:
-        proxy.close()
     assert report.snapshots >= 2 and calls[0] > writer_mod.COMPACTIONS_AT_ONCE, \
         (report.snapshots, calls[0])
     assert most[0] == writer_mod.COMPACTIONS_AT_ONCE == 2, most[0]
