@@ -50,16 +50,9 @@ def of(root: Any, manifest: Any) -> str:
         rel = f"tables/{name}/{LOG}"
         return [(f"{rel}/{e}", root.read(f"{rel}/{e}")) for e in _tail(root.list(rel))]
 
-    if root.requests_at_once > 1:
-        # A round trip per listing and per file: the tables' are asked for at once (the
-        # digest takes them in the same order).
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(root.requests_at_once, thread_name_prefix="runstore-fp") as pool:
-            parts = list(pool.map(tail, tables))
-    else:
-        parts = [tail(name) for name in tables]
-    for part in parts:
+    # On S3 a round trip per listing and per file: the tables' are asked for at once (the
+    # digest takes them in the same order).
+    for part in root.each(tail, tables):
         for label, data in part:
             add(label, data)
     return h.hexdigest()

@@ -75,16 +75,7 @@ class MigrationContext:
     def finish(self) -> None:
         """Create on disk every table the run made that no migration wrote rows to (as many
         at once as the location's requests pay off: one by one locally, in threads on S3)."""
-        names = list(self._empty)
-        at_once = min(self.writer.root.requests_at_once, len(names))
-        if at_once <= 1:
-            for name in names:
-                self._create(name)
-            return
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(at_once, thread_name_prefix="runstore-create") as pool:
-            list(pool.map(self._create, names))
+        self.writer.root.each(self._create, list(self._empty))
 
     def table_files(self, name: str) -> list[str]:
         """The live Parquet files of table `name` in the snapshot being migrated, as the

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from ...errors import RunstoreError
 
 CHUNK = 1 << 20  # bytes read at a time when a local file is streamed (hashing)
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class AlreadyExists(RunstoreError):
@@ -34,6 +36,18 @@ class Location:
     # How many independent writes or reads (of different tables, say) are worth running at
     # once: where each request is a round trip (S3), many; on a local disk, one.
     requests_at_once = 1
+
+    def each(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """`fn` of each item, in order: `requests_at_once` of them at a time, in threads
+        when that is more than one (independent work against this location)."""
+        items = list(items)
+        at_once = min(self.requests_at_once, len(items))
+        if at_once <= 1:
+            return [fn(item) for item in items]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(at_once, thread_name_prefix="runstore-io") as pool:
+            return list(pool.map(fn, items))
 
     def resolved(self) -> "Location":
         raise NotImplementedError

@@ -9,11 +9,13 @@ an endpoint that does not answer — is an `IOFailure` naming the location and w
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import inspect
 import os
 import re
+import threading
 import uuid
 import weakref
 from typing import Any, Callable, Iterable, Iterator, TypeVar
@@ -427,9 +429,6 @@ class _Kept:
     first; safe to use from DuckDB's threads."""
 
     def __init__(self, limit: int):
-        import collections
-        import threading
-
         self.limit, self.size = limit, 0
         self.items: "collections.OrderedDict[str, bytes]" = collections.OrderedDict()
         self.lock = threading.Lock()
