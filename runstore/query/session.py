@@ -8,25 +8,29 @@ needs a value, and a param it does not use must name a setting (a typo in `kl_th
 not pass silently); only what the query reads is created on the database (`Database.ensure`;
 with `inline_views`, a query starting with SELECT reads the canned views it needs as CTEs put
 in front of it instead, `Database.statement`, and a DuckDB error's `LINE n` is given back as
-the query's own text numbers it: `relined`);
-values are bound, never pasted; `convert(result)` runs while the query's cursor is open
-(`result.Result`: rows and Arrow from the query planned once, else a DuckDB relation).
-With `timeout` (seconds above 0; `deadline.checked`), the clock starts before the guard and
-the query's own cursor is interrupted when it runs out (`deadline.Deadline`), which stops
-whatever DuckDB is executing for it; the error says the query hit its time limit and how to
-allow longer. Ctrl-C reaches the query the same way (`deadline.cancel_running`): a query it
-stopped, or that ran while it came, raises `KeyboardInterrupt`. The cursor is closed only once the timer can no longer fire, so an interrupt
-never reaches another query. Queries share one `Database` per snapshot, kept while no newer
-one is published and swapped under a lock (the web UI queries from several threads); the
+the query's own text numbers it: `relined`); values are bound, never pasted; `convert(result)`
+runs while the query's cursor is open (`result.Result`: rows and Arrow from the query planned
+once, else a DuckDB relation). With `timeout` (seconds above 0; `deadline.checked`), the clock
+starts before the guard and the query's own cursor is interrupted when it runs out
+(`deadline.Deadline`), which stops whatever DuckDB is executing for it; the error says the
+query hit its time limit and how to allow longer. Ctrl-C reaches the query the same way
+(`deadline.cancel_running`): a query it stopped, or that ran while it came, raises
+`KeyboardInterrupt`. The cursor is closed only once the timer can no longer fire, so an
+interrupt never reaches another query. Queries share one `Database` per snapshot, kept while no
+newer one is published and swapped under a lock (the web UI queries from several threads); the
 older one is dropped, not closed, so a query still running on one of its cursors finishes. A
 query that overrides a setting, or may read files outside the store (`allow_read`), gets a
-database of its own, closed after it. DuckDB's errors come out as the error to show
-(`failure`): the sandbox refusing something, a query nested too deeply, an allocation that
-failed (DuckDB's out-of-memory error, or a `MemoryError` while converting: `memory.exceeded`,
-naming the limit and how to raise it), a store file that vanished or broke since the snapshot
-was opened, else DuckDB's own message. `workers()` are the worker processes that run a query
-in a process of its own (`workers.Workers`, made on first use): the caller's process is never
-capped, theirs is. `close()` closes the shared database and stops the workers.
+database of its own, closed after it. `newest()` is the newest snapshot's manifest. `pinned()`
+is a session (`Pinned`) that reads one snapshot for its life, the newest at its first read
+(`Store.one_snapshot`: a command of several statements answers from one snapshot, and lists the
+manifests once, a round trip on S3); it uses this session's database when that is of the same
+snapshot, and its worker processes. DuckDB's errors come out as the error to show (`failure`):
+the sandbox refusing something, a query nested too deeply, an allocation that failed (DuckDB's
+out-of-memory error, or a `MemoryError` while converting: `memory.exceeded`, naming the limit
+and how to raise it), a store file that vanished or broke since the snapshot was opened, else
+DuckDB's own message. `workers()` are the worker processes that run a query in a process of its
+own (`workers.Workers`, made on first use): the caller's process is never capped, theirs is.
+`close()` closes the shared database and stops the workers.
 """
 
 from __future__ import annotations
@@ -101,7 +105,7 @@ class Session:
         the newest snapshot, or a fresh one when the query overrides a setting (settings are
         per database) or may read files outside the store (the allowed paths are too)."""
         if allow_read or any(k in DEFAULT_SETTINGS for k in params):
-            return Database(self.root, self.manifest(), params, allow_read=allow_read,
+            return Database(self.root, self.newest(), params, allow_read=allow_read,
                             memory_limit=self.memory_limit), True
         # A first query reads the newest manifest, which says its number; a later one lists
         # the manifests to learn whether a newer snapshot came since (on S3, a round trip each).
@@ -114,6 +118,14 @@ class Session:
                 self._db = Database(self.root, manifest, memory_limit=self.memory_limit)
                 self._db_seq = manifest.seq
             return self._db, False
+
+    def newest(self) -> Manifest:
+        """The newest snapshot's manifest."""
+        return self.manifest()
+
+    def pinned(self) -> "Pinned":
+        """A session of this store that reads one snapshot (see the module)."""
+        return Pinned(self)
 
     def fetch(self, sql: str, params: dict[str, Any] | None, *,
               allow_read: list[str] | None, convert: Callable[[Any], T],
@@ -229,3 +241,58 @@ def relined(e: Exception, shift: int) -> Exception:
         return type(e)(text)
     except Exception:  # an error type that cannot be made from its text: as it came
         return e
+
+
+class Pinned(Session):
+    """A session that reads one snapshot for its life: the newest when it is first read (its
+    queries, `newest` and `snapshot` all read that one). It uses the database of the session
+    it came from when that is of the same snapshot, else one of its own, closed with it, and
+    that session's worker processes."""
+
+    def __init__(self, parent: Session):
+        super().__init__(parent.root, parent.newest, parent.memory_limit,
+                         inline_views=parent.inline_views)
+        self._parent = parent
+        self._manifest: Manifest | None = None
+        self._own = False  # whether `_db` is this session's, to close with it
+
+    def newest(self) -> Manifest:
+        with self._db_lock:
+            if self._manifest is None:
+                # The parent's database, when it is of the newest snapshot, says which one
+                # (a listing, no manifest read).
+                parent_db = self._parent._db
+                self._manifest = (parent_db.manifest if parent_db is not None
+                                  and parent_db.manifest.seq == self._parent.snapshot()
+                                  else self._parent.newest())
+            return self._manifest
+
+    def snapshot(self) -> int | None:
+        return self.newest().seq
+
+    def database(self, params: dict[str, Any],
+                 allow_read: list[str] | None) -> tuple[Database, bool]:
+        if allow_read or any(k in DEFAULT_SETTINGS for k in params):
+            return super().database(params, allow_read)  # of its own, from `newest`
+        manifest = self.newest()
+        with self._db_lock:
+            if self._db is None:
+                parent_db = self._parent._db
+                if parent_db is not None and parent_db.manifest.seq == manifest.seq:
+                    self._db = parent_db
+                else:
+                    self._db, self._own = Database(self.root, manifest,
+                                                   memory_limit=self.memory_limit), True
+                self._db_seq = manifest.seq
+            return self._db, False
+
+    def workers(self) -> "Workers":
+        return self._parent.workers()
+
+    def close(self) -> None:
+        """Close its own database, if it made one (not the parent's, nor its workers)."""
+        with self._db_lock:
+            db, own = self._db, self._own
+            self._db, self._own = None, False
+        if db is not None and own:
+            db.close()

@@ -8,20 +8,24 @@ quarter of the machine's memory). With `inline_views=True` (runstore's commands:
 runs a statement or two) a query starting with SELECT reads the canned views it needs as CTEs
 put in front of it rather than creating them (`query.connect.Database.statement`: each view is
 bound once, when the query runs). Its methods read: the newest snapshot (`manifest`,
-`snapshot`, `settings`), one read-only query converted as the caller asks (`fetch`, and
-`arrow`/`rows`/`sql` over it; `isolated=True` runs it in a worker process
-capped at the limit, `query.workers`, whose processes `workers()` gives), the canned views
-(`views`) and a table as a polars LazyFrame (`table`). `bounded()` caps this process's memory
-at the limit for a block (`query.memory.bounded`: for runstore's own commands, never a
-caller's process). `close()` (or leaving a `with` block) closes the cached database and ends
-the worker processes. The other parts of `Store` (`writing`, `questions`,
+`settings`, and its number, `snapshot`), one read-only query converted as the caller asks
+(`fetch`, and `arrow`/`rows`/`sql` over it; `isolated=True` runs it in a worker process capped
+at the limit, `query.workers`, whose processes `workers()` gives), the canned views (`views`)
+and a table as a polars LazyFrame (`table`). `one_snapshot()` gives a view of the Store whose
+every read (`snapshot` too) reads one snapshot, the newest at its first read. `bounded()` caps
+this process's memory at the limit for a block (`query.memory.bounded`: for runstore's own
+commands, never a caller's process). `close()` (or leaving a `with` block) closes the cached
+database and ends the worker processes. The other parts of `Store` (`writing`, `questions`,
 `pictures`) are subclasses that add one group of methods each, every one a call into the
 package that owns the work.
 """
 from __future__ import annotations
 
+import copy
 import os
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Sequence, TypeVar
+from contextlib import contextmanager
+from typing import (TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Iterator, Sequence,
+                    TypeVar)
 
 from ..errors import QueryError
 from ..query import connect, memory
@@ -40,6 +44,7 @@ if TYPE_CHECKING:
     from ..query.workers import Workers
 
 T = TypeVar("T")
+S = TypeVar("S", bound="StoreBase")
 
 DEFAULT_STORE = ".runstore"
 
@@ -62,8 +67,8 @@ class StoreBase:
         self.memory_limit = memory.resolve(memory_limit)
         # One DuckDB database per snapshot, shared by this Store's queries (and threads: the
         # web UI's request threads share one Store); see query/session.py.
-        self._session = Session(self.path, self.manifest, self.memory_limit,
-                                inline_views=inline_views)
+        self._session = Session(self.path, lambda: snapshot.current(self.path),
+                                self.memory_limit, inline_views=inline_views)
 
     def __enter__(self: T) -> T:
         return self
@@ -98,14 +103,38 @@ class StoreBase:
     # -- reading -------------------------------------------------------------------------
     def manifest(self) -> Manifest:
         """The newest snapshot, checked: a store this runstore can read, with settings of the
-        right types (`storage.snapshot.current`)."""
-        return snapshot.current(self.path)
+        right types (`storage.snapshot.current`); of a `one_snapshot()` view, its snapshot."""
+        return self._session.newest()
+
+    @contextmanager
+    def one_snapshot(self: S) -> Iterator[S]:
+        """A view of this Store that reads one snapshot, for a block: every read through it,
+        from any thread (queries, `manifest`, `settings`, `snapshot`, and every method built
+        on them), answers from the snapshot that was newest at its first read. An ingest that
+        commits meanwhile is seen by this Store, not by the view. The commands that run
+        several statements read through one (`doctor`, `report`, each reading command of the
+        CLI), so the parts of their answers agree.
+
+        Example:
+            >>> with store.one_snapshot() as snap:
+            ...     n = snap.sql("select count(*) as n from runs").item()
+            ...     flagged = snap.sql("select count(*) as n from kl_health where flagged").item()
+            >>> n, flagged
+            (13, 1)
+        """
+        view = copy.copy(self)
+        view._session = self._session.pinned()
+        try:
+            yield view
+        finally:
+            view._session.close()
 
     def snapshot(self) -> int | None:
         """The number of the newest published snapshot (None before the first ingest).
 
         Cheap (one directory listing, no file read), so callers may poll it to learn that an
-        ingest committed: every commit publishes a higher number.
+        ingest committed: every commit publishes a higher number. Of a `one_snapshot()` view:
+        the number of its snapshot, the one its queries read.
 
         Example:
             >>> store.snapshot() > 0

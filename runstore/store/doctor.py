@@ -63,4 +63,5 @@ class Doctor(StoreBase):
         """
         from ..health.doctor import diagnose
 
-        return diagnose(self, runs, only=only, config=config)
+        with self.one_snapshot() as snap:  # its statements' answers agree
+            return diagnose(snap, runs, only=only, config=config)

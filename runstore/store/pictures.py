@@ -90,7 +90,8 @@ class Pictures(StoreBase):
         """
         from ..present import report
 
-        return report.write(self, path, runs)
+        with self.one_snapshot() as snap:  # its sections' answers agree
+            return report.write(snap, path, runs)
 
     def trace(self, run: str, *, step: int | None = None, segment: int | None = None,
               source: str = "auto") -> list[dict[str, Any]]:
