@@ -270,14 +270,17 @@ def existing(path: str) -> str:
     return path
 
 
-def open_store(ctx: click.Context, **options: Any) -> Any:
+def open_store(ctx: click.Context, *, reading: bool = True, **options: Any) -> Any:
     """The `Store` of the group's `--store`; `options` go to `Store` (`memory_limit=`). A
     command runs a statement or few: its queries read the views they need inlined
     (`inline_views`, unless `options` say otherwise), each bound once rather than also when
-    created."""
+    created. A reading command reads one snapshot from its first read to its end
+    (`Store.one_snapshot`), so the parts of its answer agree; a command that writes, or
+    serves, and must see the snapshots it or others publish passes `reading=False`."""
     from ..store import Store
 
-    return Store(ctx.obj.get("store"), **{"inline_views": True, **options})
+    store = Store(ctx.obj.get("store"), **{"inline_views": True, **options})
+    return ctx.with_resource(store.one_snapshot()) if reading else store
 
 def write_text(text: str, output: str | None) -> None:
     """`text` into the file `output` (errors about it say so), or on stdout."""

@@ -73,7 +73,7 @@ def ingest(ctx: click.Context, paths: tuple[str, ...], quiet: bool, watch: float
         runstore ingest runs/ --watch 60 --doctor   # and each new finding of the doctor
         runstore --store s3://team-logs/runstore ingest s3://team-logs/runs/
     """
-    store = open_store(ctx)
+    store = open_store(ctx, reading=False)
     progress = Progress(not quiet and sys.stderr.isatty())
     warn = None if quiet else (lambda text: click.echo(f"warning: {text}", err=True))
     summary = None if quiet else (lambda report: click.echo(report.summary(), err=True))

@@ -20,7 +20,7 @@ def migrate(ctx: click.Context, list_: bool) -> None:
 
         runstore migrate --list
     """
-    store = open_store(ctx)
+    store = open_store(ctx, reading=False)
     manifest = store.manifest() if list_ else None
     if not list_:
         for name in store.migrate():
@@ -55,7 +55,7 @@ def repair(ctx: click.Context, check_only: bool, lock_timeout: float) -> None:
 
         runstore repair --check || (runstore repair && runstore ingest runs/)
     """
-    report = open_store(ctx).repair(check=check_only, lock_timeout=lock_timeout)
+    report = open_store(ctx, reading=False).repair(check=check_only, lock_timeout=lock_timeout)
     for problem in report.problems if check_only else report.actions:
         click.echo(f"- {problem}")
     click.echo(report.summary())
@@ -92,7 +92,8 @@ def compact(ctx: click.Context, vacuum_hours: float | None, lock_timeout: float)
 
         runstore compact --vacuum-hours 24
     """
-    report = open_store(ctx).compact(vacuum_hours=vacuum_hours, lock_timeout=lock_timeout)
+    report = open_store(ctx, reading=False).compact(vacuum_hours=vacuum_hours,
+                                                    lock_timeout=lock_timeout)
     for name, n in sorted(report.files_before.items()):
         click.echo(f"{name}: {n} file{'s' if n != 1 else ''} before")
     if report.vacuum is not None:
@@ -128,7 +129,7 @@ def forget(ctx: click.Context, runs: tuple[str, ...], missing: bool, dry_run: bo
     """
     if not runs and not missing:
         raise click.UsageError("name the runs to forget (RUN...), or pass --missing")
-    report = open_store(ctx).forget(list(runs), missing=missing, dry_run=dry_run,
+    report = open_store(ctx, reading=False).forget(list(runs), missing=missing, dry_run=dry_run,
                                     lock_timeout=lock_timeout)
     for r in report.runs:
         # Names and directories are the tree's: control characters shown, never obeyed.

@@ -54,5 +54,6 @@ def ui(ctx: click.Context, paths: tuple[str, ...], watch: float | None, host: st
     from ..ui.server import serve
 
     # A long-lived process: its views are created once, for every request to read.
-    serve(open_store(ctx, memory_limit=memory_limit, inline_views=False), paths=list(paths),
-          watch=watch, host=host, port=port, token=token, sql_timeout=sql_timeout)
+    store = open_store(ctx, reading=False, memory_limit=memory_limit, inline_views=False)
+    serve(store, paths=list(paths), watch=watch, host=host, port=port, token=token,
+          sql_timeout=sql_timeout)

@@ -827,3 +827,29 @@ def test_a_writer_on_s3_compacts_two_tables_at_once_at_most(small_tree: Path, bu
     assert most[0] == writer_mod.COMPACTIONS_AT_ONCE == 2, most[0]
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint["AWS_ENDPOINT_URL"])
     assert counts(runstore.open(uri)) == expected(small_tree)
+
+
+def test_a_reading_command_on_s3_lists_the_snapshots_once(_small_template: Path, bucket: str,
+                                                          endpoint: dict[str, str],
+                                                          tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reading command reads one snapshot from its first read to its end
+    (`Store.one_snapshot`): it lists the manifests once, where `doctor` (a statement per
+    finding) and `report` (a statement per section) listed them before each statement, a
+    round trip each. What they print is what they print with a store on disk."""
+    uri = f"s3://{bucket}/store"
+    local = tmp_path / "store"
+    for store in (uri, local):
+        runstore.open(store).ingest([_small_template])
+
+    def kind(request_line: str) -> str:
+        return "list manifests" if "list-type=2" in request_line and "manifests" in request_line \
+            else "other"
+
+    for args in (["doctor"], ["runs"], ["report", "-o", str(tmp_path / "report.html")]):
+        with HeldRequests(endpoint["AWS_ENDPOINT_URL"], 0.0, kind) as proxy:
+            monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+            on_s3 = storekit.cli(uri, *args)  # type: ignore[arg-type]
+        assert proxy.seen.get("list manifests") == 1, (args, proxy.seen)
+        on_disk = storekit.cli(local, *args)
+        assert (on_s3.exit_code, on_s3.output) == (on_disk.exit_code, on_disk.output), args
