@@ -1,17 +1,18 @@
-"""A store on S3: the requests and the time of an ingest, a no-op re-ingest and a query.
+"""A store on S3: the requests and the time of an ingest, a no-op re-ingest, a query, the doctor.
 
     python bench/bench_s3.py [--tree TREE] [--repeat N] [--base CHECKOUT] [--latency MS]
 
 Starts a moto S3 server on 127.0.0.1 (bench_scale's `Moto`, from the test extra's
 `moto[server]`; stopped at the end), and for each checkout (this one; with `--base`, that one
-too, e.g. a worktree at the commit before a change), N times, interleaved: a full ingest of TREE (default: the demo tree, generated under a
-temporary directory) into a new store in a new bucket, a no-op re-ingest of it, and `select
-count(*) from metrics` on it. Each step runs in a process of its own with the checkout first on
+too, e.g. a worktree at the commit before a change), N times, interleaved: a full ingest of
+TREE (default: the demo tree, generated under a temporary directory) into a new store in a new
+bucket, a no-op re-ingest of it, and `select count(*) from metrics` and `store.doctor()` (a
+statement per finding) on it. Each step runs in a process of its own with the checkout first on
 PYTHONPATH and times itself in process (`time.perf_counter` around the call, start-up not
 included); the requests it made are counted from the server's request log, by method and by
 what they ask for (a Delta log's commits, listings, table files, runstore's own objects).
-Prints a Markdown table: the median time of each step and its request counts (the counts do
-not vary between repeats unless the code does).
+Prints a Markdown table: the median time of each step and its request counts (the counts do not
+vary between repeats unless the code does).
 
 On S3 every request is a round trip (tens of milliseconds to a real region, not the
 sub-millisecond of a local server), so the request count is the figure that carries over.
@@ -49,12 +50,14 @@ s = runstore.open(store)
 t = time.perf_counter()
 if step == "query":
     s.sql("select count(*) as n from metrics")
+elif step == "doctor":
+    s.doctor()
 else:
     s.ingest([tree])
 print(json.dumps(time.perf_counter() - t))
 """
 
-STEPS = ("ingest", "no-op ingest", "query")
+STEPS = ("ingest", "no-op ingest", "query", "doctor")
 
 
 def kind(line: str) -> str | None:
