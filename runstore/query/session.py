@@ -40,7 +40,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ..crashpoints import pause_point
-from ..errors import QueryError, RunstoreError
+from ..errors import QueryError, RunstoreError, StoreNotFound
 from ..storage.manifest import Manifest, Root, manifest_paths, read_manifest
 from ..storage.settings import DEFAULT_SETTINGS
 from ..storage.snapshot import damaged_file, read_error
@@ -268,7 +268,11 @@ class Pinned(Session):
             return self._manifest
 
     def snapshot(self) -> int | None:
-        return self.newest().seq
+        """Its snapshot's number (None when there is no store yet, as for any session)."""
+        try:
+            return self.newest().seq
+        except StoreNotFound:
+            return None
 
     def database(self, params: dict[str, Any],
                  allow_read: list[str] | None) -> tuple[Database, bool]:

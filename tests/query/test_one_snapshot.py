@@ -20,6 +20,7 @@ import pytest
 import oracle
 import runstore
 from conftest import copy_store
+from runstore.errors import StoreNotFound
 from runstore.query.session import Session
 
 RUNS = "select count(*) as n from runs"
@@ -97,3 +98,17 @@ def test_the_doctor_answers_from_one_snapshot_while_an_ingest_commits(
     after = found(runstore.open(path))
     assert after != before  # the commit changed what the doctor finds
     assert found(store) == after  # the next call reads the newest
+
+
+def test_a_view_before_the_first_ingest(_small_template: Path, tmp_path: Path) -> None:
+    """Before there is a store, a view says so as the Store does (`snapshot()` None, a query
+    `StoreNotFound`); once an ingest made it, the view reads it."""
+    path = tmp_path / "store"
+    store = runstore.open(path)
+    with store.one_snapshot() as snap:
+        assert snap.snapshot() is None and store.snapshot() is None
+        with pytest.raises(StoreNotFound):
+            count(snap)
+        runstore.open(path).ingest([_small_template], on_warning=lambda text: None)
+        assert count(snap) == len(oracle.run_dirs(_small_template))
+        assert snap.snapshot() == store.snapshot() is not None
