@@ -287,7 +287,6 @@ class Pinned(Session):
                 else:
                     self._db, self._own = Database(self.root, manifest,
                                                    memory_limit=self.memory_limit), True
-                self._db_seq = manifest.seq
             return self._db, False
 
     def workers(self) -> "Workers":
