@@ -49,7 +49,7 @@ from ..storage.snapshot import damaged_file, table_files
 from . import macros, memory, sandbox
 from .guard import identifier
 from .statements import named
-from .views import View, view_files, parsed
+from .views import View, parsed, parsed_each, view_files
 
 SETTINGS = "settings"
 KL_KEYS = "kl_keys"  # the stored KL spellings (runstore.families.KL_KEYS)
@@ -124,6 +124,7 @@ class Database:
         wanted = None if names is None else {n.lower() for n in names}
         if wanted is None or not wanted <= known:
             wanted = known
+        self._parse(wanted)
         todo: list[str] = []
 
         def visit(name: str, trail: tuple[str, ...]) -> None:
@@ -140,6 +141,15 @@ class Database:
             if name in wanted:
                 visit(name, ())
         return todo
+
+    def _parse(self, names: set[str]) -> None:
+        """Parse the views `names` read, directly or not, one call of the parser for each
+        level of that tree (a view, then what it reads, ...) rather than one per view."""
+        level, seen = {n for n in names if n in self._view_files}, set()
+        while level:
+            seen |= level
+            read = parsed_each([self._view_files[n] for n in sorted(level)], self.con)
+            level = {d for v in read for d in v.depends if d in self._view_files} - seen
 
     def ensure(self, names: Iterable[str] | None = None) -> None:
         """Create the tables and views reading `names` needs (all for None)."""

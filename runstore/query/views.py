@@ -132,24 +132,24 @@ def view_files(directory: str) -> dict[str, Path]:
     return {p.stem: p for p in sorted(Path(directory).glob("*.sql"))}
 
 
-def _parse_all(paths: list[Path], parser: Any = None) -> None:
-    """Parse the views in `paths` not parsed yet, with one call of DuckDB's parser."""
+def parsed_each(paths: list[Path], parser: Any = None) -> list[View]:
+    """`parsed` of each of `paths`: those not parsed yet with one call of DuckDB's parser."""
     with _VIEWS_LOCK:
         todo = [p for p in paths if p not in _PARSED]
-        if not todo:
-            return
-        documented = [_documented(p) for p in todo]
-        depends = parsetree.references_each(parser if parser is not None else _parser(),
-                                        [body for _, _, body in documented])
-        for path, (description, columns, body), reads in zip(todo, documented, depends):
-            _PARSED[path] = View(path.stem, description, columns, body, path,
-                                 tuple(sorted(reads)))
+        if todo:
+            documented = [_documented(p) for p in todo]
+            depends = parsetree.references_each(parser if parser is not None else _parser(),
+                                                [body for _, _, body in documented])
+            for path, (description, columns, body), reads in zip(todo, documented, depends):
+                _PARSED[path] = View(path.stem, description, columns, body, path,
+                                     tuple(sorted(reads)))
+        return [_PARSED[p] for p in paths]
 
 
 def _views_in(directory: str, parser: Any = None) -> tuple[View, ...]:
     if directory not in _VIEWS:
         files = view_files(directory)
-        _parse_all(list(files.values()), parser)
+        parsed_each(list(files.values()), parser)
         _VIEWS[directory] = _ordered({name: parsed(path, parser)
                                       for name, path in files.items()})
     return _VIEWS[directory]

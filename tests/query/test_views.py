@@ -783,3 +783,31 @@ def test_docs_python_md_examples(demo_store: runstore.Store) -> None:
     runner.run(test)
     result = runner.summarize(verbose=False)
     assert result.failed == 0 and result.attempted > 10
+
+
+@pytest.mark.parametrize("view", ["run_summary", "slowest_spans", "kl_health"])
+def test_a_query_parses_the_views_it_reads_a_level_at_a_time(
+        shared_demo_store: Path, monkeypatch: pytest.MonkeyPatch, view: str) -> None:
+    # One call of DuckDB's parser for a view, one for all it reads, one for all those read,
+    # ...: not one per view. The tree is found from the views' own `depends`.
+    from runstore.query import parsetree
+    from runstore.query import views as views_mod
+
+    deps = {v.name: set(v.depends) for v in views()}
+    closure, level, depth = set(), {view}, 0
+    while level:
+        closure |= level
+        depth += 1
+        level = {d for n in level for d in deps[n] if d in deps} - closure
+
+    monkeypatch.setattr(views_mod, "_PARSED", {})
+    calls: list[int] = []
+    each = parsetree.references_each
+    monkeypatch.setattr(parsetree, "references_each",
+                        lambda con, sqls: (calls.append(len(sqls)), each(con, sqls))[1])
+    store = runstore.open(shared_demo_store)
+    try:
+        assert store.sql(f"select count(*) as n from {view}").item() >= 1
+    finally:
+        store.close()
+    assert depth >= 2 and len(calls) == depth and sum(calls) == len(closure), calls
