@@ -25,7 +25,9 @@ flushed and the atexit callbacks run (a store's worker processes ended, a tempor
 removed, coverage saved), then `os._exit`, without the interpreter's teardown of every module
 and object, which the person at the prompt would wait for and gain nothing from (mypy ends so
 too). It returns, changing nothing, anywhere else, and while a thread that is not a daemon
-still runs (Python would wait for it).
+still runs (Python would wait for it). `is_the_command()` says whether this process is the
+command's: what the process holds only for its command (a reading command's database) it may
+leave for its end to free.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ HELD_IMPORTS = frozenset({"duckdb"})
 
 def quiet_interrupts() -> None:
     """Ctrl-C while the `runstore` command starts: `interrupted`, exit 130 (see the module)."""
-    if not _is_the_command() or threading.current_thread() is not threading.main_thread():
+    if not is_the_command() or threading.current_thread() is not threading.main_thread():
         return
     if not any(isinstance(f, _HeldImports) for f in sys.meta_path):
         sys.meta_path.insert(0, _HeldImports())
@@ -103,7 +105,8 @@ class _HeldLoader(importlib.abc.Loader):
         return getattr(self._loader, name)
 
 
-def _is_the_command() -> bool:
+def is_the_command() -> bool:
+    """Whether this process is the `runstore` command's (see the module docstring)."""
     argv = list(getattr(sys, "orig_argv", sys.argv))
     if argv and os.path.basename(argv[0]) == "runstore":
         return True
@@ -121,7 +124,7 @@ def after_the_command(previous: Any, noted: Callable[[], None] = lambda: None) -
     (`cli/stopping.py`): `previous`, except in the `runstore` command's process while that
     is Python's default handler (see the module docstring); it calls `noted()` on each
     signal (a test's pause ends there: `crashpoints.note_signal`)."""
-    if previous is signal.default_int_handler and _is_the_command():
+    if previous is signal.default_int_handler and is_the_command():
         _NOTED[:] = [noted]
         return _finishing
     return previous
@@ -158,7 +161,7 @@ def started() -> None:
 def finished(code: object) -> None:
     """End the command's process with the exit status `code` (a `SystemExit`'s) at once, or
     return where the interpreter must end it itself (see the module docstring)."""
-    if not _is_the_command() or threading.current_thread() is not threading.main_thread():
+    if not is_the_command() or threading.current_thread() is not threading.main_thread():
         return
     if any(not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         return

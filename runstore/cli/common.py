@@ -34,6 +34,7 @@ import click
 from ..errors import IOFailure, RunstoreError, UsageError, one_line
 from ..present.render import EXTENSIONS, FORMATS, format_for, shorten
 from ..printable import escaped, not_utf8
+from ..startup import is_the_command
 from ..store.inputs import is_remote
 from .failures import handle_errors  # noqa: F401 - the command modules take it from here
 
@@ -276,11 +277,16 @@ def open_store(ctx: click.Context, *, reading: bool = True, **options: Any) -> A
     (`inline_views`, unless `options` say otherwise), each bound once rather than also when
     created. A reading command reads one snapshot from its first read to its end
     (`Store.one_snapshot`), so the parts of its answer agree; a command that writes, or
-    serves, and must see the snapshots it or others publish passes `reading=False`."""
+    serves, and must see the snapshots it or others publish passes `reading=False`. In the
+    command's own process the view is not closed: the process ends with the command
+    (`startup.finished`), and closing its database would only make it wait."""
     from ..store import Store
 
     store = Store(ctx.obj.get("store"), **{"inline_views": True, **options})
-    return ctx.with_resource(store.one_snapshot()) if reading else store
+    if not reading:
+        return store
+    view = store.one_snapshot()
+    return view.__enter__() if is_the_command() else ctx.with_resource(view)
 
 def write_text(text: str, output: str | None) -> None:
     """`text` into the file `output` (errors about it say so), or on stdout."""

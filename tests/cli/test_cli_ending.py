@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+import oracle
+import storekit
 from runstore import startup
 
 WATCH = '''
@@ -122,7 +124,7 @@ def test_only_the_outermost_standalone_call_ends_the_process(
     from runstore.cli import main
 
     ended: list[int] = []
-    monkeypatch.setattr(startup, "_is_the_command", lambda: True)  # as if this were runstore's
+    monkeypatch.setattr(startup, "is_the_command", lambda: True)  # as if this were runstore's
     monkeypatch.setattr(startup.atexit, "_run_exitfuncs", lambda: None)  # pytest's stay put
     monkeypatch.setattr(startup.os, "_exit", ended.append)
     args = ["--store", str(store), "sql", "select 7 as seven"]
@@ -158,3 +160,22 @@ def test_files_a_command_writes_are_whole_when_its_process_ends(store: Path,
                                      f"select range as i from range({n})"])
     assert proc.returncode == 0 and noted == ["atexit"]
     assert pq.read_table(table).column("i").to_pylist() == list(range(n))
+
+
+@pytest.mark.parametrize("the_command", [False, True], ids=["in-process", "the-command"])
+def test_a_reading_commands_database_is_left_only_to_a_process_that_ends_with_it(
+        ui_demo: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, the_command: bool) -> None:
+    # A caller in this process gets its database closed when the command ends; the command's
+    # own process leaves it to its end (`os._exit` frees it), which closing would only delay.
+    from runstore.cli import common
+    from runstore.query.connect import Database
+
+    tree, store = ui_demo
+    closed: list[Database] = []
+    close = Database.close
+    monkeypatch.setattr(Database, "close", lambda self: (closed.append(self), close(self))[1])
+    monkeypatch.setattr(common, "is_the_command", lambda: the_command)
+    result = storekit.cli(store, "sql", "select count(*) as n from runs", "--format", "csv")
+    runs = len(oracle.run_dirs(tree))
+    assert result.exit_code == 0 and result.output.split() == ["n", str(runs)], result.output
+    assert len(closed) == (0 if the_command else 1)
