@@ -7,10 +7,12 @@ leading `--` lines are the purpose, `-- @column name: comment` lines document th
 the rest is the SELECT; `view_columns(name)` is one view's documented columns, from its
 header alone. What a view reads comes from DuckDB's own parser
 (`parsetree.references`), on a private connection that is confined and holds nothing; a cycle
-of views is an error. Statements the library builds from `sql/statements/*.sql` are not
-views and are not listed here. `syntax_tree(sql)` is DuckDB's parse tree of any one statement
-(`json_serialize_sql`, as a dict), from that same connection: what the doctor reads the keys
-a finding compares with from, without sqlglot.
+of views is an error; `parsed_each(paths)` parses the files not parsed yet in one call of the
+parser (a connection asks it for a level of a query's view tree at a time: one call for the
+views the query names, one for all they read, ...). Statements the library builds from
+`sql/statements/*.sql` are not views and are not listed here. `syntax_tree(sql)` is DuckDB's
+parse tree of any one statement (`json_serialize_sql`, as a dict), from that same
+connection: what the doctor reads the keys a finding compares with from, without sqlglot.
 """
 
 from __future__ import annotations
