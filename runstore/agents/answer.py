@@ -8,7 +8,8 @@ the doctor's statements), and bounded twice:
 
 * rows: a tool shows at most `limit` rows from `offset` (`Page`); the rest are named in a
   notice under the table: "rows 1–50 of 1,234 (limit=50): ask again with offset=50"; a table
-  without rows keeps its header (the columns) above "(no rows)";
+  without rows keeps its header (the columns) above "(no rows)"; a page that could hold none
+  of the rows left (the next one alone is larger than a page) says so instead;
 * characters: the whole answer holds at most `max_chars` characters (`DEFAULT_CHARS` unless
   the call or `runstore mcp --max-chars` says otherwise; `MIN_CHARS`..`MAX_CHARS`). A table
   keeps the whole rows that fit and says where it stopped and which offset continues it; any
@@ -171,12 +172,20 @@ def _render_table(t: _Table, room: int) -> tuple[str, str | None, bool]:
 
 def _empty(t: _Table, head: list[str]) -> tuple[str, str | None, bool]:
     """A table without rows: its header (the columns, as the CLI prints them) and `(no rows)`;
-    past the last page, only the notice saying so."""
-    total = t.page.total
-    if total and t.page.offset >= total:
-        return "", (f"(offset={t.page.offset} is past the last of the {total:,} {t.what}: "
+    past the last page, only the notice saying so; a page that holds none of the rows that
+    remain (the first is larger than a page may be: `sql`'s `PAGE_BYTES`), the header and
+    a notice that says so, never `(no rows)`."""
+    total, offset = t.page.total, t.page.offset
+    if total and offset >= total:
+        return "", (f"(offset={offset} is past the last of the {total:,} {t.what}: "
                     f"ask with an offset below {total:,})"), True
-    return "\n".join([*(head if t.table.column_names else []), f"(no {t.what})"]), None, True
+    columns = head if t.table.column_names else []
+    if total:
+        return "\n".join(columns), (
+            f"({t.what} {offset + 1:,}–{total:,} of {total:,} not shown: the first of them "
+            "alone is larger than a page of an answer may be; ask for fewer or shorter "
+            "columns, e.g. left(text, 1000))"), True
+    return "\n".join([*columns, f"(no {t.what})"]), None, True
 
 
 def _lines(table: "Rows | pa.Table", fmt: Format, whole: tuple[str, ...] = ()) -> list[str]:

@@ -543,3 +543,25 @@ def test_half_a_surrogate_pair_is_answered_as_a_replacement_character(store: Pat
     lone, pair = (r["result"]["content"][0]["text"] for r in replies[1:])
     assert lone.startswith("0 messages contain 'ab\ufffd'"), lone
     assert pair.startswith("0 messages contain 'ab\U0001F600'"), pair
+
+
+def test_a_row_larger_than_a_page_is_said_not_dropped(session: McpSession, store: Path) -> None:
+    # The worker sends at most PAGE_BYTES of Arrow a page; a row larger than that is not sent.
+    # The answer must not read "(no rows)": the row exists, and the answer says why it is not
+    # shown and how to ask for it.
+    from runstore.agents.tools.sql import PAGE_BYTES
+
+    query = "select 1 as n, repeat('x', $size) as big from range(2)"
+    size = PAGE_BYTES + 1
+    counted = cli(store, "sql", f"select count(*) as rows from ({query})", "--param",
+                  f"size={size}", "-F", "csv").stdout.split()
+    assert counted == ["rows", "2"]
+    text = session.ok("sql", {"query": query, "params": {"size": size}, "format": "csv"})
+    assert "(no rows)" not in text and "x" * 100 not in text
+    assert text == ("n,big\n(rows 1–2 of 2 not shown: the first of them alone is larger than "
+                    "a page of an answer may be; ask for fewer or shorter columns, e.g. "
+                    "left(text, 1000))\n"), text
+    small = session.ok("sql", {"query": query.replace("$size", "3"), "format": "csv"})
+    assert small == "n,big\n1,xxx\n1,xxx\n"
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
+    assert f"as at most {PAGE_BYTES >> 20} MB of Arrow" in docs  # the bound docs/agents.md gives
