@@ -1,11 +1,12 @@
 """Hostile input, generated with hypothesis: the ingest never crashes and loses nothing.
 
 Every file kind runstore reads (metrics, pre-resume copies, checkpoints, timing spans, trace
-events, rollout summaries, logtrees, config, code.diff) is generated from records whose every
-field may have the wrong type, then mutated: cut anywhere, random bytes, invalid UTF-8, NUL,
-deep nesting, a huge line, NaN/Infinity for every number, an integer past 2^63, the largest
-double or Python's 4,300-digit limit, duplicate keys, BOMs, CRLF endings, an empty file, a
-file repeated past the fast path's 128 KB. Two tiers:
+events, rollout summaries, logtrees, config, code.diff, capture, logs.log, an eval store's
+metadata, results and trajectories) is generated from records whose every field may have the
+wrong type, then mutated: cut anywhere, random bytes, invalid UTF-8, NUL, deep nesting, a huge
+line, NaN/Infinity for every number, an integer past 2^63, the largest double or Python's
+4,300-digit limit, duplicate keys, BOMs, CRLF endings, an empty file, a file repeated past the
+fast path's 128 KB. Two tiers:
 
 * `test_hostile_file`: many cases through `process.process_file` (the pure per-file read and
   normalize step of an ingest), read whole and, for append-only files, in two reads across a
@@ -153,6 +154,27 @@ CAPTURE = record({"kind": st.sampled_from(["sample", "train_op"]),
                   "samples": st.lists(SEQUENCE, max_size=3)},
                  {"seq_id": INT, "status": TEXT, "op": TEXT, "event_id": TEXT,
                   "latency_sec": FLOAT, "model_path": TEXT})
+# An eval store's files (tinker_cookbook.stores.EvalStore): an eval run's metadata, a
+# benchmark's result and its trajectories, each where the store keeps them (`runs/<id>/`).
+EVAL_RUN = "runs/e1"
+EVAL_KINDS = frozenset({"eval_metadata", "eval_result", "eval_trajectories"})
+EVAL_METADATA = record({"run_id": TEXT, "model_name": TEXT,
+                        "benchmarks": st.lists(TEXT, max_size=3), "timestamp": TEXT,
+                        "scores": st.dictionaries(TEXT, NUMBER, max_size=2)},
+                       {"checkpoint_path": st.one_of(st.none(), TEXT),
+                        "checkpoint_name": st.one_of(st.none(), TEXT),
+                        "config": st.dictionaries(TEXT, ANY, max_size=3)})
+EVAL_RESULT = record({"name": TEXT, "score": FLOAT, "num_examples": INT, "num_correct": INT},
+                     {"num_errors": INT, "num_truncated": INT, "time_seconds": FLOAT,
+                      "metrics": st.dictionaries(TEXT, NUMBER, max_size=2),
+                      "pass_at_k": st.dictionaries(TEXT, FLOAT, max_size=2)})
+EVAL_TRAJECTORY = record({"idx": INT, "example_id": TEXT, "reward": FLOAT,
+                          "turns": st.lists(record({"role": TEXT, "content": TEXT},
+                                                   {"token_count": INT}), max_size=3)},
+                         {"benchmark": TEXT, "error": st.one_of(st.none(), TEXT),
+                          "time_seconds": FLOAT,
+                          "metrics": st.dictionaries(TEXT, NUMBER, max_size=2),
+                          "logs": st.dictionaries(TEXT, SCALAR, max_size=2)})
 LOG_TEXT = st.lists(st.one_of(st.sampled_from([
     "root:791 [INFO] Command line invocation: a.py", "x.y:3 [ERROR] boom",
     "Traceback (most recent call last):", '  File "a.py", line 1', "ValueError: v", ""]),
@@ -171,7 +193,11 @@ KINDS: dict[str, tuple[str, str, st.SearchStrategy]] = {
     "code_diff": ("code.diff", "text", st.text(max_size=200)),
     "capture": ("capture/sample.jsonl", "lines", CAPTURE),
     "logs": ("logs.log", "text", LOG_TEXT),
+    "eval_metadata": (f"{EVAL_RUN}/metadata.json", "json", EVAL_METADATA),
+    "eval_result": (f"{EVAL_RUN}/gsm8k/result.json", "json", EVAL_RESULT),
+    "eval_trajectories": (f"{EVAL_RUN}/gsm8k/trajectories.jsonl", "lines", EVAL_TRAJECTORY),
 }
+RUN_KINDS = sorted(set(KINDS) - EVAL_KINDS)  # the kinds a run directory holds
 
 # ---------------------------------------------------------------------------------------------
 # Bytes: serialise, then mutate.
@@ -247,9 +273,10 @@ def mutate(draw: st.DrawFn, data: bytes) -> bytes:
 
 
 @st.composite
-def hostile_file(draw: st.DrawFn, kind: str | None = None) -> tuple[str, str, bytes]:
-    """(kind, path relative to the run, bytes)."""
-    kind = kind or draw(st.sampled_from(sorted(KINDS)))
+def hostile_file(draw: st.DrawFn, kind: str | None = None,
+                 kinds: list[str] | None = None) -> tuple[str, str, bytes]:
+    """(kind, path relative to the run or eval store, bytes); of one of `kinds` (all)."""
+    kind = kind or draw(st.sampled_from(kinds or sorted(KINDS)))
     rel, shape, records = KINDS[kind]
     ascii_only = draw(st.booleans())
     if shape == "lines":
@@ -401,7 +428,11 @@ def test_hostile_file(scratch: Path, case: tuple[str, str, bytes], split: float)
     CASES["file"] += 1
     run = scratch / f"r{CASES['file']}"
     (run / rel).parent.mkdir(parents=True, exist_ok=True)
-    if kind != "config":
+    if kind in EVAL_KINDS:  # an eval store, by its shape: runs.jsonl and a run's metadata
+        (run / "runs.jsonl").write_text('{"run_id": "e1"}\n')
+        if kind != "eval_metadata":
+            (run / EVAL_RUN / "metadata.json").write_text('{"run_id": "e1"}')
+    elif kind != "config":
         (run / "config.json").write_text("{}")
     (run / rel).write_bytes(data)
     if os.environ.get("HOSTILE_DUMP"):
@@ -501,11 +532,11 @@ def ingest_case(draw: st.DrawFn) -> list[tuple[str, Any]]:
     for _ in range(draw(st.integers(1, 4))):
         what = draw(st.sampled_from(["new_run", "append", "rewrite", "odd"]))
         if what == "new_run":
-            files = draw(st.lists(hostile_file(), min_size=1, max_size=3,
+            files = draw(st.lists(hostile_file(kinds=RUN_KINDS), min_size=1, max_size=3,
                                   unique_by=lambda c: c[1]))
             actions.append(("new_run", files))
         elif what == "append":
-            kind = draw(st.sampled_from(sorted(APPEND_ONLY & set(KINDS))))
+            kind = draw(st.sampled_from(sorted(APPEND_ONLY & set(RUN_KINDS))))
             _, _, data = draw(hostile_file(kind))
             actions.append(("append", (draw(st.sampled_from(GOOD_RUNS)), KINDS[kind][0],
                                        data)))
