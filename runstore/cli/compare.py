@@ -149,3 +149,6 @@ def compare(ctx: click.Context, metric: str, runs: str | None, group_by: str | N
     columns = list(table.column_names)
     keys = columns[1:columns.index(store.compare_axes()[x])]
     emit(table, fmt, output, whole=keys)
+    if table.num_rows == 0:  # say why, as `plot metric` does: no run in scope logs METRIC
+        for note in store.key_notes([metric], runs=runs):
+            click.echo(note, err=True)

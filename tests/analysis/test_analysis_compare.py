@@ -422,3 +422,24 @@ def test_threads_comparing_at_once_each_get_their_own_bands(
             store, a[0], group_by="learning_rate", smooth=a[1]), asked * 3))
     for a, df in zip(asked * 3, together):
         assert df.equals(alone[a]), a
+
+
+def test_the_cli_says_why_a_compare_has_no_row(demo_store: tuple[Path, runstore.Store]) -> None:
+    # A metric the store holds but no run in scope logs: an empty table (an answer), and on
+    # stderr the note `plot metric` gives, counted from the tree's own files.
+    import oracle
+    import storekit
+
+    root, store = demo_store
+    runs = {d.relative_to(root).as_posix(): d for d in oracle.run_dirs(root)}
+    sl = [n for n in runs if n.startswith("sl/")]
+    assert sl and not any(oracle.metric_series(runs[n], REWARD) for n in sl)
+    result = storekit.cli(store, "compare", REWARD, "--runs", "sl/*", "-F", "csv")
+    assert result.exit_code == 0
+    assert result.stdout == "group,step,n,n_nan,n_inf,mean,std,min,max\n"
+    assert result.stderr == (f"note: {REWARD} is logged by 0 of {len(sl)} "
+                             f"run{'s' if len(sl) != 1 else ''}\n")
+    math = [n for n in runs if n.startswith("math_rl_sweep/")]
+    assert math and all(oracle.metric_series(runs[n], REWARD) for n in math)
+    result = storekit.cli(store, "compare", REWARD, "--runs", "math_rl_sweep/*", "-F", "csv")
+    assert result.exit_code == 0 and result.stderr == "" and result.stdout.count("\n") > 1
