@@ -1,10 +1,10 @@
 """What a statement is, read from DuckDB's own parse tree (`json_serialize_sql`), without sqlglot.
 
 Contract: `serialized(con, sql)` is DuckDB's parse tree of one statement as JSON text, asked
-through the connection `con` (None when DuckDB cannot parse or serialize it). `references(con,
-sql)` names the tables and views a statement reads (CTEs left out), and `references_each(con,
-sqls)` those of several statements, parsed in one call; a body DuckDB cannot parse, or one
-nested too deeply to read, is a `QueryError`. `read_tables(tree)` is the same reading of a tree
+through the connection `con` (None when DuckDB cannot parse or serialize it).
+`references_each(con, sqls)` names the tables and views each of several statements reads (CTEs
+left out), parsed in one call; a body DuckDB cannot parse, or one nested too deeply to read, is
+a `QueryError`. `read_tables(tree)` is the same reading of a tree
 already serialized (None when it nests too deeply), which the guard uses for the queries it
 checks; `STRING` (a JSON string in the tree's text, its content the first group) and
 `unescape` are what the guard scans the text with too. The views (what each reads) and the
@@ -76,14 +76,10 @@ def _tables(node: Any, hidden: frozenset[str], found: set[str]) -> None:
             _tables(value, hidden, found)
 
 
-def references(con: Any, sql: str) -> frozenset[str]:
-    """Tables and views a query (a view body) reads, by DuckDB's parser (CTEs left out)."""
-    return references_each(con, [sql])[0]
-
-
 def references_each(con: Any, sqls: list[str]) -> list[frozenset[str]]:
-    """`references` of each of `sqls`, from one call of DuckDB's parser (one query per view
-    costs `runstore views` more than parsing them)."""
+    """The tables and views each of `sqls` (view bodies) reads, by DuckDB's parser (CTEs left
+    out), from one call of it (one query per view costs `runstore views` more than parsing
+    them)."""
     [(trees,)] = con.execute("select list_transform($q, lambda s: json_serialize_sql(s))",
                              {"q": sqls}).fetchall()
     out = []

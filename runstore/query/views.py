@@ -6,7 +6,7 @@ with the package and do not change while it runs). `parse_view(path)` reads one 
 leading `--` lines are the purpose, `-- @column name: comment` lines document the columns,
 the rest is the SELECT; `view_columns(name)` is one view's documented columns, from its
 header alone. What a view reads comes from DuckDB's own parser
-(`parsetree.references`), on a private connection that is confined and holds nothing; a cycle
+(`parsetree.references_each`), on a private connection that is confined and holds nothing; a cycle
 of views is an error; `parsed_each(paths)` parses the files not parsed yet in one call of the
 parser (a connection asks it for a level of a query's view tree at a time: one call for the
 views the query names, one for all they read, ...). Statements the library builds from
@@ -47,9 +47,16 @@ def parse_view(path: Path, parser: Any = None) -> View:
 
     `parser` is a DuckDB connection to read its dependencies with (a private one if None).
     """
-    description, columns, body = _documented(path)
-    depends = parsetree.references(parser if parser is not None else _parser(), body)
-    return View(path.stem, description, columns, body, path, tuple(sorted(depends)))
+    return _parse([path], parser)[0]
+
+
+def _parse(paths: list[Path], parser: Any) -> list[View]:
+    """The view files `paths`, what each reads from one call of DuckDB's parser."""
+    documented = [_documented(p) for p in paths]
+    depends = parsetree.references_each(parser if parser is not None else _parser(),
+                                        [body for _, _, body in documented])
+    return [View(path.stem, description, columns, body, path, tuple(sorted(reads)))
+            for path, (description, columns, body), reads in zip(paths, documented, depends)]
 
 
 def _documented(path: Path) -> tuple[str, tuple[tuple[str, str], ...], str]:
@@ -123,10 +130,7 @@ _VIEWS_LOCK = threading.Lock()
 
 def parsed(path: Path, parser: Any = None) -> View:
     """The view in `path`, parsed once per process."""
-    with _VIEWS_LOCK:
-        if path not in _PARSED:
-            _PARSED[path] = parse_view(path, parser)
-        return _PARSED[path]
+    return parsed_each([path], parser)[0]
 
 
 def view_files(directory: str) -> dict[str, Path]:
@@ -138,22 +142,16 @@ def parsed_each(paths: list[Path], parser: Any = None) -> list[View]:
     """`parsed` of each of `paths`: those not parsed yet with one call of DuckDB's parser."""
     with _VIEWS_LOCK:
         todo = [p for p in paths if p not in _PARSED]
-        if todo:
-            documented = [_documented(p) for p in todo]
-            depends = parsetree.references_each(parser if parser is not None else _parser(),
-                                                [body for _, _, body in documented])
-            for path, (description, columns, body), reads in zip(todo, documented, depends):
-                _PARSED[path] = View(path.stem, description, columns, body, path,
-                                     tuple(sorted(reads)))
+        for view in _parse(todo, parser) if todo else []:
+            _PARSED[view.path] = view
         return [_PARSED[p] for p in paths]
 
 
 def _views_in(directory: str, parser: Any = None) -> tuple[View, ...]:
     if directory not in _VIEWS:
         files = view_files(directory)
-        parsed_each(list(files.values()), parser)
-        _VIEWS[directory] = _ordered({name: parsed(path, parser)
-                                      for name, path in files.items()})
+        _VIEWS[directory] = _ordered(dict(zip(files, parsed_each(list(files.values()),
+                                                                 parser))))
     return _VIEWS[directory]
 
 
