@@ -648,9 +648,9 @@ def eval_gap(root: Path, min_evals: int = 6, margin: float = 0.05,
         for key, series in evals.items():
             if len(series) < min_evals:
                 continue
-            middle = (series[0][0] + series[-1][0]) / 2
-            first = [(s, v) for s, v in series if s < middle]
-            last = [(s, v) for s, v in series if s > middle]
+            twice_middle = series[0][0] + series[-1][0]  # exact, as Python ints are
+            first = [(s, v) for s, v in series if 2 * s < twice_middle]
+            last = [(s, v) for s, v in series if 2 * s > twice_middle]
             if not first or not last:
                 continue
             t_first = [v for s, v in train if first[0][0] <= s <= first[-1][0]]

@@ -33,21 +33,22 @@ with evals as (
     where list_contains($keys, key) and value is not null and isfinite(value)
 ),
 middles as (
-    select run_id, key, count(*) as n, (min(step) + max(step)) / 2 as middle
+    -- Twice the middle step, in HUGEINT: exact, and no overflow at steps near the int64 limits.
+    select run_id, key, count(*) as n, min(step)::hugeint + max(step) as twice_middle
     from evals
     group by run_id, key
 ),
 halves as (
     select e.run_id, e.key, any_value(m.n) as n,
-           avg(e.value) filter (where e.step < m.middle) as eval_first,
-           avg(e.value) filter (where e.step > m.middle) as eval_last,
-           var_samp(e.value) filter (where e.step < m.middle) as eval_first_var,
-           var_samp(e.value) filter (where e.step > m.middle) as eval_last_var,
-           count(*) filter (where e.step < m.middle) as h_first,
-           count(*) filter (where e.step > m.middle) as h_last,
-           min(e.step) filter (where e.step < m.middle) as first_from,
-           max(e.step) filter (where e.step < m.middle) as first_to,
-           min(e.step) filter (where e.step > m.middle) as last_from,
+           avg(e.value) filter (where 2 * e.step::hugeint < m.twice_middle) as eval_first,
+           avg(e.value) filter (where 2 * e.step::hugeint > m.twice_middle) as eval_last,
+           var_samp(e.value) filter (where 2 * e.step::hugeint < m.twice_middle) as eval_first_var,
+           var_samp(e.value) filter (where 2 * e.step::hugeint > m.twice_middle) as eval_last_var,
+           count(*) filter (where 2 * e.step::hugeint < m.twice_middle) as h_first,
+           count(*) filter (where 2 * e.step::hugeint > m.twice_middle) as h_last,
+           min(e.step) filter (where 2 * e.step::hugeint < m.twice_middle) as first_from,
+           max(e.step) filter (where 2 * e.step::hugeint < m.twice_middle) as first_to,
+           min(e.step) filter (where 2 * e.step::hugeint > m.twice_middle) as last_from,
            max(e.step) as last_to
     from evals as e
     join middles as m on m.run_id = e.run_id and m.key = e.key

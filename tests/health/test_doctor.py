@@ -432,11 +432,17 @@ def test_steps_at_the_ends_of_int64_are_judged_like_any(tmp_path: Path) -> None:
          "env/all/by_group/frac_mixed": 0.0, "async/staleness_mean": 5.0,
          "env/all/ac_tokens_per_turn": 10.0 * (i + 1), "env/all/stop/max_tokens": 0.5}
         for i, s in enumerate(steps)])
+    # An evaluator's reward falling while the training reward rises, at the last 30 steps
+    # below the top: the middle of its steps is past int64.
+    write_run(root / "evals_at_the_top", [
+        {"step": high - 29 + i, "env/all/reward/total": 0.1 * i + 0.05 * (i % 2),
+         "test/env/all/reward/total": 1.0 - 0.1 * i + 0.05 * (i % 2)} for i in range(30)])
     store = runstore.open(tmp_path / "store")
     store.ingest([root])
     result = diagnose(store, config=False)  # every finding runs
     fired = {(r["run_name"], r["finding"]) for r in result.rows}
     assert ("both_ends", "kl_spike") in fired and ("lowest", "kl_spike") in fired
+    assert ("evals_at_the_top", "eval_gap") in fired
     for name in NAMES:
         if name != "crashed":  # (file times: test_problems_match_the_oracle holds it)
             check_against_oracle(store, root, name, result=result)
