@@ -1,7 +1,7 @@
 -- no_improvement: the run's objective shows no real trend for the better over the run.
 -- The objective is `env/all/reward/total` (rising is better) for a run that logs it, else
 -- `train_mean_nll` (SL), else `dpo_loss` (DPO), falling being better; its live finite values
--- y against their steps x. With n >= `min_steps` values, the trend is the least-squares slope
+-- y against their steps x. With n >= `min_steps` values (and n >= 3), the trend is the least-squares slope
 -- b = Sxy / Sxx and the test statistic t = b / sqrt(SSE / (n - 2) / Sxx), SSE = Syy - Sxy^2 / Sxx
 -- (negated for a loss): how many standard errors the trend is for the better, so noise around
 -- a real trend does not fire and a flat noisy run does. Fires when t < `t_min` (a run whose
@@ -73,7 +73,7 @@ select r.run_id,
        case when o.run_id is null then 'logs no env/all/reward/total, train_mean_nll or dpo_loss'
             when j.run_id is null
                 then format('only {} finite values of {} (fewer than {})', coalesce(p.n, 0),
-                            o.key, $min_steps) end as missing,
+                            o.key, greatest($min_steps, 3)) end as missing,
        coalesce(j.t < $t_min, false) as fired,
        case when j.t < $t_min then j.end_first end as first_step,
        case when j.t < $t_min then j.last_step end as last_step,

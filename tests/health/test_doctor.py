@@ -514,3 +514,18 @@ def test_literal_keys_of_every_finding_are_those_sqlglot_reads() -> None:
 
     for f in CATALOGUE:
         assert literal_keys(f.sql) == keys_by_sqlglot(f.sql), f.name
+
+
+def test_a_run_too_short_for_a_trend_says_how_many_values_it_needs(tmp_path: Path) -> None:
+    """no_improvement fits a line with its standard error: it needs 3 values whatever
+    `min_steps` says, and a run with fewer is not judged with that number as the reason."""
+    root = tmp_path / "runs"
+    write_run(root / "two", [{"step": s, "env/all/reward/total": 0.1 * s} for s in range(2)])
+    store = runstore.open(tmp_path / "store")
+    store.ingest([root])
+    config = tmp_path / "runstore.toml"
+    config.write_text("[doctor.no_improvement]\nmin_steps = 1\n")
+    result = diagnose(store, config=config, only=["no_improvement"])
+    assert not result.rows
+    [why] = [m["reason"] for m in result.not_evaluated]
+    assert why == "only 2 finite values of env/all/reward/total (fewer than 3)"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import doctest
 import fnmatch
 import json
+import tomllib
 import shutil
 from datetime import timedelta, timezone
 from pathlib import Path
@@ -192,8 +193,15 @@ def test_the_kl_threshold_defaults_to_the_store_setting(tmp_path: Path,
     ("[doctor.kl_spike]\nthreshhold = 1\n", "has no param 'threshhold'; did you mean threshold?"),
     ("[doctor.kl_spike]\nthreshold = \"high\"\n", "threshold must be a finite number"),
     ("[doctor.kl_spike]\nthreshold = nan\n", "threshold must be a finite number"),
-    ("[doctor.kl_spike]\nwindow = 2.5\n", "window counts steps: a whole number >= 1"),
-    ("[doctor.kl_spike]\nwindow = 0\n", "window counts steps: a whole number >= 1"),
+    ("[doctor.kl_spike]\nwindow = 2.5\n", "window counts steps: a whole number from 1 to"),
+    ("[doctor.kl_spike]\nwindow = 0\n", "window counts steps: a whole number from 1 to"),
+    # No count of int64 steps is larger than int64 (nor would it fit the statements).
+    ("[doctor.kl_spike]\nwindow = 1e39\n", "window counts steps: a whole number from 1 to"),
+    ("[doctor.no_improvement]\nmin_steps = 9223372036854775808.0\n", "min_steps counts steps"),
+    # A value the finding's trend rule refuses names its key too.
+    ("[doctor.crashed]\nminutes = -5\n", "[doctor.crashed]: minutes: "),
+    ("[doctor.slow_steps]\nthreshold = -1\n", "[doctor.slow_steps]: threshold: "),
+    ("[doctor.reward_collapse]\nsmooth = 1\n", "[doctor.reward_collapse]: smooth: "),
     ("[doctor.kl_spike]\nenabled = \"no\"\n", "enabled must be true or false"),
     ("[doctor]\nkl_spike = 3\n", "must be a table"),
     ("doctor = 1\n", "`doctor` must be tables"),
@@ -218,13 +226,17 @@ def test_bad_runstore_toml_names_the_file_and_key(demo_store: tuple[Path, Path],
 
 @pytest.mark.parametrize("text", ["[doctor.no_improvement]\npart = 0\n",
                                   "[doctor.no_improvement]\npart = 1\n",
-                                  "[doctor.length_at_limit]\nnear_max = 1e-9\n"])
+                                  "[doctor.length_at_limit]\nnear_max = 1e-9\n",
+                                  "[doctor.kl_spike]\nwindow = 9223372036854775807\n"])
 def test_params_at_the_edges_of_their_range_are_taken(demo_store: tuple[Path, Path],
                                                       tmp_path: Path, text: str) -> None:
     name, key = text.split("]")[0][len("[doctor."):], text.split("\n")[1].split(" =")[0]
-    value = float(text.split("= ")[1])
-    assert doctor_config(runstore.open(demo_store[1]),
-                         write_toml(tmp_path, text)).params[name][key] == value
+    value = tomllib.loads(text)["doctor"][name][key]
+    path = write_toml(tmp_path, text)
+    assert doctor_config(runstore.open(demo_store[1]), path).params[name][key] == value
+    # ... and the statements take it: the finding is judged with it.
+    result = diagnose(runstore.open(demo_store[1]), config=path, only=[name])
+    assert result.runs > 0 and result.config.params[name][key] == value
 
 
 def test_the_command_reads_runstore_toml_beside_the_store(demo_store: tuple[Path, Path],

@@ -16,7 +16,7 @@ enabled = false       # leave the finding out
 ```
 
 A finding name the catalogue lacks, a param the finding lacks, a value that is not a finite
-number (a whole number >= 1 for a count such as `window`), a value outside the param's bounds
+number (a whole number from 1 to INT64_MAX for a count such as `window`), a value outside the param's bounds
 (`in [0, 1]`, `above 0`: catalogue.Bounds), a value the finding's trend rule
 refuses (`trend_rule`: a smoothing weight outside [0, 1), say) or an `enabled` that is not true
 or false is a `UsageError` naming the file and the key (and the closest names). `config=False`
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import StoreNotFound, UsageError
+from ...numbers import INT64_MAX
 from ..config import config_path, read_toml
 from ..rules import DEFAULT_KL_THRESHOLD
 from .catalogue import CATALOGUE, NAMES, Finding, Param
@@ -109,7 +110,9 @@ def doctor_config(store: "Reader | None" = None,
         try:
             trend_rule(finding, params[name])
         except UsageError as e:
-            raise UsageError(f"{where}: {e}") from None
+            # The rule refused a value this table set (the defaults make a valid rule).
+            keys = [k for k in ("threshold", "minutes", "smooth") if k in table]
+            raise UsageError(f"{where}: {' and '.join(keys)}: {e}") from None
     return DoctorConfig(params, frozenset(disabled), path, overridden)
 
 
@@ -139,8 +142,10 @@ def _value(where: str, finding: Finding, key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
             or not math.isfinite(value):
         raise UsageError(f"{where}: {key} must be a finite number, got {value!r}")
-    if param.whole and (not float(value).is_integer() or value < 1):
-        raise UsageError(f"{where}: {key} counts steps: a whole number >= 1, got {value!r}")
+    if param.whole and (not float(value).is_integer() or not 1 <= value <= INT64_MAX):
+        # Steps are int64: no count of them is larger (nor does one fit the statements).
+        raise UsageError(f"{where}: {key} counts steps: a whole number from 1 to {INT64_MAX}, "
+                         f"got {value!r}")
     if param.bounds is not None and not param.bounds.holds(value):
         raise UsageError(f"{where}: {key} must be {param.bounds.text}, got {value!r} "
                          f"(the default is {param.default})")
