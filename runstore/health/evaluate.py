@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .. import families
 from ..errors import UsageError
+from ..printable import printable
 from ..query.keys import family
 from ..query.rows import Rows, from_relation
 from ..storage.schema import F64, I64, STR, arrow_type
@@ -296,7 +297,11 @@ class CheckResult:
 
     def summary(self) -> str:
         """One line for people (and CI summaries), fired or not, e.g.
-        `kl_sample_train_v1|v2 > 0.01 fired for 0 of 23 runs (21 checked, 2 without KL)`."""
+        `kl_sample_train_v1|v2 > 0.01 fired for 0 of 23 runs (21 checked, 2 without KL)`.
+        One line whatever a rule's name or the scope holds (`printable`)."""
+        return printable(self._summary())
+
+    def _summary(self) -> str:
         where = f" matching {self.scope!r}" if self.scope is not None else ""
         since = f" from step {self.since_step}" if self.since_step is not None else ""
         total = f"{self.runs} run{'s' if self.runs != 1 else ''}{where}"

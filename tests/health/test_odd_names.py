@@ -97,3 +97,24 @@ def test_explain_names_each_run_on_one_line(odd: tuple[Path, runstore.Store],
     assert not controls(got.output), repr(got.output)
     lines = [line for line in got.output.splitlines() if "not evaluated: " in line]
     assert len(lines) == len(ODD_NAMES), lines
+
+
+def test_summary_lines_show_what_names_and_patterns_hold(odd: tuple[Path, runstore.Store],
+                                                        tmp_path: Path) -> None:
+    """The one line on stderr that counts what `doctor` found or `check` fired stays one
+    line, with no control character obeyed, whatever the RUN patterns given or a rule's name
+    in runstore.toml hold."""
+    root, _ = odd
+    store = tmp_path / "store"
+    assert cli(store, "ingest", str(root), "--quiet").exit_code == 0
+    doctor = cli(store, "doctor", "--finding", "kl_spike", "-F", "csv", *ODD_NAMES)
+    assert doctor.exit_code == 1, doctor.output
+    assert not controls(doctor.stderr) and len(doctor.stderr.splitlines()) == 1, doctor.stderr
+    assert f"in {len(ODD_NAMES)} of {len(ODD_NAMES)} runs matching" in doctor.stderr
+    (tmp_path / "runstore.toml").write_text(
+        '[check]\ndefault_rules = false\n\n[[check.rule]]\nmetric = "optim/kl_sample_train_v1"\n'
+        'op = ">"\nvalue = 0.01\nname = "k\\u0000l \\u001b[31mred \\r\\n line"\n')
+    check = cli(store, "check", "-F", "csv")
+    assert check.exit_code == 1, check.output
+    assert not controls(check.stderr) and len(check.stderr.splitlines()) == 1, check.stderr
+    assert f"fired for {len(ODD_NAMES)} of {len(ODD_NAMES)} runs" in check.stderr

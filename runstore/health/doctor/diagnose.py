@@ -101,8 +101,9 @@ class Diagnosis:
                                                        else pa.string()) for c in columns]))
 
     def summary(self) -> str:
-        """One line: how many findings of each severity, in how many of the runs looked at."""
-        where = f" matching {' '.join(self.scope)}" if self.scope else ""
+        """One line: how many findings of each severity, in how many of the runs looked at
+        (the RUN patterns given shown, not obeyed: `printable`)."""
+        where = f" matching {printable(' '.join(self.scope))}" if self.scope else ""
         runs = f"{self.runs} run{'s' if self.runs != 1 else ''}{where}"
         if not self.rows:
             return f"no findings in {runs} ({len(self.findings)} findings checked)"
