@@ -62,7 +62,8 @@ def doctor(ctx: click.Context, runs: tuple[str, ...], explain: bool, only: tuple
         width = shutil.get_terminal_size((100, 24)).columns if output is None else 100
         write_text(render_findings(found.rows, width), output)
     else:
-        emit(found.arrow() if chosen == "parquet" else found.table(), fmt, output)
+        emit(found.arrow() if chosen == "parquet" else found.table(), fmt, output,
+             whole=found.whole_columns)
     click.echo(found.summary(), err=True)
     if explain:
         text = found.explain()

@@ -150,6 +150,22 @@ def test_every_statement_runs_as_printed(demo_store: tuple[Path, Path]) -> None:
         assert shown.exit_code == 0 and json.loads(shown.stdout), row["statement"]
 
 
+def test_markdown_cuts_no_finding_text(demo_store: tuple[Path, Path]) -> None:
+    """The markdown format cuts long cells, but not a finding's evidence, what to try and
+    statement: each is the json format's, whole (a cut statement does not run)."""
+    rows = json.loads(run(demo_store[1], "-F", "json").stdout)
+    lines = run(demo_store[1], "-F", "markdown").stdout.splitlines()
+    names = [c.strip() for c in lines[0].strip("|").split(" | ")]
+    cells = [dict(zip(names, (c.strip().replace("\\|", "|") for c in line[2:-2].split(" | "))))
+             for line in lines[2:]]  # a cell's `|` is written `\|`
+    assert len(cells) == len(rows) > 0
+    long = [r for r in rows if max(len(r["statement"]), len(r["evidence"])) > 200]
+    assert long, "the demo's findings hold text longer than a markdown cell"
+    for row, cell in zip(rows, cells):
+        for column in ("evidence", "to_try", "statement"):
+            assert cell[column] == row[column], (column, cell[column])
+
+
 # ---------------------------------------------------------------------------------------------
 # runstore.toml
 

@@ -7,7 +7,8 @@ Its rows carry `run_id` before the CLI's columns.
 
 `doctor` is `runstore doctor` (`Store.diagnosis`: the same catalogue, runstore.toml's
 thresholds, the same rows worst first and the same one-line summary) with `run_id` before
-the CLI's columns (each `statement` whole, in markdown too: the sql tool runs it), and states
+the CLI's columns (each `statement`, `evidence` and `to_try` whole, in markdown too, as
+the CLI writes them: the sql tool runs the statement), and states
 the exit status the command would have: 0 when no finding is an error, 1 when one is, 2 for
 an error. `explain` adds what `--explain` prints (each finding's
 thresholds, the runs it could not judge and why, its SQL). `findings_of` is the findings of
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 CheckLimit = limit(100, 2000, "fired (run, rule) rows")
 FINDING_SHOWN = ("finding", "severity", "first_step", "last_step", "evidence", "to_try")
 FindingLimit = limit(100, 2000, "findings")
-WHOLE = ("statement",)  # SQL for the sql tool to run: a statement cut short does not run
 
 Rules = Annotated[Optional[list[str]], Field(
     description="Rules to check besides the default KL rule: METRIC OP NUMBER (OP: > >= < <=), "
@@ -119,7 +119,7 @@ class DoctorTools(Toolbox):
         out.line(found.summary())
         if rows.num_rows:
             out.table(rows.slice(offset, limit), Page(offset, limit, rows.num_rows),
-                      fmt=format, what="findings", whole=WHOLE)
+                      fmt=format, what="findings", whole=found.whole_columns)
         if explain:
             out.text(found.explain(), more="ask for fewer findings with finding=[...]")
         return out.render()

@@ -53,6 +53,9 @@ if TYPE_CHECKING:
 ROW_COLUMNS = ("run_id", "run_name", "finding", "severity", "first_step", "last_step",
                "evidence", "to_try", "statement", "facts")
 SHOWN_COLUMNS = ROW_COLUMNS[1:-1]  # what the command prints: no run_id, no facts
+# The text a finding is, never cut by a format that cuts long cells (markdown): a cut
+# statement does not run, a cut evidence loses its numbers.
+WHOLE_COLUMNS = ("evidence", "to_try", "statement")
 # The lists a trend finding reads, by rule kind: the columns of the fired rows.
 TREND_LISTS = {"drop": ("run_id", "first_step", "last_step", "peak", "latest"),
                "rise": ("run_id", "first_step", "last_step", "peak", "latest"),
@@ -71,6 +74,7 @@ class Diagnosis:
     scope: tuple[str, ...] | None = None  # the RUN patterns given
     partial: dict[str, str] = field(default_factory=dict)  # finding -> what it lacked
     shown_columns: ClassVar[tuple[str, ...]] = SHOWN_COLUMNS  # what `runstore doctor` prints
+    whole_columns: ClassVar[tuple[str, ...]] = WHOLE_COLUMNS  # cut by no format
 
     @property
     def errors(self) -> int:
