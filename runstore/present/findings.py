@@ -5,8 +5,10 @@ Contract: `render_findings(rows, width)` takes the doctor's rows (dicts with `se
 order to print) and returns one block per row: a head line (the severity in capitals, the run,
 the finding, its steps), then the evidence, `try:` the next thing to try and `show:` a
 `runstore sql` command line that prints the evidence, each wrapped to `width` columns with
-nothing cut. The SQL is quoted for a POSIX shell (double quotes when it holds none of `"$\\``,
-as the doctor's statements do, else `shlex.quote`). No rows: an empty string.
+nothing cut. The command line is never broken inside a quoted SQL string or name, so that
+the lines pasted run as printed. The SQL is quoted for a POSIX shell (double quotes when it
+holds none of `"$\\``, as the doctor's statements do, else `shlex.quote`). No rows: an
+empty string.
 `finding_text(row)` is one finding as one line (`runstore ingest --watch --doctor`). Control
 characters (a run named with a newline or a terminal escape) are shown, not obeyed
 (`printable`), so a finding's line stays one line.
@@ -21,6 +23,10 @@ from typing import Any, Sequence
 from ..printable import printable
 
 INDENT = "  "
+# Stands for a space inside a quoted SQL string or name while a line is wrapped: a command
+# line broken there would run with a newline in a run's name. Not whitespace, and a character
+# no finding's text holds (private use; `printable` leaves it).
+_KEPT_SPACE = "\ue000"
 
 
 def shell_quoted(sql: str) -> str:
@@ -28,6 +34,18 @@ def shell_quoted(sql: str) -> str:
     if not any(c in sql for c in '"$`\\!'):
         return f'"{sql}"'
     return shlex.quote(sql)
+
+
+def _spaces_kept(sql: str) -> str:
+    """`sql` with each space inside a '...' string or a "..." name as `_KEPT_SPACE`."""
+    out, quote = [], None
+    for c in sql:
+        if quote is None and c in "'\"":
+            quote = c
+        elif c == quote:
+            quote = None  # a doubled quote closes and opens again: still inside
+        out.append(_KEPT_SPACE if c == " " and quote else c)
+    return "".join(out)
 
 
 def _steps(first: Any, last: Any) -> str:
@@ -52,13 +70,13 @@ def render_findings(rows: Sequence[dict[str, Any]], width: int = 100) -> str:
         head = "  ".join(p for p in (str(r["severity"]).upper().ljust(label), r["run_name"],
                                      r["finding"], _steps(r["first_step"], r["last_step"])) if p)
         out.append(printable(head))
-        for prefix, text in (("", r["evidence"]), ("try: ", r["to_try"]),
-                             ("show: ", f"runstore sql {shell_quoted(r['statement'])}")):
+        show = f"runstore sql {shell_quoted(_spaces_kept(r['statement']))}"
+        for prefix, text in (("", r["evidence"]), ("try: ", r["to_try"]), ("show: ", show)):
             if not text:
                 continue
-            out += textwrap.wrap(printable(prefix + text), width=max(width, 40),
-                                 initial_indent=INDENT,
-                                 subsequent_indent=INDENT + " " * len(prefix),
-                                 break_long_words=False, break_on_hyphens=False)
+            out += [line.replace(_KEPT_SPACE, " ") for line in textwrap.wrap(
+                printable(prefix + text), width=max(width, 40), initial_indent=INDENT,
+                subsequent_indent=INDENT + " " * len(prefix), break_long_words=False,
+                break_on_hyphens=False)]
         out.append("")
     return "\n".join(out)

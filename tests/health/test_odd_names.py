@@ -118,3 +118,38 @@ def test_summary_lines_show_what_names_and_patterns_hold(odd: tuple[Path, runsto
     assert check.exit_code == 1, check.output
     assert not controls(check.stderr) and len(check.stderr.splitlines()) == 1, check.stderr
     assert f"fired for {len(ODD_NAMES)} of {len(ODD_NAMES)} runs" in check.stderr
+
+
+def test_a_show_line_pasted_at_any_width_runs_as_printed(odd: tuple[Path, runstore.Store]
+                                                         ) -> None:
+    """The doctor's `show:` command line, wrapped to any terminal width and pasted as it is
+    (its lines joined by newlines), is the same command: a POSIX shell's words (shlex) are
+    `runstore sql STATEMENT`, the statement whole (a break inside a quoted run name would
+    put a newline in the name)."""
+    import shlex
+
+    from sqlglot.dialects.duckdb import DuckDB
+
+    from runstore.present.findings import render_findings
+
+    Tokenizer = DuckDB.Tokenizer
+
+    rows = diagnose(odd[1], config=False, only=["kl_spike"]).rows
+    assert any("  " in r["statement"] for r in rows)  # "two  spaces" is named in one
+    for width in range(40, 121):
+        lines = render_findings(rows, width).splitlines()
+        starts = [i for i, line in enumerate(lines) if line.startswith("  show: ")]
+        assert len(starts) == len(rows)
+        for row, i in zip(rows, starts):
+            block = [lines[i][len("  show: "):]]
+            for line in lines[i + 1:]:
+                if not line.startswith(" " * len("  show: ")):
+                    break
+                block.append(line.strip())
+            words = shlex.split("\n".join(block))
+            assert words[:2] == ["runstore", "sql"] and len(words) == 3, (width, words)
+            # A break inside the shell's quotes is a newline in the SQL: the same statement
+            # only where it is whitespace between tokens (sqlglot's), in no string or name.
+            sql = words[2]
+            assert not any("\n" in t.text for t in Tokenizer().tokenize(sql)), (width, sql)
+            assert sql.replace("\n", " ") == row["statement"], width
