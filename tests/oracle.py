@@ -1085,7 +1085,10 @@ def log_facts(run: Path) -> dict[str, Any]:
         elif _GROUP_START.match(lines[i]) and not open_frame:
             starts.append(i)
             open_frame = True
-    starts.sort()
+    # Only a traceback an ERROR or CRITICAL record logged (or one before any record): one in
+    # another record is text the run logged (a transcript, a warning of a retried call).
+    first = commands[-1] if commands else 0
+    starts = sorted(i for i in starts if _level_of(lines, i, first) in (None, "ERROR", "CRITICAL"))
     for at in reversed(starts):
         group = _GROUP_START.match(lines[at])
         error = (_group_error(lines, at, len(group.group(1))) if group
@@ -1100,6 +1103,12 @@ def _record_of(lines: list[str], at: int, start: int) -> int | None:
     """The 1-based line number of the record header the line at index `at` belongs to (the
     last one at or before it, from index `start` on); None when it has none."""
     return next((i + 1 for i in range(at, start - 1, -1) if _RECORD.match(lines[i])), None)
+
+
+def _level_of(lines: list[str], at: int, start: int) -> str | None:
+    """The level of the record the line at index `at` belongs to (None when it has none)."""
+    at_record = _record_of(lines, at, start)
+    return None if at_record is None else lines[at_record - 1].split(" [", 1)[1].split("]")[0]
 
 
 def log_ends_in_error(run: Path) -> bool:

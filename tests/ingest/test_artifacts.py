@@ -630,6 +630,7 @@ def test_hostile_logs_and_eval_files(tmp_path: Path) -> None:
     (run / "metrics.jsonl").write_text('{"step": 0, "loss": 1.0}\n')
     (run / "logs.log").write_bytes(b"root:791 [INFO] Command line invocation: a.py \xff\xfe\n"
                                    b"\x00nul and \x1b[31mcolour\n"
+                                   b"x.main:9 [ERROR] failed \xc3\n"
                                    b"Traceback (most recent call last):\n"
                                    b'  File "x.py", line 1, in <module>\n'
                                    b"ValueError: bad \xc3\n")
@@ -652,7 +653,7 @@ def test_hostile_logs_and_eval_files(tmp_path: Path) -> None:
                      "evals/runs/b/metadata.json"], report.warnings
     assert store.sql("select command, last_error from runs").row(0) == (
         "a.py \ufffd\ufffd", "ValueError: bad \ufffd")
-    assert store.sql("select count(*) as n from run_logs")["n"][0] == 5
+    assert store.sql("select count(*) as n from run_logs")["n"][0] == 6
     assert store.sql("select eval_run_id, model_name, benchmarks from eval_runs").rows() == \
         [("b", None, None)]
     assert store.sql("select score from eval_results").rows() == [(None,)]
@@ -692,6 +693,8 @@ LOG_PIECES = [
     "tinker_cookbook.rl.train:1513 [INFO] [training_loop] Step 3: Will train on batch",
     "tinker_cookbook.rl.rollout_strategy:248 [WARNING] Trajectory failed (RuntimeError)",
     "tinker_cookbook.recipes.chat_sl.sweep.runner:202 [ERROR] Run failed: x",
+    "tinker_cookbook.rl.train:88 [CRITICAL] Giving up",
+    "tinker_cookbook.rl.train:271 [INFO] Trajectory Group",
     "tinker_cookbook.utils.ml_log:317 [INFO] ",
     "Traceback (most recent call last):",
     '  File "a.py", line 1, in <module>',
@@ -736,6 +739,33 @@ def test_logs_read_in_pieces_equal_one_read_and_the_oracle(lines: list[str],
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "logs.log").write_bytes(data)
         assert run_facts.log_facts(whole_state) == oracle.log_facts(Path(d))
+
+
+def test_only_a_traceback_an_error_record_logs_is_the_last_error(tmp_path: Path) -> None:
+    """A traceback in an INFO record (a tool's error in a rollout's transcript) or a WARNING
+    (a retried call logged with its traceback) is text the run logged, not the error it met:
+    `last_error` stays the ERROR record's, however many such records come after it."""
+    from runstore.ingest import run_facts
+    from runstore.ingest.normalize import logs
+
+    tool_error = ("Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n"
+                  "ZeroDivisionError: division by zero\n")
+    text = ("root:791 [INFO] Command line invocation: train.py\n"
+            "tinker_cookbook.recipes.chat_sl.sweep.runner:202 [ERROR] Run failed: x\n"
+            "Traceback (most recent call last):\n  File \"a.py\", line 1, in <module>\n"
+            "OSError: [Errno 28] No space left on device\n"
+            "tinker_cookbook.rl.train:271 [INFO] Trajectory Group\n<|im_start|> tool\n"
+            + tool_error +
+            "tinker_cookbook.rl.rollout_strategy:248 [WARNING] Trajectory failed, retrying\n"
+            + tool_error.replace("ZeroDivisionError: division by zero",
+                                 "RuntimeError: sandbox exited"))
+    (tmp_path / "logs.log").write_text(text)
+    state: dict[str, Any] = {}
+    logs.normalize(text.encode(), 1, state)
+    want = {"last_error": "OSError: [Errno 28] No space left on device", "last_error_line": 2}
+    facts = run_facts.log_facts(state)
+    assert {k: facts[k] for k in want} == want
+    assert {k: oracle.log_facts(tmp_path)[k] for k in want} == want
 
 
 def test_an_exception_groups_record_is_its_last_errors(tmp_path: Path) -> None:

@@ -31,8 +31,11 @@ the `runs` row keeps (read from the state by `ingest.run_facts`):
   TaskGroup (2 sub-exceptions): OSError: [Errno 28] No space left on device; ValueError:
   bad`; `...; 59 more`); a group nested in it counts by its own exception line. A new
   command line (the process started again) clears it. A traceback cut short by the next log
-  record leaves it as it was. Anything else — a sweep's next `Configuration:` block, tables,
-  warnings — never sets it;
+  record leaves it as it was. Only a traceback in an `ERROR` or `CRITICAL` record (what
+  `logger.exception` logs), or before the first record, counts: one in any other record is
+  text the run logged (a warning of a retried call with its traceback, a tool's error shown
+  in an `INFO` transcript of a rollout). Anything else — a sweep's next `Configuration:`
+  block, tables, warnings — never sets it;
 * `last_error_line`: the `record_line` of the record whose traceback set `last_error` (null
   with it, or when the traceback came before any record). When it is the log's last record,
   the process logged the exception and nothing after it: the doctor's `crashed` reads that.
@@ -58,6 +61,10 @@ CHAINED = ("During handling of the above exception, another exception occurred:"
 GROUP_TRACEBACK = "Exception Group Traceback (most recent call last):"
 FRAMED = re.compile(r"^( *)[|+](?: (.*)|-.*)$")
 SUBS_SHOWN = 5  # a group's sub-exceptions named in its last error; the rest are counted
+# The levels of a record whose traceback is an error the run met (`logger.exception`,
+# `logger.error(..., exc_info=True)`, `logger.critical`): a traceback in any other record is
+# text it logged (a warning of a retried call, a tool's output in a transcript).
+ERROR_LEVELS = ("ERROR", "CRITICAL")
 
 
 def _lines(data: bytes) -> list[str]:
@@ -82,21 +89,22 @@ def normalize(data: bytes, first_line: int, state: dict[str, Any]) -> dict[str, 
         if head is not None:
             logger, level, record = head.group(1), head.group(3), line_no
             message = head.group(4)
-            in_tb = message == TRACEBACK  # a traceback cut short by a record ends here
+            # A traceback cut short by a record ends here.
+            in_tb = message == TRACEBACK and level in ERROR_LEVELS
             state["group"] = None
             if message.startswith(COMMAND):
                 if state.get("command") is None:
                     state["command"] = message[len(COMMAND):]
                 state["last_error"] = state["last_error_line"] = None  # a new process
         elif line == TRACEBACK:
-            in_tb = True
+            in_tb = level is None or level in ERROR_LEVELS
             state["group"] = None  # a line outside a group's frame ends it
         elif in_tb and line and not line[0].isspace() and line not in CHAINED:
             # the exception line closes the traceback
             state["last_error"], state["last_error_line"] = line, record
             in_tb = False
             state["group"] = None
-        else:
+        elif level is None or level in ERROR_LEVELS:
             in_tb = _in_group(line, in_tb, state, record)
         cols["line_no"].append(line_no)
         cols["level"].append(level)
