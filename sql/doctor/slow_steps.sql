@@ -72,7 +72,12 @@ left join fired as f on f.run_id = r.run_id
 left join grown as g on g.run_id = r.run_id
 
 -- name: evidence
-select step, name, duration_s
+-- The step time the rule read (`time/total`) and the top-level spans, from 10 steps before.
+select step, key as name, value as seconds
+from metrics
+where run_id = $run_id and key = 'time/total' and step between $first_step - 10 and $last_step
+union all
+select step, name, duration_s as seconds
 from spans
 where run_id = $run_id and depth = 0 and step between $first_step - 10 and $last_step
 order by step, name

@@ -529,3 +529,18 @@ def test_a_run_too_short_for_a_trend_says_how_many_values_it_needs(tmp_path: Pat
     assert not result.rows
     [why] = [m["reason"] for m in result.not_evaluated]
     assert why == "only 2 finite values of env/all/reward/total (fewer than 3)"
+
+
+def test_slow_steps_shows_the_step_time_it_read(tmp_path: Path) -> None:
+    """slow_steps reads `time/total`: its statement shows those values (from 10 steps before
+    the first step on), also for a run that logs no spans."""
+    root = tmp_path / "runs"
+    times = [1.0] * 15 + [9.0] * 3
+    write_run(root / "slow", [{"step": s, "time/total": t} for s, t in enumerate(times)])
+    store = runstore.open(tmp_path / "store")
+    store.ingest([root])
+    [row] = [r for r in diagnose(store, config=False, only=["slow_steps"]).rows]
+    shown = store.sql(row["statement"])
+    want = [(s, "time/total", t) for s, t in enumerate(times)
+            if row["first_step"] - 10 <= s <= row["last_step"]]
+    assert want and shown.rows() == want
