@@ -13,7 +13,8 @@ the doctor's statements), and bounded twice:
 * characters: the whole answer holds at most `max_chars` characters (`DEFAULT_CHARS` unless
   the call or `runstore mcp --max-chars` says otherwise; `MIN_CHARS`..`MAX_CHARS`). A table
   keeps the whole rows that fit and says where it stopped and which offset continues it; any
-  other text (`Answer.text`) is cut at the end with the count of characters left out.
+  other text (`Answer.text`) is cut at the end with the count of characters left out. An
+  error result is too (`error`): one that quotes a long query or value is cut likewise.
 
 `Answer` collects an answer's parts in order (`line`, `text`, `table`) and `render()` joins
 them within the budget: the parts that fit whole, then as much of the next as fits (a table
@@ -134,6 +135,16 @@ class Answer:
                     break
             used += len(out[-1]) + 1
         return "\n".join(out + notices + self.notes).rstrip("\n") + "\n", cut
+
+
+def error(text: str, max_chars: Any = None) -> str:
+    """An error result's text within the call's `max_chars` (`DEFAULT_CHARS` when it has
+    none that is a valid cap): an error echoing a long query or value is cut like any
+    answer, its cause (which comes first) kept, and says so."""
+    cap = (max_chars if isinstance(max_chars, int) and not isinstance(max_chars, bool)
+           and MIN_CHARS <= max_chars <= MAX_CHARS else DEFAULT_CHARS)
+    return Answer(max_chars=cap).text(
+        text, more="the error quotes a long argument; send a shorter one").render().rstrip("\n")
 
 
 def _render_table(t: _Table, room: int) -> tuple[str, str | None, bool]:

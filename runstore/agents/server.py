@@ -30,7 +30,7 @@ import functools
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from .answer import DEFAULT_CHARS
+from .answer import DEFAULT_CHARS, error
 from .tools import TOOLBOXES, State
 
 if TYPE_CHECKING:
@@ -93,16 +93,21 @@ class CallCheck:
     """Middleware: a `tools/call` naming no tool, an unknown argument or a value the schema
     refuses is answered with an error result saying what to send (see the module)."""
 
-    def __init__(self, published: list["Tool"]):
+    def __init__(self, published: list["Tool"], max_chars: int = DEFAULT_CHARS):
         self.tools = {t.name: t for t in published}
+        self.max_chars = max_chars  # the server's cap, for a call that gives none
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         if ctx.method == "tools/call" and isinstance(ctx.params, dict):
-            problem = self.problem(ctx.params.get("name"), ctx.params.get("arguments") or {})
+            arguments = ctx.params.get("arguments") or {}
+            problem = self.problem(ctx.params.get("name"), arguments)
             if problem is not None:
                 from mcp_types import CallToolResult, TextContent
 
-                return CallToolResult(content=[TextContent(type="text", text=problem)],
+                cap = arguments.get("max_chars") if isinstance(arguments, dict) else None
+                cap = cap if isinstance(cap, int) else self.max_chars
+                return CallToolResult(content=[TextContent(type="text",
+                                                           text=error(problem, cap))],
                                       is_error=True)
         return await call_next(ctx)
 
@@ -152,7 +157,7 @@ def build(store: str | None = None, *, max_chars: int = DEFAULT_CHARS,
                   memory_limit=memory_limit)
     published = tools(state)
     return MCPServer(NAME, title="runstore", version=__version__, instructions=INSTRUCTIONS,
-                     tools=published, middleware=[CallCheck(published)],
+                     tools=published, middleware=[CallCheck(published, max_chars)],
                      log_level="DEBUG" if debug else "WARNING")
 
 

@@ -442,6 +442,29 @@ def test_no_answer_passes_its_character_cap(session: McpSession, tool: str, args
         assert text == whole
 
 
+LONG = "x" * 60_000
+
+
+@pytest.mark.parametrize("tool, args", [
+    ("sql", {"query": f"select '{LONG}' order by"}),  # a syntax error quoting the query
+    ("sql", {"query": "select $a::integer", "params": {"a": LONG}}),
+    ("list_runs", {"where": f"run_name = '{LONG}' and"}),
+    ("describe_run", {"run": LONG}),
+    ("doctor", {"runs": [LONG]}),
+    ("views", {"name": LONG}),
+    ("no_such_tool" + LONG, {}),
+    ("views", {LONG: 1}),  # an unknown argument
+])
+@pytest.mark.parametrize("cap", [1000, 3000])
+def test_no_error_passes_its_character_cap(session: McpSession, tool: str, args: dict[str, Any],
+                                           cap: int) -> None:
+    """An error quoting a long query or value is held to the call's cap as an answer is, its
+    cause first and the cut said."""
+    text = session.error(tool, {**args, "max_chars": cap})
+    assert text.startswith("Error: ") and len(text) <= cap, (len(text), text[:300])
+    assert "character cap" in text, text[-300:]
+
+
 def test_the_server_cap_is_the_default(store: Path) -> None:
     with McpSession(store, "--max-chars", "1200") as s:
         assert len(s.ok("metric_keys", {"limit": 2000})) <= 1200

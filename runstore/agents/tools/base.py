@@ -6,7 +6,8 @@ Contract: a `Toolbox` is built with the server's `State` (the store location, op
 rendered); a `RunstoreError` it raises becomes an error result `Error: <message>` (the
 message says what to send instead, as on the command line), and anything else an error result
 `Error: unexpected <type>: <message> (a runstore bug...)` with the traceback on stderr only
-under `--debug`, so the agent always gets one clear line and the server keeps serving.
+under `--debug`, so the agent always gets one clear line and the server keeps serving. An
+error result is held to the call's character cap as any answer is (`answer.error`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ...errors import RunstoreError, one_line
-from ..answer import DEFAULT_CHARS, Answer
+from ..answer import DEFAULT_CHARS, Answer, error
 
 if TYPE_CHECKING:
     from ...store import Store
@@ -68,6 +69,7 @@ def tool(title: str) -> Callable[[F], F]:
                 text = (f"Error: unexpected {type(e).__name__}: {one_line(e)} (a runstore bug, "
                         "or a fault of the machine; run `runstore --debug mcp` for the "
                         "traceback and report it)")
+            text = error(text, kwargs.get("max_chars") or self.state.max_chars)
             return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
         run.__runstore_tool__ = title  # type: ignore[attr-defined]
