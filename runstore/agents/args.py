@@ -18,6 +18,9 @@ from pydantic import Field
 from ..numbers import INT64_MAX
 from .answer import MAX_CHARS, MIN_CHARS
 
+# The time limit of user SQL (the sql tool's queries, list_runs' `where`) unless a call says.
+DEFAULT_TIMEOUT_S = 30.0
+
 RUN_TEXT = ("a run_id (or a unique prefix of 4+ characters), a run_name, the run's directory, "
             "or a GLOB matching one run_name (`*` matches `/` too)")
 

@@ -128,6 +128,22 @@ def test_a_query_past_its_time_limit_is_stopped(demo: Any) -> None:
     assert session.ok("sql", {"query": "select 42 as x", "format": "csv"}).startswith("x\n42\n")
 
 
+def test_a_where_past_the_time_limit_is_stopped(ui_demo: tuple[Path, Path],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """list_runs' `where` is user SQL with the sql tool's time limit (its default here made
+    1 s, in the process calling the tool, for a test that does not wait 30 s)."""
+    from runstore.agents.tools import runs
+    from runstore.agents.tools.base import State
+
+    monkeypatch.setattr(runs, "DEFAULT_TIMEOUT_S", 1.0)
+    box = runs.RunTools(State(str(ui_demo[1])))
+    slow = "levenshtein(repeat(run_id, 3000), repeat(kind, 20000)) > 0"
+    result = box.list_runs(where=slow)
+    assert result.is_error, result
+    assert "query stopped after 1 s (its time limit)" in result.content[0].text
+    assert "runs matching where=" in box.list_runs(where="kind = 'rl'")  # a worker answers on
+
+
 def test_a_query_past_the_memory_limit_fails_naming_it(ui_demo: tuple[Path, Path]) -> None:
     tree, store = ui_demo
     with McpSession(store, "--memory-limit", "300MB") as session:

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from ...errors import UsageError
 from ...kinds import RUN_KINDS
-from ..args import MaxChars, Offset, Run, Runs, TextFormat, limit
+from ..args import DEFAULT_TIMEOUT_S, MaxChars, Offset, Run, Runs, TextFormat, limit
 from .base import Toolbox, tool
 from .common import Smooth, X, page, run_header, said
 
@@ -72,10 +72,12 @@ class RunTools(Toolbox):
         wanted = list(columns) if columns else [c for c in store.run_columns() if c != "run_name"]
         asked = ["run_id", *[c for c in wanted if c != "run_id"]]
         extra = ["status"] if status and "status" not in asked else []
-        # A `where` is user SQL: it runs where the sql tool's queries run (a capped worker).
+        # A `where` is user SQL: it runs as the sql tool's queries run (a capped worker, the
+        # sql tool's default time limit).
+        user = where is not None
         frame = pl.from_arrow(store.arrow(*store.runs_query(
             kind=kind, runs=runs, where=where, columns=[*asked, *extra]),
-            isolated=where is not None))
+            isolated=user, timeout=DEFAULT_TIMEOUT_S if user else None))
         assert isinstance(frame, pl.DataFrame)
         if status:
             frame = frame.filter(pl.col("status") == status).select(asked)

@@ -25,7 +25,7 @@ from pydantic import Field
 from ...errors import QueryError
 from ...store.catalog import spelled
 from ..answer import Page
-from ..args import MaxChars, Offset, TextFormat, limit
+from ..args import DEFAULT_TIMEOUT_S, MaxChars, Offset, TextFormat, limit
 from .base import Toolbox, tool
 from .common import cut
 
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from ...store.base import View
 
 RowLimit = limit(100, 10000, "rows")
-DEFAULT_TIMEOUT_S = 30.0
 PAGE_BYTES = 8 << 20  # Arrow bytes of one page at most, however wide its rows
 DESCRIPTION_SHOWN = 240  # characters of a view's purpose in the list of views
 SEE_VIEWS = ("this tool reads the store's own tables and views only: `views` lists them, "
