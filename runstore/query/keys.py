@@ -190,12 +190,15 @@ def closest(name: str, spellings: Sequence[str], known: Sequence[str], n: int = 
     >>> closest("CASE", ["CASE"], ["Case", "case", "optim/lr"])
     ['Case', 'case']
     """
-    def score(s: str, k: str) -> float:
-        s, k = s.lower(), k.lower()
-        return max(difflib.SequenceMatcher(None, s, k).ratio(),
-                   difflib.SequenceMatcher(None, s, k.rsplit("/", 1)[-1]).ratio())
+    def likeness(a: str, b: str) -> float:
+        # Only a pair whose lengths allow a ratio of 0.6 is compared: a name far longer
+        # than every key (a pasted blob) costs one length check a key, not a diff.
+        m = difflib.SequenceMatcher(None, a, b)
+        return m.ratio() if m.real_quick_ratio() >= 0.6 else 0.0
 
-    scored = {k: max(score(s, k) for s in dict.fromkeys([name, *spellings])) for k in known}
+    lowered = [s.lower() for s in dict.fromkeys([name, *spellings])]
+    scored = {k: max(max(likeness(s, k.lower()), likeness(s, k.lower().rsplit("/", 1)[-1]))
+                     for s in lowered) for k in known}
     good = {k: v for k, v in scored.items() if v >= 0.6}
     if not good:
         return []

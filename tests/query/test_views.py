@@ -811,3 +811,28 @@ def test_a_query_parses_the_views_it_reads_a_level_at_a_time(
     finally:
         store.close()
     assert depth >= 2 and len(calls) == depth and sum(calls) == len(closure), calls
+
+
+def test_suggestions_are_the_keys_difflib_finds_and_skip_what_cannot_match(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`keys.closest` suggests what difflib's ratio (case ignored, the whole key or its last
+    `/` part) puts at 0.6 or more, and diffs no pair whose lengths keep it below: a pasted
+    blob as a metric name costs a length check a key, not a diff of the blob."""
+    import difflib
+
+    from runstore.query import keys
+
+    known = ["env/all/reward/total", "optim/entropy", "train/loss", "Optim/LR"]
+    for typed in ("env/all/rewrd/total", "LOSS", "optim/lr", "entropyy", "zzz"):
+        ratio = {k: max(difflib.SequenceMatcher(None, typed.lower(), c.lower()).ratio()
+                        for c in (k, k.rsplit("/", 1)[-1])) for k in known}
+        good = {k: r for k, r in ratio.items() if r >= 0.6}
+        want = sorted((k for k in good if good[k] >= max(good.values()) - 0.1),
+                      key=lambda k: (-good[k], k))[:3] if good else []
+        assert keys.closest(typed, [typed], known) == want, typed
+    diffed = []
+    real = difflib.SequenceMatcher.ratio
+    monkeypatch.setattr(difflib.SequenceMatcher, "ratio",
+                        lambda self: diffed.append(len(self.a)) or real(self))
+    assert keys.closest("x" * 1_000_000, ["x" * 1_000_000], known) == []
+    assert diffed == []
