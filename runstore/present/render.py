@@ -305,7 +305,10 @@ def cell_text(value: Any, digits: int = 6) -> str:
 def _markdown(table: pa.Table, identifying: frozenset[str]) -> str:
     names = table.column_names
     limits = [None if n in identifying else MARKDOWN_CELL for n in names]
-    out = ["| " + " | ".join(names) + " |", "|" + "|".join("---" for _ in names) + "|"]
+    # A header is a cell too: its control characters shown and its `|` escaped (a column
+    # named with a newline or a `|` would break the table).
+    heads = [printable(n).replace("|", "\\|") for n in names]
+    out = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in names) + "|"]
     for r in _pylist(table):
         out.append("| " + " | ".join(_cut_end(r[c], lim).replace("|", "\\|")
                                       for c, lim in zip(names, limits)) + " |")

@@ -113,3 +113,21 @@ def test_printable_returns_printable_text_as_it_is_and_translates_the_rest(text:
     call printable, and any text comes out as the translation gives it."""
     assert not any(chr(c).isprintable() for c in CONTROLS)
     assert printable(text) == text.translate(CONTROLS)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(tables(), st.lists(st.text(alphabet="ab|\n\r\t\x1b ", min_size=1, max_size=5),
+                          min_size=5, max_size=5, unique=True))
+def test_markdown_is_one_line_a_row_whatever_the_names_hold(
+        table: tuple[list[str], list[tuple[Any, ...]]], odd: list[str]) -> None:
+    """A markdown table is a header line, a rule line and a line per row, each with a cell
+    per column, whatever the column names hold (`|`, newlines, escapes)."""
+    names, data = table
+    names = odd[:len(names)]
+    rows = Rows(names, [False] * len(names), data)
+    lines = render(rows, "markdown").splitlines()
+    assert len(lines) == 2 + len(data)
+    for line in lines:
+        # cells: the `|` not escaped by a backslash split them
+        cells = [c for c in line.replace("\\|", "").split("|")][1:-1]
+        assert len(cells) == len(names), (line, names)
