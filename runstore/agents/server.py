@@ -120,21 +120,30 @@ class CallCheck:
             close = difflib.get_close_matches(str(name), list(self.tools), n=1, cutoff=0.5)
             hint = f"did you mean {close[0]}? " if close else ""
             return f"Error: no tool {name!r}; {hint}(tools: {', '.join(self.tools)})"
+        # Said as the tool says its other errors (check and doctor add the exit status).
+        said = functools.partial(_said_by, tool, name)
         if not isinstance(arguments, dict):
-            return f"Error: {name}'s arguments are an object of named values, got {arguments!r}"
+            return said(f"{name}'s arguments are an object of named values, got {arguments!r}")
         known = list(tool.parameters.get("properties", {}))
         for arg in arguments:
             if arg not in known:
                 close = difflib.get_close_matches(arg, known, n=1, cutoff=0.5)
                 hint = f"did you mean {close[0]}? " if close else ""
-                return (f"Error: {name} has no argument {arg!r}; {hint}(its arguments: "
-                        f"{', '.join(known)})")
+                return said(f"{name} has no argument {arg!r}; {hint}(its arguments: "
+                            f"{', '.join(known)})")
         try:
             tool.fn_metadata.validate_arguments(arguments)
         except ValidationError as e:
-            return f"Error: {name}: " + "; ".join(_said(err) for err in e.errors()) + \
-                " (the tool's input schema says what each argument takes)"
+            return said(f"{name}: " + "; ".join(_said(err) for err in e.errors())
+                        + " (the tool's input schema says what each argument takes)")
         return None
+
+
+def _said_by(tool: "Tool", name: str, message: str) -> str:
+    """`message` as the error result of tool `name` says it (`Toolbox.error_text`)."""
+    from ..errors import UsageError
+
+    return tool.fn.__self__.error_text(name, UsageError(message))
 
 
 def _said(err: Any) -> str:

@@ -181,6 +181,18 @@ def test_check_has_the_cli_rows_and_says_its_exit_status(session: McpSession, st
     assert "did you mean optim/entropy?" in wrong
 
 
+@pytest.mark.parametrize("tool, args", [
+    ("check", {"threshold": "x"}), ("check", {"rulez": ["a > 1"]}), ("check", {"limit": 0}),
+    ("doctor", {"finding": "kl_spike"}), ("doctor", {"explain": "maybe"}), ("doctor", {"x": 1}),
+])
+def test_an_argument_the_schema_refuses_says_the_exit_status_too(
+        session: McpSession, tool: str, args: Any) -> None:
+    """check and doctor say the status their command would exit with for every error, an
+    argument of the wrong type or name included (a usage error: 2)."""
+    wrong = session.error(tool, args)
+    assert wrong.endswith(f"(`runstore {tool}` would exit 2)"), wrong
+
+
 def test_doctor_has_the_cli_rows_and_says_its_exit_status(session: McpSession,
                                                           store: Path) -> None:
     text = session.ok("doctor", {"format": "csv", "limit": 2000})
