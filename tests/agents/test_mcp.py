@@ -477,6 +477,18 @@ def test_no_error_passes_its_character_cap(session: McpSession, tool: str, args:
     assert "character cap" in text, text[-300:]
 
 
+def test_a_paged_query_without_order_by_is_said_to_page_unreliably(session: McpSession) -> None:
+    """Each page runs the query again: without an ORDER BY its rows may come in another
+    order each time, and a paged answer says so; an ordered or a whole answer does not."""
+    unordered = "select key, count(*) as n from metrics group by key"
+    note = "the query has no ORDER BY"
+    assert note in session.ok("sql", {"query": unordered, "limit": 5})
+    assert note in session.ok("sql", {"query": unordered, "limit": 5, "offset": 5})
+    assert note not in session.ok("sql", {"query": unordered + " order by key", "limit": 5})
+    assert note not in session.ok("sql", {"query": unordered, "limit": 10000,
+                                          "max_chars": answer.MAX_CHARS})
+
+
 def test_the_server_cap_is_the_default(store: Path) -> None:
     with McpSession(store, "--max-chars", "1200") as s:
         assert len(s.ok("metric_keys", {"limit": 2000})) <= 1200

@@ -8,7 +8,8 @@ bound params, DuckDB's sandbox (no file outside the store read or written, no se
 changed) and a time limit (`timeout`, `DEFAULT_TIMEOUT_S` unless asked). Values go in
 `params`, bound to `$name`, never pasted. It answers one page: the worker sends only `limit`
 rows after the first `offset` (and at most `PAGE_BYTES` of Arrow) and counts the rest, so a
-huge result costs the server nothing. On request (`docs`) it also returns the documentation
+huge result costs the server nothing; each page runs the query again, so a paged answer to
+a query without an ORDER BY says its pages may repeat or skip rows. On request (`docs`) it also returns the documentation
 of the views and tables named, so an agent can write correct SQL. An error says what DuckDB
 or the guard said, and where to read the views' columns. `views` lists the canned views
 (name, purpose, columns) and the tables, or documents one of them (columns with their
@@ -83,6 +84,12 @@ class SqlTools(Toolbox):
         except QueryError as e:
             raise QueryError(f"{e} ({SEE_VIEWS})") from e
         out.table(table, Page(offset, limit, total), fmt=format)
+        shown = table.num_rows
+        paged = shown > 0 and (offset > 0 or (total is not None and total > offset + shown))
+        if paged and not _ordered(query):
+            out.note("(the query has no ORDER BY: each page runs it again, and DuckDB may "
+                     "return its rows in another order each time, so pages may repeat or "
+                     "skip rows; order by columns that tell rows apart to page through it)")
         return out.render()
 
     @tool("List views and tables")
@@ -120,6 +127,19 @@ class SqlTools(Toolbox):
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise QueryError(f"no view or table {name!r}; {hint}(`views` without a name lists them)")
+
+
+def _ordered(query: str) -> bool:
+    """Whether the query's result is ordered (an ORDER BY on its outermost query); True for
+    a query sqlglot cannot read (it ran: there is nothing sure to say of it)."""
+    import sqlglot
+    from sqlglot.errors import ErrorLevel
+
+    try:
+        tree = sqlglot.parse_one(query, read="duckdb", error_level=ErrorLevel.IGNORE)
+    except Exception:  # noqa: BLE001 - any failure to read it: say nothing
+        return True
+    return tree is None or tree.args.get("order") is not None
 
 
 def _view_doc(view: "View", include_sql: bool) -> str:
