@@ -7,7 +7,8 @@ markdown; long text cut at 200 characters but in the columns a table names `whol
 the doctor's statements), and bounded twice:
 
 * rows: a tool shows at most `limit` rows from `offset` (`Page`); the rest are named in a
-  notice under the table: "rows 1–50 of 1,234 (limit=50): ask again with offset=50"; a table
+  notice under the table: "rows 1–50 of 1,234 (limit=50): ask again with offset=50" (a table
+  the tool's offset does not page says how else to get the rest, `UNPAGED`); a table
   without rows keeps its header (the columns) above "(no rows)"; a page that could hold none
   of the rows left (the next one alone is larger than a page) says so instead;
 * characters: the whole answer holds at most `max_chars` characters (`DEFAULT_CHARS` unless
@@ -36,6 +37,9 @@ DEFAULT_CHARS = 16_000
 MIN_CHARS = 1_000
 MAX_CHARS = 200_000
 ROOM = 400  # characters kept free for the notices under a cut answer
+# How to ask for the rest of a table that `offset` does not page (a tool without one, or a
+# second table beside the one it pages): what its notice says instead of an offset.
+UNPAGED = "raise max_chars"
 
 
 @dataclass(frozen=True)

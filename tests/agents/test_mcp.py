@@ -421,6 +421,31 @@ def test_cut_answers_continue_at_the_offset_they_name(session: McpSession, tool:
     assert calls > 1  # the bound cut it, and the pages put it back together
 
 
+@pytest.mark.parametrize("tool, args", [
+    ("describe_run", {"run": RL_RUN}),
+    ("views", {}), ("views", {"name": "run_summary"}),
+    ("metric_history", {"keys": ["env/all/reward/total", "optim/entropy"], "max_points": 2000}),
+    ("compare_runs", {"runs": "*", "metric": "env/all/reward/total"}),
+    ("rollouts", {"run": RL_RUN}),
+])
+@pytest.mark.parametrize("cap", [1000, 2000])
+def test_an_offset_a_notice_names_continues_what_it_cut(session: McpSession, tool: str,
+                                                        args: dict[str, Any], cap: int) -> None:
+    """A notice names an offset only when the tool takes one and asking with it moves the
+    answer on; a table the offset does not page (a tool without one, a second table) says
+    to raise max_chars (or which sql call gives the rest) instead, so an agent following the
+    notices never loops."""
+    takes = {t.name: "offset" in t.input_schema["properties"] for t in session.tools()}
+    text = session.ok(tool, {**args, "max_chars": cap})
+    assert "character cap" in text  # cut: the case where the notices matter
+    offset = notice_offset(text)
+    if offset is None:
+        assert "raise max_chars" in text or "call sql with query" in text, text[-400:]
+        return
+    assert takes[tool], text[-400:]
+    assert session.ok(tool, {**args, "max_chars": cap, "offset": offset}) != text
+
+
 def test_the_notice_says_what_was_cut(session: McpSession, n_runs: int) -> None:
     text = session.ok("list_runs", {"limit": 4, "offset": 2})
     assert f"(runs 3–6 of {n_runs} shown (limit=4); ask again with offset=6)" in text

@@ -16,7 +16,7 @@ from typing import Annotated, Optional, Union
 from pydantic import Field
 
 from ...errors import UsageError
-from ..answer import Page
+from ..answer import UNPAGED, Page
 from ..args import MaxChars, Offset, Runs, TextFormat, limit
 from .base import Toolbox, tool
 from .common import Smooth, X, page, said
@@ -80,7 +80,7 @@ class MetricTools(Toolbox):
             f", {x} in [{'' if x_min is None else x_min}, {'' if x_max is None else x_max}]"
         out.line(f"## {len(lines)} lines (run × key) on x={x}{where}"
                  + (f", smoothed {smooth}" if smooth is not None else ""))
-        out.table(*page(lines, 0, lines.height), fmt=format, what="lines")
+        out.table(*page(lines, 0, lines.height), fmt=format, what="lines", more=UNPAGED)
         for key, why in self._no_line(names, set(lines["key"].to_list()), runs):
             out.line(f"No line for {key}: {why}.")
         if dropped:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 from pydantic import Field
 
-from ..answer import Answer, Page
+from ..answer import Answer, UNPAGED, Page
 from ..args import MaxChars, Offset, Run, Runs, TextFormat, limit
 from .base import Toolbox, tool
 from .common import page, run_header, said
@@ -60,7 +60,9 @@ class RolloutTools(Toolbox):
             index = store.rollout_index(found.run_id)
             out.line(f"# rollouts of {run_header(found)}: {index.height} (split, iteration) "
                      "with trajectories or conversations")
-            out.table(*page(index, 0, IndexLimit), what="iterations")
+            out.table(*page(index, 0, IndexLimit), what="iterations",
+                      more=f"give iteration=N for any iteration (the index lists the first "
+                           f"{IndexLimit}), or {UNPAGED}")
             return out.note("Give iteration (and split) to see trajectories and their "
                             "conversations.").render()
         t = store.trajectories(found.run_id, iteration=iteration, split=split,

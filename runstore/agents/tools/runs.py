@@ -18,6 +18,7 @@ from pydantic import Field
 
 from ...errors import UsageError
 from ...kinds import RUN_KINDS
+from ..answer import UNPAGED
 from ..args import DEFAULT_TIMEOUT_S, MaxChars, Offset, Run, Runs, TextFormat, limit
 from .base import Toolbox, tool
 from .common import Smooth, X, page, run_header, said
@@ -101,7 +102,7 @@ class RunTools(Toolbox):
         out = self.answer(max_chars).line(f"# {run_header(found)}").line(f"directory: {found.path}")
         summary = store.runs(name=found.run_id)
         out.line("## summary")
-        out.table(_vertical(summary), _whole(len(summary.columns)), what="fields")
+        out.table(_vertical(summary), _whole(len(summary.columns)), what="fields", more=UNPAGED)
         config = store.run_config(found.run_id)
         out.line(f"## config ({config.height} keys)")
         out.table(*page(config, 0, CONFIG_SHOWN), what="config keys",
@@ -118,15 +119,15 @@ class RunTools(Toolbox):
                                               example=pl.col("rel_path").first())
                    .sort("kind"))
         out.line(f"## source files ({files.height}, by kind)")
-        out.table(*page(by_kind, 0, by_kind.height), what="kinds")
+        out.table(*page(by_kind, 0, by_kind.height), what="kinds", more=UNPAGED)
         fired = store.check(runs=found.run_id)
         out.line(f"## rules of `check` firing ({fired.height})")
-        out.table(*page(fired.drop("run_name"), 0, fired.height), what="rules")
+        out.table(*page(fired.drop("run_name"), 0, fired.height), what="rules", more=UNPAGED)
         from .health import findings_of
 
         findings = findings_of(store, found.run_id)
         out.line(f"## doctor's findings ({findings.height}; the doctor tool gives their SQL)")
-        out.table(*page(findings, 0, findings.height), what="findings")
+        out.table(*page(findings, 0, findings.height), what="findings", more=UNPAGED)
         return out.render()
 
     @tool("Compare runs")
@@ -169,7 +170,8 @@ class RunTools(Toolbox):
             summary = _curve_summary(curves, members, smooth is not None)
             out.line(f"## {metric} by group (x={x}"
                      + (f", smoothed {smooth}" if smooth is not None else "") + ")")
-            out.table(*page(summary, 0, summary.height), fmt=format, what="groups")
+            out.table(*page(summary, 0, summary.height), fmt=format, what="groups",
+                      more=UNPAGED)
         return out.render()
 
 

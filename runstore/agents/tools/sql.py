@@ -25,7 +25,7 @@ from pydantic import Field
 
 from ...errors import QueryError
 from ...store.catalog import spelled
-from ..answer import Page
+from ..answer import UNPAGED, Page
 from ..args import DEFAULT_TIMEOUT_S, MaxChars, Offset, TextFormat, limit
 from .base import Toolbox, tool
 from .common import cut
@@ -110,11 +110,12 @@ class SqlTools(Toolbox):
             rows = [{"view": v.name, "purpose": cut(v.description, DESCRIPTION_SHOWN),
                      "columns": ", ".join(c for c, _ in v.columns)} for v in views.values()]
             out.line(f"## {len(rows)} canned views (`views` with name=... documents one)")
-            out.table(pa.Table.from_pylist(rows), Page(0, len(rows), len(rows)), what="views")
+            out.table(pa.Table.from_pylist(rows), Page(0, len(rows), len(rows)), what="views",
+                      more=UNPAGED)
             tables = _table_list(store.schema())
             out.line(f"## {tables.num_rows} tables")
             return out.table(tables, Page(0, tables.num_rows, tables.num_rows),
-                             what="tables").render()
+                             what="tables", more=UNPAGED).render()
         name = spelled(name, [*views, *store.tables()])
         if name in views:
             out.text(_view_doc(views[name], include_sql))
@@ -122,7 +123,8 @@ class SqlTools(Toolbox):
         if name in store.tables():
             doc = store.schema(name).drop("table").to_arrow()
             out.line(f"## table {name}")
-            return out.table(doc, Page(0, doc.num_rows, doc.num_rows), what="columns").render()
+            return out.table(doc, Page(0, doc.num_rows, doc.num_rows), what="columns",
+                             more=UNPAGED).render()
         known = [*views, *store.tables()]
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
