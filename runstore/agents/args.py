@@ -15,7 +15,7 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import Field
 
-from ..numbers import INT64_MAX
+from ..numbers import INT64_MAX, INT64_MIN
 from .answer import MAX_CHARS, MIN_CHARS
 
 # The time limit of user SQL (the sql tool's queries, list_runs' `where`) unless a call says.
@@ -59,4 +59,4 @@ def limit(default: int, most: int, what: str = "rows") -> object:
 
 
 Since = Annotated[Optional[int], Field(
-    description="Ignore steps before this one.", examples=[20])]
+    ge=INT64_MIN, le=INT64_MAX, description="Ignore steps before this one.", examples=[20])]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from ..errors import UsageError
-from ..numbers import is_int64
+from ..numbers import INT64_MAX, INT64_MIN, is_int64
 from ..query.statements import named
 from .base import StoreBase
 
@@ -244,5 +244,6 @@ def _listed(values: Any, name: str) -> list[Any]:
 
 def _whole(value: Any) -> int:
     if not is_int64(value):  # as the int64 columns it is compared with hold
-        raise UsageError(f"give a whole number (an iteration, step or group), got {value!r}")
+        raise UsageError(f"give a whole number from {INT64_MIN} to {INT64_MAX} (an iteration, "
+                         f"step or group, as an int64 column holds it), got {value!r}")
     return value

@@ -298,6 +298,10 @@ def test_compare_runs_has_the_diff_rows(session: McpSession, store: Path) -> Non
     ("search_transcripts", {"text": "x", "role": "robot"}, "role: Input should be 'system'"),
     ("slowest_spans", {"run": "sl/*", "limit": 5000}, "limit: Input should be less than or equal"),
     ("step_timeline", {"run": "sl/*", "step": "three"}, "step: Input should be a valid integer"),
+    # Steps and iterations are int64, as the columns they are compared with.
+    ("step_timeline", {"run": "sl/*", "step": 2 ** 63}, "step: Input should be less than or equal"),
+    ("rollouts", {"run": RL_RUN, "iteration": 2 ** 63}, "iteration: Input should be less than"),
+    ("check", {"since_step": -2 ** 63 - 1}, "since_step: Input should be greater than or equal"),
     ("sql", {}, "give a query, or docs="),
     ("sql", {"query": "select * from kl_healt"}, 'Did you mean "kl_health"?'),
     ("sql", {"query": "insert into runs select * from runs"}, "only runs queries"),

@@ -34,7 +34,7 @@ CALLS: list[tuple[str, Callable[[Any], Any], str]] = [
     ("messages groups text", lambda s: s.messages(RUN, iteration=0, groups="01"),
      "groups is a list of whole numbers"),
     ("trajectories past int64", lambda s: s.trajectories(RUN, iteration=2 ** 63),
-     "give a whole number"),
+     f"give a whole number from {-2 ** 63} to {2 ** 63 - 1}"),
     ("trace step 1.5", lambda s: s.trace(RUN, step=1.5), "step is a whole number, got 1.5"),
     ("trace segment True", lambda s: s.trace(RUN, segment=True), "segment is a whole number"),
 ]

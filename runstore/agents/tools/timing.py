@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 
 from pydantic import Field
 
+from ...numbers import INT64_MAX, INT64_MIN
 from ..args import MaxChars, Offset, Run, TextFormat, limit
 from .base import Toolbox, tool
 from .common import page, run_header
@@ -38,7 +39,7 @@ class TimingTools(Toolbox):
 
     @tool("Step timeline of a run")
     def step_timeline(self, run: Run, step: Annotated[Optional[int], Field(
-                          description="A step whose spans to show in start order; omit to list "
+                          ge=INT64_MIN, le=INT64_MAX, description="A step whose spans to show in start order; omit to list "
                                       "the steps with their wall time and longest span.",
                           examples=[12])] = None,
                       limit: StepLimit = 200, offset: Offset = 0,
