@@ -48,12 +48,14 @@ class CheckConfig:
 def config_path(store_path: str | os.PathLike[str] | None,
                 cwd: str | os.PathLike[str] | None = None) -> Path | None:
     """The runstore.toml in force: the one beside the store, else the working directory's
-    (only the latter for a store on S3)."""
+    (only the latter for a store on S3). A name that is there but no file (a directory, a
+    dangling or looping link) is the one in force too, and reading it fails naming it: a
+    check must not gate on another file's rules, or none, in its place."""
     candidates = []
     if store_path is not None and not is_remote(store_path):
         candidates.append(Path(store_path).absolute().parent / CONFIG_FILE)
     candidates.append(Path(cwd if cwd is not None else os.getcwd()).absolute() / CONFIG_FILE)
-    return next((p for p in candidates if p.is_file()), None)
+    return next((p for p in candidates if p.is_symlink() or p.exists()), None)
 
 
 def _is_number(v: Any) -> bool:

@@ -269,6 +269,30 @@ def test_the_command_reads_runstore_toml_beside_the_store(demo_store: tuple[Path
     assert bad.exit_code == 2 and "window counts steps" in bad.stderr
 
 
+@pytest.mark.parametrize("odd", ["directory", "dangling link", "looping link"])
+def test_a_runstore_toml_that_is_no_file_is_an_error_not_skipped(
+        demo_store: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        odd: str) -> None:
+    """A runstore.toml beside the store that cannot be read as a file is the one in force
+    and an error naming it, for doctor and check alike; the working directory's (which would
+    otherwise be read in its place) is not."""
+    shutil.copytree(demo_store[1], tmp_path / "store")
+    beside = tmp_path / "runstore.toml"
+    if odd == "directory":
+        beside.mkdir()
+    elif odd == "dangling link":
+        beside.symlink_to(tmp_path / "nowhere.toml")
+    else:
+        beside.symlink_to(beside)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "runstore.toml").write_text("[check]\ndefault_rules = false\n")
+    monkeypatch.chdir(cwd)
+    for command in ("doctor", "check"):
+        got = CliRunner().invoke(main, ["--store", str(tmp_path / "store"), command])
+        assert got.exit_code == 2 and f"cannot read {beside}" in got.stderr, got.output
+
+
 # ---------------------------------------------------------------------------------------------
 # Evidence that needs a column this store lacks
 
