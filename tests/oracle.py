@@ -966,8 +966,8 @@ def _num_list(v: Any) -> list[float] | None:
 
 
 def capture_rows(run: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(samples, events) of a run's capture files: a `sample` record with a non-empty
-    `samples` list is one sample row per object in it, every other object line one event."""
+    """(samples, events) of a run's capture files: a `sample` record whose `samples` list
+    holds an object is one sample row per object in it, every other object line one event."""
     samples, events = [], []
     for path in capture_files(run):
         for line, rec in complete_lines(path):
@@ -979,10 +979,11 @@ def capture_rows(run: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
                            for k in ("split", "purpose")})
             where = {"file": path.name, "seq": line, **coords}
             seqs = rec.get("samples")
-            if rec.get("kind") == "sample" and isinstance(seqs, list) and seqs:
-                for i, s in enumerate(seqs):
-                    if not isinstance(s, dict):
-                        continue
+            objects = [i for i, s in enumerate(seqs) if isinstance(s, dict)] \
+                if isinstance(seqs, list) else []
+            if rec.get("kind") == "sample" and objects:
+                for i in objects:
+                    s = seqs[i]
                     samples.append({**where, "sample_idx": i,
                                     "prompt_tokens": _int_list(rec.get("prompt_tokens")),
                                     "sampled_tokens": _int_list(s.get("tokens")),

@@ -623,6 +623,30 @@ def test_hostile_capture_lines_cost_only_themselves(tmp_path: Path) -> None:
     assert store.sql("select max(seq) as m from samples")["m"][0] == 10
 
 
+def test_a_sample_record_without_a_sequence_is_an_event(tmp_path: Path) -> None:
+    """A `sample` record whose `samples` holds no object (a list of other values, empty, or
+    no list) is a capture_events row with its status and latency, never lost; a list with
+    some objects is a samples row per object, the others named. As the oracle reads them."""
+    run = tmp_path / "runs" / "r"
+    (run / "capture").mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"step": 0, "loss": 1.0}\n')
+    odd = ([None, 5, "x"], "nope", [], [None, {"tokens": [1, 2], "logprobs": [-0.5, -0.25]}])
+    (run / "capture" / "sample.jsonl").write_text("".join(
+        json.dumps({"kind": "sample", "seq_id": i, "status": "ok", "latency_sec": 1.5,
+                    "samples": seqs}) + "\n" for i, seqs in enumerate(odd)))
+    store = runstore.open(tmp_path / "store")
+    report = store.ingest([tmp_path / "runs"])
+    assert sorted(w.split(": ", 1)[0] for w in report.warnings) == [
+        "r/capture/sample.jsonl:1", "r/capture/sample.jsonl:2", "r/capture/sample.jsonl:4"]
+    samples, events = oracle.capture_rows(run)
+    assert [(e["seq"], e["status"]) for e in events] == [(1, "ok"), (2, "ok"), (3, "ok")]
+    assert store.sql("select seq, status, latency_s from capture_events order by seq").rows() \
+        == [(e["seq"], e["status"], 1.5) for e in events]
+    assert [(r["seq"], r["sample_idx"]) for r in samples] == [(4, 1)]
+    assert store.sql("select seq, sample_idx, sampled_tokens from samples").rows() == \
+        [(4, 1, [1, 2])]
+
+
 def test_hostile_logs_and_eval_files(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     run = root / "r"

@@ -5,8 +5,9 @@ one per SDK call, in completion order (`capture/instrument.py` makes them: `kind
 `created_at`, and per kind the request metadata and the outcome). They are split as the
 capture store's own sink splits them (`capture/store/client.py`):
 
-* a `sample` record whose `samples` is a non-empty list gives one `samples` row per element
-  (`sample_idx` its position): the scope's coordinates (`run_attempt`, `split`,
+* a `sample` record whose `samples` is a list holding an object gives one `samples` row per
+  object in it (`sample_idx` its position; an element that is no object is reported and
+  skipped): the scope's coordinates (`run_attempt`, `split`,
   `iteration`, `group_idx`, `traj_idx`, `purpose`; the scope's `run_id`, a name user code
   chose, as `capture_run_id`), `sampling_session_id`, `seq_id`, `policy_version` (the
   record's `model_path`, else `policy_version`), `created_at`, `prompt_tokens`, the
@@ -17,7 +18,8 @@ capture store's own sink splits them (`capture/store/client.py`):
   logprobs' correctly rounded sum (`logprob_sum`; views use these: SQL over list columns
   does not transpile everywhere).
 * any other record — every non-`sample` kind (`train_op`), and a `sample` record without
-  sequences (a cancelled or failed call) — is one `capture_events` row: `kind`, `op`,
+  sequences (a cancelled or failed call; a `samples` list of no object, reported) — is one
+  `capture_events` row: `kind`, `op`,
   `status`, `error`, `created_at`, `latency_s`, the scope's coordinates, `event_id` (the
   record's, else `<source_id>:<line>`, stable across re-reads) and the whole record as JSON
   text (`payload`).
@@ -84,7 +86,9 @@ def records(recs: Iterable[tuple[int, Any]], ctx: Context
         common = {**base, **scope, "created_at": f.time(rec, "created_at"), "seq": line}
         kind = f.str(rec, "kind", "kind")
         seqs = rec.get("samples")
-        if kind == "sample" and isinstance(seqs, list) and seqs:
+        # A sample record with at least one sequence (an object) is sample rows; one with
+        # none (a cancelled or failed call, or a list of no object) is an event.
+        if kind == "sample" and isinstance(seqs, list) and any(isinstance(s, dict) for s in seqs):
             meta = {k: v for k, v in rec.items() if k not in SAMPLE_COLUMNS}
             if extra_scope:
                 meta["scope"] = extra_scope
@@ -110,8 +114,8 @@ def records(recs: Iterable[tuple[int, Any]], ctx: Context
                                                      f"{where}.stop_reason"),
                                 "metadata": json_text({**meta, "stop_reason": stop})})
         else:
-            if seqs is not None and not isinstance(seqs, list):
-                f.bad("samples", seqs)
+            if seqs is not None and (not isinstance(seqs, list) or seqs):
+                f.bad("samples", seqs)  # not a list, or a list of no sequence
             event_id = rec.get("event_id")
             events.append({**common, "kind": kind, "op": f.str(rec, "op", "op"),
                            "status": f.str(rec, "status", "status"),
