@@ -1,8 +1,9 @@
 -- no_improvement: the run's objective shows no real trend for the better over the run.
 -- The objective is `env/all/reward/total` (rising is better) for a run that logs it, else
 -- `train_mean_nll` (SL), else `dpo_loss` (DPO), falling being better; its live finite values
--- y against their steps x. With n >= `min_steps` values (and n >= 3), the trend is the least-squares slope
--- b = Sxy / Sxx and the test statistic t = b / sqrt(SSE / (n - 2) / Sxx), SSE = Syy - Sxy^2 / Sxx
+-- y against their steps x. With n >= `min_steps` values (and n >= 3), the trend is the
+-- least-squares slope b = Sxy / Sxx and the test statistic t = b / sqrt(SSE / (n - 2) / Sxx),
+-- SSE = Syy - Sxy^2 / Sxx
 -- (negated for a loss): how many standard errors the trend is for the better, so noise around
 -- a real trend does not fire and a flat noisy run does. Fires when t < `t_min` (a run whose
 -- values lie exactly on a line has t = ±Infinity by its slope's sign, or 0 when flat). With

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, Optional
 from pydantic import Field
 
 from ...numbers import INT64_MAX
-from ..answer import Answer, UNPAGED, Page
+from ..answer import UNPAGED, Answer, Page
 from ..args import MaxChars, Offset, Run, Runs, TextFormat, limit
 from .base import Toolbox, tool
 from .common import page, run_header, said
@@ -32,8 +32,9 @@ SearchLimit = limit(20, 500, "messages")
 IndexLimit = 200  # (split, iteration) rows of the index shown
 
 Iteration = Annotated[Optional[int], Field(
-    ge=0, le=INT64_MAX, description="The training step whose rollouts to show; omit to list the iterations "
-                      "with rollouts (per split).", examples=[10])]
+    ge=0, le=INT64_MAX,
+    description="The training step whose rollouts to show; omit to list the iterations with "
+                "rollouts (per split).", examples=[10])]
 Split = Annotated[str, Field(
     description="`train`, or `eval/<evaluator>` (the index lists them).",
     examples=["train", "eval/test"])]

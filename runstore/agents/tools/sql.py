@@ -9,8 +9,9 @@ changed) and a time limit (`timeout`, `DEFAULT_TIMEOUT_S` unless asked). Values 
 `params`, bound to `$name`, never pasted. It answers one page: the worker sends only `limit`
 rows after the first `offset` (and at most `PAGE_BYTES` of Arrow) and counts the rest, so a
 huge result costs the server nothing; each page runs the query again, so a paged answer to
-a query without an ORDER BY says its pages may repeat or skip rows. On request (`docs`) it also returns the documentation
-of the views and tables named, so an agent can write correct SQL. An error says what DuckDB
+a query without an ORDER BY says its pages may repeat or skip rows. On request (`docs`) it
+also returns the documentation of the views and tables named, so an agent can write correct
+SQL. An error says what DuckDB
 or the guard said, and where to read the views' columns. `views` lists the canned views
 (name, purpose, columns) and the tables, or documents one of them (columns with their
 comments, the view's SQL on request); a name is found in any case, as SQL finds it.

@@ -39,7 +39,8 @@ class TimingTools(Toolbox):
 
     @tool("Step timeline of a run")
     def step_timeline(self, run: Run, step: Annotated[Optional[int], Field(
-                          ge=INT64_MIN, le=INT64_MAX, description="A step whose spans to show in start order; omit to list "
+                          ge=INT64_MIN, le=INT64_MAX,
+                          description="A step whose spans to show in start order; omit to list "
                                       "the steps with their wall time and longest span.",
                           examples=[12])] = None,
                       limit: StepLimit = 200, offset: Offset = 0,

@@ -16,8 +16,8 @@ enabled = false       # leave the finding out
 ```
 
 A finding name the catalogue lacks, a param the finding lacks, a value that is not a finite
-number (a whole number from 1 to INT64_MAX for a count such as `window`), a value outside the param's bounds
-(`in [0, 1]`, `above 0`: catalogue.Bounds), a value the finding's trend rule
+number (a whole number from 1 to INT64_MAX for a count such as `window`), a value outside the
+param's bounds (`in [0, 1]`, `above 0`: catalogue.Bounds), a value the finding's trend rule
 refuses (`trend_rule`: a smoothing weight outside [0, 1), say) or an `enabled` that is not true
 or false is a `UsageError` naming the file and the key (and the closest names). `config=False`
 reads no file, a path reads that file.
