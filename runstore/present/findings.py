@@ -37,14 +37,17 @@ def shell_quoted(sql: str) -> str:
 
 
 def _spaces_kept(sql: str) -> str:
-    """`sql` with each space inside a '...' string or a "..." name as `_KEPT_SPACE`."""
-    out, quote = [], None
-    for c in sql:
-        if quote is None and c in "'\"":
-            quote = c
-        elif c == quote:
-            quote = None  # a doubled quote closes and opens again: still inside
-        out.append(_KEPT_SPACE if c == " " and quote else c)
+    """`sql` with each space inside a string or a quoted name as `_KEPT_SPACE`: the tokens
+    of sqlglot's DuckDB tokenizer (sqlglot wrote the statement)."""
+    from sqlglot.dialects.duckdb import DuckDB
+    from sqlglot.tokens import TokenType
+
+    out = list(sql)
+    for token in DuckDB.Tokenizer().tokenize(sql):
+        if token.token_type in (TokenType.STRING, TokenType.IDENTIFIER):
+            for i in range(token.start, token.end + 1):
+                if out[i] == " ":
+                    out[i] = _KEPT_SPACE
     return "".join(out)
 
 
