@@ -141,12 +141,12 @@ class Answer:
         return "\n".join(out + notices + self.notes).rstrip("\n") + "\n", cut
 
 
-def error(text: str, max_chars: Any = None) -> str:
-    """An error result's text within the call's `max_chars` (`DEFAULT_CHARS` when it has
-    none that is a valid cap): an error echoing a long query or value is cut like any
-    answer, its cause (which comes first) kept, and says so."""
+def error(text: str, max_chars: Any = None, default: int = DEFAULT_CHARS) -> str:
+    """An error result's text within the call's `max_chars` (`default`, the server's cap,
+    when the call gives none that is a valid cap): an error echoing a long query or value is
+    cut like any answer, its cause (which comes first) kept, and says so."""
     cap = (max_chars if isinstance(max_chars, int) and not isinstance(max_chars, bool)
-           and MIN_CHARS <= max_chars <= MAX_CHARS else DEFAULT_CHARS)
+           and MIN_CHARS <= max_chars <= MAX_CHARS else default)
     return Answer(max_chars=cap).text(
         text, more="the error quotes a long argument; send a shorter one").render().rstrip("\n")
 

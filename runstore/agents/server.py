@@ -105,10 +105,8 @@ class CallCheck:
                 from mcp_types import CallToolResult, TextContent
 
                 cap = arguments.get("max_chars") if isinstance(arguments, dict) else None
-                cap = cap if isinstance(cap, int) else self.max_chars
-                return CallToolResult(content=[TextContent(type="text",
-                                                           text=error(problem, cap))],
-                                      is_error=True)
+                return CallToolResult(content=[TextContent(
+                    type="text", text=error(problem, cap, self.max_chars))], is_error=True)
         return await call_next(ctx)
 
     def problem(self, name: Any, arguments: Any) -> str | None:

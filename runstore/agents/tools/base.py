@@ -69,7 +69,7 @@ def tool(title: str) -> Callable[[F], F]:
                 text = (f"Error: unexpected {type(e).__name__}: {one_line(e)} (a runstore bug, "
                         "or a fault of the machine; run `runstore --debug mcp` for the "
                         "traceback and report it)")
-            text = error(text, kwargs.get("max_chars") or self.state.max_chars)
+            text = error(text, kwargs.get("max_chars"), self.state.max_chars)
             return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
         run.__runstore_tool__ = title  # type: ignore[attr-defined]
