@@ -197,8 +197,8 @@ def closest(name: str, spellings: Sequence[str], known: Sequence[str], n: int = 
         return m.ratio() if m.real_quick_ratio() >= 0.6 else 0.0
 
     lowered = [s.lower() for s in dict.fromkeys([name, *spellings])]
-    scored = {k: max(max(likeness(s, k.lower()), likeness(s, k.lower().rsplit("/", 1)[-1]))
-                     for s in lowered) for k in known}
+    forms = {k: (k.lower(), k.lower().rsplit("/", 1)[-1]) for k in known}  # whole, last part
+    scored = {k: max(likeness(s, form) for s in lowered for form in forms[k]) for k in known}
     good = {k: v for k, v in scored.items() if v >= 0.6}
     if not good:
         return []
