@@ -212,6 +212,33 @@ def test_a_new_store_has_the_tables_an_upgraded_one_has(v1: Path, tmp_path: Path
         assert new.version() == 0 and new.file_uris() == [], name
 
 
+def test_a_new_stores_migrations_computed_give_no_row(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new store's fills and rewrites are not computed (storage/migrate.py: a snapshot with
+    no live file gives no row to compute from). Computed all the same, every one of them gives
+    no row, and the store is the same: each table with the same Delta schema and no file, and
+    the same migrations recorded."""
+    from deltalake import DeltaTable
+
+    from runstore.storage import migrate
+    from runstore.storage.location import location
+    from runstore.storage.writer import writer
+
+    with writer(location(tmp_path / "new")) as w:
+        assert migrate.apply(w) == versions.pending(0)
+    monkeypatch.setattr(migrate, "holds_rows", lambda manifest: True)  # compute each one
+    with writer(location(tmp_path / "computed")) as w:
+        assert migrate.apply(w) == versions.pending(0)
+    new, computed = (read_manifest(tmp_path / d) for d in ("new", "computed"))
+    assert sorted(new.tables) == sorted(computed.tables)
+    assert [m["name"] for m in new.migrations] == [m["name"] for m in computed.migrations]
+    assert new.schema_version == computed.schema_version == versions.latest_version()
+    for name in new.tables:
+        made = DeltaTable(str(tmp_path / "computed" / "tables" / name))
+        assert made.file_uris() == [], name
+        assert made.schema() == DeltaTable(str(tmp_path / "new" / "tables" / name)).schema()
+
+
 BAD_REWRITE = '''"""Rewrite a table with rows that have a column it lacks (test-only migration)."""
 import pyarrow as pa
 
