@@ -239,14 +239,26 @@ _WRITTEN_AS_IS = frozenset({str, int, type(None), float})
 def _csv(table: "Rows | pa.Table") -> str:
     """`table` as CSV: a header line, then each row's cells as `_text` gives them. A column
     whose every value the csv module writes as `_text` would (`_WRITTEN_AS_IS`, floats all
-    finite) is passed as it is, the others cell by cell."""
+    finite) is passed as it is, the others cell by cell. The csv module quotes a cell holding
+    a line feed but not one holding a lone carriage return, which other readers take for the
+    end of a row: a row with such a cell has every cell quoted (a null as `""`)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
+    quoted = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
     names, columns, n = _by_column(table)
-    w.writerow(names)
+    (quoted if _has_return(names) else w).writerow(names)
     columns = [col if _as_is(col) else [_text(v) for v in col] for col in columns]
-    w.writerows(zip(*columns) if names else [()] * n)
+    rows = zip(*columns) if names else [()] * n
+    if not any(map(_has_return, columns)):
+        w.writerows(rows)
+        return buf.getvalue()
+    for row in rows:
+        (quoted if _has_return(row) else w).writerow(row)
     return buf.getvalue()
+
+
+def _has_return(cells: Sequence[Any]) -> bool:
+    return any(type(v) is str and "\r" in v for v in cells)
 
 
 def _as_is(column: list[Any]) -> bool:

@@ -58,10 +58,13 @@ def tables(draw: st.DrawFn) -> tuple[list[str], list[tuple[Any, ...]]]:
 
 
 def reference(names: list[str], data: list[tuple[Any, ...]]) -> str:
+    """The csv module's CSV of each cell's text, row by row; a row with a lone carriage
+    return in a cell (which the csv module leaves unquoted) with every cell quoted."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(names)
-    w.writerows([_text(v) for v in row] for row in data)
+    quoted = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    for row in [names, *([_text(v) for v in row] for row in data)]:
+        (quoted if any("\r" in c for c in row) else w).writerow(row)
     return buf.getvalue()
 
 
@@ -70,7 +73,12 @@ def reference(names: list[str], data: list[tuple[Any, ...]]) -> str:
 def test_csv_writes_every_cell_as_its_text(table: tuple[list[str], list[tuple[Any, ...]]]) -> None:
     names, data = table
     rows = Rows(names, [False] * len(names), data)
-    assert render(rows, "csv") == reference(names, data)
+    out = render(rows, "csv")
+    assert out == reference(names, data)
+    # Read back, every row is a row and every cell its text (a carriage return in a cell once
+    # ended the row for every reader).
+    assert list(csv.reader(io.StringIO(out, newline=""))) == [
+        names, *([_text(v) for v in row] for row in data)]
 
 
 @settings(max_examples=examples(500), deadline=None)

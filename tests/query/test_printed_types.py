@@ -115,6 +115,22 @@ def test_parquet_holds_what_arrow_can_and_text_for_the_rest(store: Path, tmp_pat
         want["t"].cast(pa.int64()).to_pylist()
 
 
+def test_a_carriage_return_in_a_csv_cell_is_quoted(store: Path, tmp_path: Path) -> None:
+    """The csv module leaves a cell with a lone carriage return unquoted, which readers take
+    for the end of a row (a blob's bytes, a log line written on Windows)."""
+    out = sql(store, 'select 1 as n, \'a\' || chr(13) || \'b\' as "c" union all '
+              "select 2, null union all select 3, 'x\ny'", "-F", "csv")
+    assert list(csv.reader(io.StringIO(out, newline=""))) == [
+        ["n", "c"], ["1", "a\rb"], ["2", ""], ["3", "x\ny"]]
+    (tmp_path / "out.csv").write_text(out, newline="")
+    with duckdb.connect() as con:  # another reader, rows and values alike
+        assert con.sql("select * from read_csv($f, header = true, all_varchar = true)",
+                       params={"f": str(tmp_path / "out.csv")}).fetchall() == [
+            ("1", "a\rb"), ("2", None), ("3", "x\ny")]
+    named = sql(store, 'select 1 as "a' + "\r" + 'b"', "-F", "csv")
+    assert list(csv.reader(io.StringIO(named, newline=""))) == [["a\rb"], ["1"]]
+
+
 def test_hugeint_is_an_exact_json_number(store: Path) -> None:
     big = 2 ** 127 - 1
     out = sql(store, f"select {big}::hugeint as h, -{big}::hugeint as m, "
