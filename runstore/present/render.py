@@ -189,18 +189,36 @@ def _pylist(table: "Rows | pa.Table") -> list[dict[str, Any]]:
     """The rows as dicts of Python values, alike for `Rows` and Arrow. Arrow cannot make a
     Python value of a date or timestamp outside years 1-9999 (DuckDB's infinities among
     them) and makes DuckDB's end-of-day time 24:00:00 a midnight; DuckDB's own conversion,
-    which `Rows` hold, gives `datetime.max` or the value's text, so such a table is read back
-    through DuckDB."""
+    which `Rows` hold, gives `datetime.max` or the value's text, so such a column is read
+    back through DuckDB, and one DuckDB cannot read back from Arrow either (the smallest
+    HUGEINT) as DuckDB's text of each value."""
     if isinstance(table, Rows) or not any(map(_day_end, table.columns)):
         try:
             return table.to_pylist()
-        except OverflowError:
+        except (OverflowError, ValueError):  # (a nanosecond time beyond microseconds)
+            pass
+    names = table.column_names
+    if not names:
+        return [{} for _ in range(table.num_rows)]
+    columns = [_values(column) for column in table.columns]
+    return [dict(zip(names, row)) for row in zip(*columns)]
+
+
+def _values(column: "pa.ChunkedArray") -> list[Any]:
+    """One Arrow column's values as `_pylist` makes them."""
+    if not _day_end(column):
+        try:
+            return column.to_pylist()
+        except (OverflowError, ValueError):
             pass
     import duckdb
 
     with duckdb.connect() as con:
-        rel = con.from_arrow(table)
-        return [dict(zip(rel.columns, r)) for r in rel.fetchall()]
+        rel = con.from_arrow(pa.table({"v": column}))
+        try:
+            return [v for (v,) in rel.fetchall()]
+        except duckdb.Error:
+            return [v for (v,) in rel.project("cast(v as varchar)").fetchall()]
 
 
 def _day_end(column: "pa.ChunkedArray") -> bool:

@@ -7,7 +7,8 @@ answers the web UI's console and the MCP `sql` tool, and written to Parquet, as 
 text of it. The expected text comes from DuckDB itself (`CAST(x AS VARCHAR)` on a plain
 connection), never from runstore. These once printed `MonthDayNano(months=0, ...)`, a bit
 string's internal bytes, `\\ufffd` for a blob's 0xFF, a time without its offset, stopped
-with "unexpected ValueError" on nanoseconds, or failed to write Parquet (exit 70).
+with "unexpected ValueError" on nanoseconds, or failed to write Parquet (exit 70); every
+column of DuckDB's `test_all_types()` prints in each format (its extremes stopped them all).
 
 A HUGEINT prints exactly in JSON (it was a double: 1.7014118346046923e+38), and two columns
 of one name (`select 1 as a, 2 as a`) both print, named apart as DuckDB names a subquery's
@@ -113,6 +114,35 @@ def test_parquet_holds_what_arrow_can_and_text_for_the_rest(store: Path, tmp_pat
     assert table.schema.field("timestamp_ns").type == pa.timestamp("ns")
     assert table["timestamp_ns"].cast(pa.int64()).to_pylist() == \
         want["t"].cast(pa.int64()).to_pylist()
+
+
+# Columns of DuckDB's `test_all_types()` at the ends of their range that neither Arrow nor
+# DuckDB's reading of Arrow makes a Python value of (a date beyond year 9999, nanoseconds
+# beyond microseconds' range, the smallest HUGEINT): the whole function once stopped every
+# format with "unexpected OutOfRangeException" (exit 70).
+EXTREMES = ["hugeint", "uhugeint", "date", "timestamp", "timestamp_s", "timestamp_ns", "time"]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "jsonl", "markdown", "table"])
+def test_every_type_at_the_ends_of_its_range_prints(store: Path, fmt: str) -> None:
+    with duckdb.connect() as con:
+        names = con.sql("select * from test_all_types()").columns
+        texts = con.sql("select " + ", ".join(f"cast({c} as varchar)" for c in EXTREMES)
+                        + " from test_all_types()").fetchall()
+    out = sql(store, "select * from test_all_types()", "-F", fmt)
+    if fmt == "csv":
+        rows = list(csv.DictReader(io.StringIO(out)))
+        assert list(rows[0]) == names
+        assert [tuple(r[c] or None for c in EXTREMES) for r in rows] == texts
+    elif fmt in ("json", "jsonl"):
+        rows = json.loads(out) if fmt == "json" else [json.loads(x) for x in out.splitlines()]
+        assert [list(r) for r in rows] == [names] * len(texts)
+        for r, want in zip(rows, texts):  # numbers stay numbers, the rest DuckDB's text
+            assert [None if r[c] is None else str(r[c]) for c in EXTREMES] == list(want)
+    else:
+        assert all(t in out for row in texts for t in row if t is not None), out
+    out = sql(store, "select " + ", ".join(EXTREMES) + " from test_all_types()", "-F", "csv")
+    assert [tuple(v or None for v in r) for r in list(csv.reader(io.StringIO(out)))[1:]] == texts
 
 
 def test_a_carriage_return_in_a_csv_cell_is_quoted(store: Path, tmp_path: Path) -> None:
