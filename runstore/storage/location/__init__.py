@@ -13,8 +13,8 @@ else a `Local` (a `pathlib.Path`, so local code keeps os/pathlib speed and idiom
   opens), `list(rel)` (sorted names directly inside, empty when there is none),
   `walk_files(skip_dirs)` (every file below, with its size and change token), `tree()` (the
   directory walk discovery needs), and `exists()`, `is_file()`, `is_dir()`, `read_text()`;
-  `each(fn, items)` runs independent work `requests_at_once` at a time (one locally, in
-  threads on S3, where each request is a round trip);
+  `each(fn, items, at_least=1)` runs independent work `requests_at_once` (or `at_least`)
+  at a time (one locally, in threads on S3, where each request is a round trip);
 * writing: `put(rel, data)` replaces an object atomically, `delete(rel)` and `rmtree(rel)`
   remove, `unlink(missing_ok=True)`, `check_writable()` says clearly when the store cannot
   be written;

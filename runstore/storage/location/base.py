@@ -37,11 +37,12 @@ class Location:
     # once: where each request is a round trip (S3), many; on a local disk, one.
     requests_at_once = 1
 
-    def each(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-        """`fn` of each item, in order: `requests_at_once` of them at a time, in threads
-        when that is more than one (independent work against this location)."""
+    def each(self, fn: Callable[[T], R], items: Iterable[T], at_least: int = 1) -> list[R]:
+        """`fn` of each item, in order: `requests_at_once` of them at a time (`at_least` where
+        the work is the caller's more than the location's), in threads when that is more than
+        one (independent work against this location)."""
         items = list(items)
-        at_once = min(self.requests_at_once, len(items))
+        at_once = min(max(self.requests_at_once, at_least), len(items))
         if at_once <= 1:
             return [fn(item) for item in items]
         from concurrent.futures import ThreadPoolExecutor
