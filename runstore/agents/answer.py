@@ -10,7 +10,8 @@ the doctor's statements), and bounded twice:
   notice under the table: "rows 1–50 of 1,234 (limit=50): ask again with offset=50" (a table
   the tool's offset does not page says how else to get the rest, `UNPAGED`); a table
   without rows keeps its header (the columns) above "(no rows)"; a page that could hold none
-  of the rows left (the next one alone is larger than a page) says so instead;
+  of the rows left (the next one alone is larger than a page) says so instead, and a first
+  row larger than the whole answer is cut with a notice of how much it left out;
 * characters: the whole answer holds at most `max_chars` characters (`DEFAULT_CHARS` unless
   the call or `runstore mcp --max-chars` says otherwise; `MIN_CHARS`..`MAX_CHARS`). A table
   keeps the whole rows that fit and says where it stopped and which offset continues it; any
@@ -165,12 +166,18 @@ def _render_table(t: _Table, room: int) -> tuple[str, str | None, bool]:
         size += len(row) + 1
         shown += 1
     body = head + rows[:shown]
-    if shown == 1 and size > room:  # one row larger than the room: cut it, say so
-        body[-1] = body[-1][:max(room - size + len(body[-1]), 40)] + "…"
     first, last = page.offset + 1, page.offset + shown
     total = page.total
     of = f" of {total:,}" if total is not None else ""
     more = t.more.replace("{offset}", str(page.offset + shown))
+    if shown == 1 and size > room:  # one row larger than the room: cut it, say so
+        whole = len(body[-1])
+        body[-1] = body[-1][:max(room - size + whole, 40)] + "…"
+        then = f"; the next {t.what}: {more}" if shown < n or (total or 0) > last else ""
+        return "\n".join(body), (
+            f"(row {first:,} cut at the answer's character cap: {whole - len(body[-1]) + 1:,} "
+            f"of its {whole:,} characters left out; ask for fewer or shorter columns, e.g. "
+            f"left(text, 1000), or raise max_chars{then})"), False
     if shown < n:
         notice = (f"({t.what} {first:,}–{last:,}{of} shown: the answer reached its character "
                   f"cap; {more}, or ask for fewer rows or columns)")

@@ -355,6 +355,29 @@ def test_a_long_argument_does_not_crowd_out_the_answer(session: McpSession, n_ru
         assert len(text.split("\n")[0]) < 200, text
 
 
+@pytest.mark.parametrize("fmt", ["csv", "markdown"])
+def test_a_row_cut_at_the_cap_says_so(session: McpSession, fmt: str) -> None:
+    """A row larger than the whole answer may be is cut, and a notice says so, how much it
+    left out and how to get it (it was cut with an ellipsis alone: a CSV row cut inside a
+    quoted value reads as another value)."""
+    wide = ", ".join(f"repeat('{c}', 150) as {c}" for c in "abcdefghij")
+    for query, more in ((f"select {wide}", ""),
+                        (f"select {wide} union all select {wide}", "offset=1")):
+        text = session.ok("sql", {"query": query, "format": fmt, "max_chars": 1000})
+        assert len(text) <= 1000
+        notice = text.rstrip("\n").split("\n")[-1]
+        assert notice.startswith("(row 1 cut at the answer's character cap: "), text
+        left = int(notice.split(": ", 1)[1].split(" of its ")[0].replace(",", ""))
+        whole = int(notice.split(" of its ")[1].split(" characters")[0].replace(",", ""))
+        at = 2 if fmt == "markdown" else 1
+        row = text.split("\n")[at]
+        full = session.ok("sql", {"query": query, "format": fmt,
+                                  "max_chars": answer.MAX_CHARS}).split("\n")[at]
+        assert len(full) == whole and row[:-1] == full[:len(row) - 1], (row, notice)
+        assert row.endswith("…") and len(row) - 1 + left == whole, (row, notice)
+        assert "raise max_chars" in notice and more in notice
+
+
 def test_every_offset_the_schema_admits_is_answered_and_a_larger_one_refused(
         session: McpSession) -> None:
     # An offset past the last row is a notice, however large; one past what a 64-bit row
