@@ -454,3 +454,32 @@ def test_a_shared_name_is_warned_about_once(world: World, tmp_path: Path) -> Non
     again: list[str] = []
     world.both.ingest([world.b], on_warning=again.append)
     assert again == []
+
+
+def test_a_run_named_like_a_label_gets_a_label_of_its_own(world: World, tmp_path: Path) -> None:
+    """A third tree holds a run named as another run's label is (`sl/run [3f2a9c01]`, the
+    name of the first tree's `sl/run` with its run_id prefix): a chart's legend, a table and
+    the UI tell runs apart by label, so it must not be the other run's. Its label is followed
+    by its own run_id prefix, and the labels the store had stay as they were."""
+    store = runstore.open(tmp_path / "store")
+    shutil.copytree(world.both.path, store.path)
+    before = {r["run_id"]: r["run_label"]
+              for r in store.arrow("select run_id, run_label from run_labels").to_pylist()}
+    taken = before[run_id_for(str((world.a / "sl" / "run").resolve()))]
+    assert taken.startswith("sl/run [") and len(taken) == len("sl/run [12345678]")
+    # Near misses of a label's ending keep their names.
+    plain_names = {"run [1234567]", "run [123456789]", "run[12345678]", "run [12345678] "}
+    tree = tmp_path / "c" / "runs"
+    demo.generate_tree(tree, [RunSpec(taken, kind="sl", steps=6),
+                              *(RunSpec(f"x/{n}", kind="sl", steps=6) for n in plain_names)],
+                       seed=3)
+    store.ingest([tree])
+    rows = store.arrow("select run_id, run_name, run_label from run_labels").to_pylist()
+    labels = [r["run_label"] for r in rows]
+    assert len(set(labels)) == len(labels), sorted(labels)
+    assert {r["run_id"]: r["run_label"] for r in rows if r["run_id"] in before} == before
+    crafted = run_id_for(str((tree / taken).resolve()))
+    assert [r["run_label"] for r in rows if r["run_id"] == crafted] == [
+        f"{taken} [{crafted[:8]}]"]
+    assert {r["run_label"] for r in rows if r["run_name"].startswith("x/")} == {
+        f"x/{n}" for n in plain_names}
