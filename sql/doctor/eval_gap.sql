@@ -38,21 +38,27 @@ middles as (
     from evals
     group by run_id, key
 ),
-halves as (
-    select e.run_id, e.key, any_value(m.n) as n,
-           avg(e.value) filter (where 2 * e.step::hugeint < m.twice_middle) as eval_first,
-           avg(e.value) filter (where 2 * e.step::hugeint > m.twice_middle) as eval_last,
-           var_samp(e.value) filter (where 2 * e.step::hugeint < m.twice_middle) as eval_first_var,
-           var_samp(e.value) filter (where 2 * e.step::hugeint > m.twice_middle) as eval_last_var,
-           count(*) filter (where 2 * e.step::hugeint < m.twice_middle) as h_first,
-           count(*) filter (where 2 * e.step::hugeint > m.twice_middle) as h_last,
-           min(e.step) filter (where 2 * e.step::hugeint < m.twice_middle) as first_from,
-           max(e.step) filter (where 2 * e.step::hugeint < m.twice_middle) as first_to,
-           min(e.step) filter (where 2 * e.step::hugeint > m.twice_middle) as last_from,
-           max(e.step) as last_to
+sided as (
+    -- Each eval's half of the run: -1 before the middle step, 1 after it, 0 at it (neither).
+    select e.run_id, e.key, e.step, e.value, m.n,
+           sign(2 * e.step::hugeint - m.twice_middle) as side
     from evals as e
     join middles as m on m.run_id = e.run_id and m.key = e.key
-    group by e.run_id, e.key
+),
+halves as (
+    select run_id, key, any_value(n) as n,
+           avg(value) filter (where side < 0) as eval_first,
+           avg(value) filter (where side > 0) as eval_last,
+           var_samp(value) filter (where side < 0) as eval_first_var,
+           var_samp(value) filter (where side > 0) as eval_last_var,
+           count(*) filter (where side < 0) as h_first,
+           count(*) filter (where side > 0) as h_last,
+           min(step) filter (where side < 0) as first_from,
+           max(step) filter (where side < 0) as first_to,
+           min(step) filter (where side > 0) as last_from,
+           max(step) as last_to
+    from sided
+    group by run_id, key
 ),
 train as (
     select run_id, step, value
