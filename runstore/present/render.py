@@ -260,17 +260,19 @@ def _csv(table: "Rows | pa.Table") -> str:
     finite) is passed as it is, the others cell by cell. The csv module quotes a cell holding
     a line feed but not one holding a lone carriage return, which other readers take for the
     end of a row: a row with such a cell has every cell quoted (a null as `""`)."""
+    names, columns, n = _by_column(table)
+    columns = [col if _as_is(col) else [_text(v) for v in col] for col in columns]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(names)
+    w.writerows(zip(*columns) if names else [()] * n)
+    text = buf.getvalue()
+    if "\r" not in text:  # rows end in "\n": no cell holds a carriage return
+        return text
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     quoted = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
-    names, columns, n = _by_column(table)
-    (quoted if _has_return(names) else w).writerow(names)
-    columns = [col if _as_is(col) else [_text(v) for v in col] for col in columns]
-    rows = zip(*columns) if names else [()] * n
-    if not any(map(_has_return, columns)):
-        w.writerows(rows)
-        return buf.getvalue()
-    for row in rows:
+    for row in (names, *zip(*columns)):
         (quoted if _has_return(row) else w).writerow(row)
     return buf.getvalue()
 
