@@ -161,10 +161,10 @@ class _Evaluated:
 
 def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | None,
               since_step: int | None, *, arrow: bool = True) -> _Evaluated:
-    """Threshold rules in one statement, trend rules (trends.py) beside them, merged in
-    rule order: one table with both kinds' rows and per-rule counts, merged as plain rows;
-    with `arrow=False` they stay plain `Rows` and neither polars nor pyarrow is loaded, for
-    threshold and trend rules alike."""
+    """Threshold rules in one statement, trend rules (trends.py) beside them (at once, on
+    two threads), merged in rule order: one table with both kinds' rows and per-rule counts,
+    merged as plain rows; with `arrow=False` they stay plain `Rows` and neither polars nor
+    pyarrow is loaded, for threshold and trend rules alike."""
     from ..analysis.runs import scope_ids
 
     ids = scope_ids(store, runs)  # type: ignore[arg-type]
@@ -175,6 +175,8 @@ def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | 
         return _Evaluated(table, tuple(int(c["checked"]) for c in by_rule),
                           tuple(int(c["fired_runs"]) for c in by_rule),
                           int(by_rule[0]["scope_runs"]))
+    from concurrent.futures import ThreadPoolExecutor
+
     from .trends import evaluate as evaluate_trends
 
     plain = [(i, r) for i, r in enumerate(rules) if not isinstance(r, TrendRule)]
@@ -182,24 +184,31 @@ def _evaluate(store: "Reader", rules: "Sequence[Rule | TrendRule]", runs: str | 
     checked, fired = [0] * len(rules), [0] * len(rules)
     columns = ["run_id", *COLUMNS, "rule_idx"]
     merged: list[tuple[Any, ...]] = []
-    scope_runs = None
+    scope_runs = 0
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The threshold rules' statement (without them, the count of the runs in scope) runs
+        # on a thread of its own while the trend rules fetch their points and fire: DuckDB
+        # lets go of Python as it plans and runs.
+        answer = (pool.submit(_answer, store, [r for _, r in plain], ids, since_step,
+                              arrow=False) if plain else
+                  pool.submit(store.fetch, *count_runs_query(ids),
+                              convert=lambda r: r.fetchall()))
+        result = evaluate_trends(store, [r for _, r in trend], runs=runs, since_step=since_step)
+        answered = answer.result()
     if plain:
-        table, counts = _answer(store, [r for _, r in plain], ids, since_step, arrow=False)
+        table, counts = answered
         where = [i for i, _ in plain]
         for c in counts:
             checked[where[c["rule_idx"]]] = int(c["checked"])
             fired[where[c["rule_idx"]]] = int(c["fired_runs"])
             scope_runs = int(c["scope_runs"])
         merged += _renumber(table, where)
-    if trend:
-        result = evaluate_trends(store, [r for _, r in trend], runs=runs, since_step=since_step)
-        where = [i for i, _ in trend]
-        for j, i in enumerate(where):
-            checked[i], fired[i] = result.checked[j], result.fired[j]
-        merged += _renumber(result.rows, where)
-    if scope_runs is None:
-        scope_runs = int(store.fetch(*count_runs_query(ids),
-                                     convert=lambda r: r.fetchall())[0][0])
+    else:
+        scope_runs = int(answered[0][0])
+    where = [i for i, _ in trend]
+    for j, i in enumerate(where):
+        checked[i], fired[i] = result.checked[j], result.fired[j]
+    merged += _renumber(result.rows, where)
     if plain and trend:
         # By run name (no name first), then rule order; each part is in that order already.
         name, idx = columns.index("run_name"), columns.index("rule_idx")

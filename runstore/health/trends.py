@@ -65,6 +65,7 @@ from ..analysis.runs import Scope, scope_ids
 from ..analysis.smooth import smoothed
 from ..errors import UsageError
 from ..query.rows import Rows, records
+from ..query.session import AT_ONCE
 from ..query.statements.frames import family_lists_query, run_status_query
 from ..storage.schema import F64, I64, STR
 from .firing import COLUMN_TYPES, COLUMNS
@@ -137,23 +138,32 @@ def evaluate(store: "Reader", rules: Sequence[TrendRule], *, runs: Scope = None,
     """Every (run, rule) that fires, with per-rule counts (see the module)."""
     if since_step is not None and (isinstance(since_step, bool) or not isinstance(since_step, int)):
         raise UsageError(f"since_step must be a whole step number, got {since_step!r}")
+    from concurrent.futures import ThreadPoolExecutor
+
     now = now or datetime.now(timezone.utc)
     rows: list[tuple[Any, ...]] = []
     checked, fired = [], []
-    status = _status(store, runs)
-    by_id = {s["run_id"]: s for s in status}
-    for i, rule in enumerate(rules):
-        if rule.kind == "stale":
-            found, n = _stale(status, rule, now)
-        else:
-            found, n = _trend(store, rule, runs, since_step)
-            found = [{**f, "run_name": by_id[f["run_id"]]["run_name"],
-                      "status": by_id[f["run_id"]]["status"]}
-                     for f in found if f["run_id"] in by_id]
-        rows += [(f["run_id"], f["run_name"], rule.name, *(f[c] for c in COLUMNS[2:-1]),
-                  f["status"], i) for f in found]
-        checked.append(n)
-        fired.append(len(found))
+    # The runs' status and each drop/rise rule's points are separate statements: they run
+    # `AT_ONCE` at a time, each on its own cursor (query/session.py), and a rule fires (in
+    # Python) while the next rule's points are fetched.
+    with ThreadPoolExecutor(max_workers=AT_ONCE) as pool:
+        pending = pool.submit(_status, store, runs)
+        series = {i: pool.submit(_series, store, rule.families[0], runs, since_step)
+                  for i, rule in enumerate(rules) if rule.kind != "stale"}
+        status = pending.result()
+        by_id = {s["run_id"]: s for s in status}
+        for i, rule in enumerate(rules):
+            if rule.kind == "stale":
+                found, n = _stale(status, rule, now)
+            else:
+                found, n = fire_lists(series.pop(i).result(), rule)
+                found = [{**f, "run_name": by_id[f["run_id"]]["run_name"],
+                          "status": by_id[f["run_id"]]["status"]}
+                         for f in found if f["run_id"] in by_id]
+            rows += [(f["run_id"], f["run_name"], rule.name, *(f[c] for c in COLUMNS[2:-1]),
+                      f["status"], i) for f in found]
+            checked.append(n)
+            fired.append(len(found))
     # By run name (no name first), then rule.
     rows.sort(key=lambda r: (r[1] is not None, r[1] or "", r[-1]))
     columns = list(ROW_TYPES)
@@ -256,12 +266,6 @@ def fire_run(steps: Sequence[Any], values: Sequence[float | None],
         return None
     return {"first_step": first, "last_step": last, "steps_over": over_n, "peak": peak,
             "latest": latest, "longest_streak": longest}
-
-
-def _trend(store: "Reader", rule: TrendRule, runs: Scope,
-           since_step: int | None) -> tuple[list[dict[str, Any]], int]:
-    """The fired rows of a drop/rise rule (without run_name/status) and the runs checked."""
-    return fire_lists(_series(store, rule.families[0], runs, since_step), rule)
 
 
 def fire_rows(points: Iterable[tuple[Any, ...]],

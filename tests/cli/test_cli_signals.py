@@ -96,6 +96,8 @@ def test_ctrl_c_stops_a_long_query(store: Path, tmp_path: Path, args: tuple[str,
 # checks the counts, so that "first, middle, last" stays true).
 QUERYING = {
     "check": (("check",), 1),
+    # A threshold rule and a trend rule: three statements, run at once on threads.
+    "check --rule": (("check", "--rule", f"drop({REWARD}) > 0.2"), 3),
     "compare": (("compare", REWARD, "--group-by", "learning_rate", "--smooth", "0.9"), 2),
     "runs --where": (("runs", "--where", "kind = 'rl'"), 1),
     "keys": (("keys",), 1),
