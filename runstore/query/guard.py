@@ -12,7 +12,9 @@ Contract:
   in `READ_TABLE_FUNCTIONS` pass) and the functions in `FORBIDDEN_FUNCTIONS`; for what does
   not parse, "syntax error at line L, column C near '…': <short reason>" followed by the
   offending line with carets under the token (line and column are sqlglot's: the column is
-  where the offending token ends); for what nests deeper than DuckDB parses, a plain error.
+  where the offending token ends); for what nests deeper than DuckDB parses, a plain error,
+  given before DuckDB's parser sees a text that nests more than `MAX_NESTING` levels
+  (`nests_deeper_than`: the parser's memory grows with the square of the depth of a mistake).
   The fast path asks DuckDB's own parser, through `con` (statement classification,
   `extract_statements`; the parse tree, `json_serialize_sql`), so it needs no sqlglot and
   takes any depth DuckDB takes; sqlglot is the slow path, for the messages of statements
@@ -201,6 +203,8 @@ def guard(query: str, con: Any) -> Checked:
 def _guard(query: str, con: Any) -> Checked:
     import duckdb
 
+    if nests_deeper_than(query, MAX_NESTING):
+        raise nests_too_deep()
     try:
         statements = con.extract_statements(query)
     except duckdb.Error as e:
@@ -237,9 +241,46 @@ def depth_error(e: BaseException) -> QueryError | None:
     error (DuckDB's own hint, to SET a higher limit, does not apply: settings are locked)."""
     if "max expression depth" not in str(e).lower():
         return None
-    return QueryError("the query nests more than 1000 levels deep (DuckDB's "
+    return nests_too_deep()
+
+
+def nests_too_deep() -> QueryError:
+    return QueryError(f"the query nests more than {MAX_NESTING} levels deep (DuckDB's "
                       "max_expression_depth, views included); write it with fewer levels of "
                       "parentheses, subqueries or function calls")
+
+
+def nests_deeper_than(query: str, limit: int) -> bool:
+    """Whether `query` nests more than `limit` levels deep where it nests most, as DuckDB's
+    parser meets it: the parentheses open there plus the operators in a row that lead to it
+    (`- - - 1`), read with DuckDB's own tokenizer (a string, a quoted name or a comment holds
+    no nesting). A text with no more operator characters than `limit` cannot: it is not
+    tokenized (every operator token holds one)."""
+    import duckdb
+
+    if sum(map(query.count, _OPERATOR_CHARS)) <= limit:
+        return False
+    try:
+        tokens = duckdb.tokenize(query)
+    except duckdb.Error:  # DuckDB's parser says what is wrong with the text
+        return False
+    depth = run = 0
+    for i, (offset, kind) in enumerate(tokens):
+        if kind.name == "comment":
+            continue
+        if kind.name != "operator":
+            run = 0  # an operand ends a run of prefix operators
+            continue
+        end = tokens[i + 1][0] if i + 1 < len(tokens) else len(query)
+        text = query[offset:end].strip()
+        opened = text.count("(") - text.count(")")
+        if opened:
+            depth = max(0, depth + opened)
+        elif text not in (",", ";"):
+            run += 1
+        if depth + run > limit:
+            return True
+    return False
 
 
 def _unparsed(query: str, e: Exception) -> Checked:
@@ -271,6 +312,16 @@ def _first_word(statement: str) -> str:
         return (word.split(None, 1)[0] if word else "").upper()
     return ""
 
+
+# DuckDB's parser needs memory and time that grow with the square of how deep it is where it
+# meets a syntax error (a few thousand unclosed parentheses take gigabytes and seconds), and
+# no setting bounds it (`memory_limit` does not count the parser). A text nested more than
+# `MAX_NESTING` levels is refused before DuckDB parses it: DuckDB's `max_expression_depth`,
+# past which an expression fails anyway (only subqueries nested in FROM went deeper).
+MAX_NESTING = 1000
+# Every operator token of DuckDB's tokenizer holds one of these (PostgreSQL's lexer, which
+# DuckDB's follows: its `self` and `op_chars` characters).
+_OPERATOR_CHARS = "~!@#^&|`?+-*/%<>=()[].;:,"
 
 # The parse tree is scanned as text (see `parsetree`): each match below is a key of the tree.
 _NODE = re.compile(r'"type":"([A-Z_]+_NODE)"')

@@ -20,10 +20,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import oracle
 import runstore
+from conftest import examples
 from runstore.errors import RunstoreError
+from runstore.query.guard import nests_deeper_than
 from storekit import cli
 
 DEPTHS = [30, 40, 50, 100, 500, 999, 1000, 2000]
@@ -136,3 +140,77 @@ def test_check_rule(store_dir: Path, depth: int, side: str) -> None:
             assert result.exit_code == 2
         assert "cannot read" in message and ("nests too deeply" in message
                                              or "is not a metric name" in message), message
+
+
+# DuckDB's parser needs memory and time growing with the square of how deep it is where it
+# meets a mistake (a few thousand levels take gigabytes, past any `memory_limit`): a
+# text nested deeper than DuckDB evaluates is refused before the parser sees it. Each form
+# nests `d` levels and holds a mistake (or ends) at its deepest point.
+HOSTILE: dict[str, Callable[[int], str]] = {
+    "unclosed parentheses": lambda d: "select " + "(" * d + "1",
+    "a mistake deep inside": lambda d: "select " + "(" * d + "1 +" + ")" * d,
+    "prefix operators": lambda d: "select " + "- " * d + "1 +",
+    "operators between comments": lambda d: "select " + "- /* (a) */ " * d + "1 +",
+    "subqueries": lambda d: "select * from " + "(select * from " * d + "(select",
+    "parentheses and operators": lambda d: "select " + "(-" * (d // 2) + "1",
+}
+
+
+@pytest.mark.parametrize("form", sorted(HOSTILE))
+def test_a_text_nested_past_the_limit_is_refused_before_duckdb_parses_it(
+        store_dir: Path, form: str) -> None:
+    """20,000 levels in a real process held to 512 MB (far less than DuckDB's parser would
+    need), and 1,500 through Python: the depth is named, not the memory or a syntax error."""
+    proc = subprocess.run([sys.executable, "-m", "runstore", "--store", str(store_dir),
+                           "sql", "--memory-limit", "512MB", "-"], input=HOSTILE[form](20_000),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr[:300]
+    assert proc.stderr.startswith("Error: the query nests more than 1000 levels deep")
+    with pytest.raises(RunstoreError, match="nests more than 1000 levels deep"):
+        runstore.open(store_dir).sql(HOSTILE[form](1500))
+
+
+def test_a_mistake_at_the_limit_is_still_duckdbs_syntax_error(store_dir: Path) -> None:
+    """At 1000 levels the text reaches DuckDB's parser, which says what is wrong with it;
+    parentheses inside strings, quoted names and comments are no nesting at all."""
+    with pytest.raises(RunstoreError, match="syntax error"):
+        runstore.open(store_dir).sql(HOSTILE["unclosed parentheses"](1000))
+    hidden = "'" + "(" * 3000 + "'"
+    query = f'select length({hidden}) as "((((" /* {"(" * 3000} */ -- {"(" * 3000}\n'
+    assert runstore.open(store_dir).sql(query).item() == 3000
+
+
+# Pieces of SQL text and what each does to the nesting: +1/-1 a parenthesis, "op" a prefix
+# operator, "operand" a value (it ends a run of operators), None nothing (a comment, a comma).
+PIECES = [("(", +1), (")", -1), ("- ", "op"), ("+ ", "op"), ("~ ", "op"), ("1 ", "operand"),
+          ("x ", "operand"), ("'a(('", "operand"), ('"b(("', "operand"), ("$$ ((( $$", "operand"),
+          ("/* (( */", None), ("-- ((\n", None), (", ", None), ("'''('", "operand")]
+
+
+def reference_depth(pieces: list[int]) -> int:
+    """The deepest point of a text made of `PIECES`: open parentheses plus operators in a
+    row, from what the generator put there (no tokenizer)."""
+    depth = run = deepest = 0
+    for i in pieces:
+        effect = PIECES[i][1]
+        if effect == "operand":
+            run = 0
+        elif effect == "op":
+            run += 1
+        elif isinstance(effect, int):
+            depth = max(0, depth + effect)
+        deepest = max(deepest, depth + run)
+    return deepest
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(pieces=st.lists(st.integers(0, len(PIECES) - 1), max_size=60),
+       limit=st.integers(0, 30), padded=st.booleans())
+def test_nesting_is_read_from_duckdbs_tokens(pieces: list[int], limit: int,
+                                             padded: bool) -> None:
+    """`nests_deeper_than` against the generator's own account, with and without a string
+    of 1,000 parentheses in front (which makes the text long enough to be tokenized)."""
+    text = "select " + "".join(PIECES[i][0] for i in pieces)
+    if padded:
+        text = "select '" + "(" * 1000 + "', " + text[len("select "):]
+    assert nests_deeper_than(text, limit) == (reference_depth(pieces) > limit), text
