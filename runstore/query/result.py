@@ -84,13 +84,18 @@ class Result:
 
 
 def polars_frame(data: Any) -> "pl.DataFrame":
-    """A DuckDB relation or an Arrow table as a polars DataFrame."""
+    """A DuckDB relation or an Arrow table as a polars DataFrame (DuckDB's error, as it is,
+    when the query fails as polars reads its rows)."""
     import polars as pl
     try:
         return pl.DataFrame(data)
     except (KeyboardInterrupt, SystemExit, MemoryError):
         raise
     except BaseException as e:  # polars panics (pyo3's PanicException) on types it lacks
+        import duckdb
+
+        if isinstance(e, duckdb.Error):  # the query failed as its rows were read: its error
+            raise
         why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
         raise QueryError(f"polars cannot hold this result ({why}): cast the column (an "
                          "interval to varchar, say), or use store.arrow()") from e

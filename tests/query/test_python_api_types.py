@@ -57,3 +57,24 @@ def test_a_mapping_that_is_not_a_dict_binds_as_one(shared_demo_store: Path) -> N
         got = store.fetch("select $a + $b", MappingProxyType({"a": 1, "b": 2}),
                           convert=lambda r: r.fetchall())
     assert got == [(3,)]
+
+
+# A query that fails as its rows are read (not as it is planned): each way of reading it
+# gives DuckDB's own error, which names what went wrong.
+FAILING_AS_IT_RUNS = [
+    ("select count(*) as n from range(10) t(x) where x >= -9223372036854775805 - 10",
+     "Overflow in subtraction of INT64"),
+    ("select cast(x as utinyint) as n from range(250, 260) t(x)", "Conversion Error"),
+]
+
+
+@pytest.mark.parametrize("query, message", FAILING_AS_IT_RUNS, ids=["overflow", "cast"])
+@pytest.mark.parametrize("how", ["sql", "arrow", "rows"])
+def test_a_query_failing_as_it_runs_says_why(shared_demo_store: Path, how: str, query: str,
+                                             message: str) -> None:
+    """Read into polars, such a failure was taken for a type polars cannot hold ("cast the
+    column, or use store.arrow()"): it is the query's error, as every other reader says."""
+    store = runstore.open(shared_demo_store)
+    with pytest.raises(runstore.errors.QueryError) as got:
+        getattr(store, how)(query)
+    assert message in str(got.value) and "polars" not in str(got.value), got.value
