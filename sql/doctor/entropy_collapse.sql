@@ -113,5 +113,5 @@ left join found as f on f.run_id = r.run_id
 select step, key, value
 from metrics
 where run_id = $run_id and key in ('optim/entropy', 'entropy', 'env/all/reward/total')
-  and step between $first_step - 10 and $last_step
+  and step between cast($first_step as hugeint) - 10 and $last_step
 order by step, key

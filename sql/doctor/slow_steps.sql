@@ -72,12 +72,15 @@ left join fired as f on f.run_id = r.run_id
 left join grown as g on g.run_id = r.run_id
 
 -- name: evidence
--- The step time the rule read (`time/total`) and the top-level spans, from 10 steps before.
+-- The step time the rule read (`time/total`) and the top-level spans, from 10 steps before
+-- (counted as HUGEINT: a first step near the smallest BIGINT has no BIGINT 10 before it).
 select step, key as name, value as seconds
 from metrics
-where run_id = $run_id and key = 'time/total' and step between $first_step - 10 and $last_step
+where run_id = $run_id and key = 'time/total'
+  and step between cast($first_step as hugeint) - 10 and $last_step
 union all
 select step, name, duration_s as seconds
 from spans
-where run_id = $run_id and depth = 0 and step between $first_step - 10 and $last_step
+where run_id = $run_id and depth = 0
+  and step between cast($first_step as hugeint) - 10 and $last_step
 order by step, name

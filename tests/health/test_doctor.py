@@ -29,7 +29,7 @@ from runstore import demo
 from runstore.health.doctor import CATALOGUE, NAMES, diagnose
 from runstore.health.doctor.catalogue import FINDING_COLUMNS
 from runstore.health.doctor.config import doctor_config
-from runstore.health.doctor.diagnose import _evaluate
+from runstore.health.doctor.diagnose import _evaluate, evidence_statement
 from runstore.resources import statement
 
 PROBLEMS_SEED = 5
@@ -144,6 +144,28 @@ def test_statements_show_the_evidence(problems: tuple[Path, runstore.Store]) -> 
                                                               "entropy_collapse", "slow_steps"):
             steps = shown["step"].to_list()
             assert min(steps) >= row["first_step"] and max(steps) <= row["last_step"], row
+
+
+@pytest.mark.parametrize("first", [-2**63, -2**63 + 3, 2**63 - 3], ids=str)
+def test_statements_run_at_the_ends_of_the_step_range(tmp_path: Path, first: int) -> None:
+    """A step is any 64-bit integer a file logs. For a run that logs three steps from
+    `first` on, each finding's statement, printed for those steps, runs (reading from 10
+    steps before the first must not overflow) and shows each of them it reads."""
+    run = tmp_path / "runs" / "edge"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"model_name": "m"}))
+    keys = ("time/total", "optim/entropy", "env/all/reward/total")
+    (run / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": first + i, **{k: 1.0 + i for k in keys}}) + "\n" for i in range(3)))
+    store = runstore.open(tmp_path / "store")
+    store.ingest([tmp_path / "runs"])
+    run_id = store.arrow("select run_id from runs").column(0)[0].as_py()
+    params = doctor_config(store, config=False).params
+    for f in CATALOGUE:
+        shown = store.sql(evidence_statement(f, run_id, first, first + 2, params[f.name],
+                                             list(keys)))
+        if f.name in ("slow_steps", "entropy_collapse"):  # they read these keys' steps
+            assert sorted(set(shown["step"].to_list())) == [first, first + 1, first + 2]
 
 
 # ---------------------------------------------------------------------------------------------
