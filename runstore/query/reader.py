@@ -6,7 +6,9 @@ pictures, key lookups and other engines take a `Reader`, not a `Store`: anything
 answered as Arrow (`arrow(sql, params)`: the guard, the sandbox and bound `$name` params of
 `Store.fetch`), or converted by the caller (`fetch(sql, params, convert=)`, e.g. plain rows:
 `rows.from_relation`). `Store` is one (it is the object every caller has); naming only what they use
-keeps those layers below `store`, so imports run one way (docs/architecture.md).
+keeps those layers below `store`, so imports run one way (docs/architecture.md). Queries may
+be asked from several threads at once (the report's sections, the doctor's findings, a
+check's threshold and trend rules): each runs on a cursor of its own.
 """
 
 from __future__ import annotations
