@@ -261,18 +261,14 @@ def nests_deeper_than(query: str, limit: int) -> bool:
     if sum(map(query.count, _OPERATOR_CHARS)) <= limit:
         return False
     try:
-        tokens = duckdb.tokenize(query)
+        tokens = _tokens(query)
     except duckdb.Error:  # DuckDB's parser says what is wrong with the text
         return False
     depth = run = 0
-    for i, (offset, kind) in enumerate(tokens):
-        if kind.name == "comment":
-            continue
-        if kind.name != "operator":
+    for kind, text in tokens:
+        if kind != "operator":
             run = 0  # an operand ends a run of prefix operators
             continue
-        end = tokens[i + 1][0] if i + 1 < len(tokens) else len(query)
-        text = query[offset:end].strip()
         opened = text.count("(") - text.count(")")
         if opened:
             depth = max(0, depth + opened)
@@ -301,16 +297,19 @@ def _unparsed(query: str, e: Exception) -> Checked:
 
 def _first_word(statement: str) -> str:
     """The first keyword of one statement, comments skipped, in upper case."""
-    import duckdb
-
-    tokens = [(offset, kind) for offset, kind in duckdb.tokenize(statement)]
-    for i, (offset, kind) in enumerate(tokens):
-        if kind.name == "comment":
-            continue
-        end = tokens[i + 1][0] if i + 1 < len(tokens) else len(statement)
-        word = statement[offset:end].strip()
+    for _, word in _tokens(statement):
         return (word.split(None, 1)[0] if word else "").upper()
     return ""
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    """DuckDB's tokens of `text`, comments left out: (kind, the token's text) in order."""
+    import duckdb
+
+    found = duckdb.tokenize(text)
+    ends = [offset for offset, _ in found[1:]] + [len(text)]
+    return [(kind.name, text[offset:end].strip())
+            for (offset, kind), end in zip(found, ends) if kind.name != "comment"]
 
 
 # DuckDB's parser needs memory and time that grow with the square of how deep it is where it
