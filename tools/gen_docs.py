@@ -1,6 +1,10 @@
 """Generated documentation (a doc tool, not in the wheel): `docs/views.md` from the SQL
 comments, `docs/cookbook.md` from questions answered on the demo data, `docs/cli.md` from
-every command's `--help`, the catalogue part of `docs/doctor.md` from sql/doctor/'s headers.
+every command's `--help`, the catalogue part of `docs/doctor.md` from sql/doctor/'s headers;
+and `sql/view_reads.json`, what each canned view reads as DuckDB's parser answers for its body
+(`{view: {SHA-256 of its body: [what it reads]}}`, asked of the parser, never of the record:
+a connection takes a view's reads from it instead of parsing the view, only for the body it
+was recorded for, so a stale record costs a parse, never a wrong answer).
 
 Contract: the texts are pure functions of the repository (the `sql/` files, this module's
 questions, the store `runstore demo` writes from `runstore.demo.DEMO_SEED`), so the committed
@@ -17,11 +21,13 @@ between builds), and rewards are multiples of 1/8, so their means sit on roundin
     python tools/gen_docs.py cookbook -o docs/cookbook.md
     python tools/gen_docs.py cli -o docs/cli.md
     python tools/gen_docs.py doctor -o docs/doctor.md
+    python tools/gen_docs.py reads -o sql/view_reads.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 import tempfile
@@ -597,14 +603,28 @@ def doctor_markdown(current: str | None = None) -> str:
     return "\n".join(out)
 
 
+def view_reads() -> str:
+    """sql/view_reads.json: what each canned view reads, by DuckDB's parser."""
+    from runstore.query import parsetree
+    from runstore.query import views as views_mod
+    from runstore.resources import sql_dir
+
+    files = views_mod.view_files(str(sql_dir()))
+    bodies = {name: views_mod.documented(path)[2] for name, path in files.items()}
+    reads = parsetree.references_each(views_mod._parser(), list(bodies.values()))
+    record = {name: {views_mod.digest(body): sorted(r)}
+              for (name, body), r in zip(bodies.items(), reads)}
+    return json.dumps(record, indent=1, sort_keys=True) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python tools/gen_docs.py",
-                                     description="Regenerate runstore's generated docs.")
-    parser.add_argument("doc", choices=["views", "cookbook", "cli", "doctor"])
+                                     description="Regenerate runstore's generated docs (and sql/view_reads.json).")
+    parser.add_argument("doc", choices=["views", "cookbook", "cli", "doctor", "reads"])
     parser.add_argument("-o", "--output", help="write to this file instead of stdout")
     args = parser.parse_args(argv)
     text = {"views": views_markdown, "cookbook": cookbook_from_scratch,
-            "cli": cli_markdown, "doctor": doctor_markdown}[args.doc]()
+            "cli": cli_markdown, "doctor": doctor_markdown, "reads": view_reads}[args.doc]()
     if args.output:
         Path(args.output).write_text(text)
     else:

@@ -4,9 +4,12 @@ Contract: `views()` lists every canned view (a `View`: name, purpose, documented
 body, file, what it reads), in dependency order, each parsed once per process (the files ship
 with the package and do not change while it runs). `parse_view(path)` reads one file: its
 leading `--` lines are the purpose, `-- @column name: comment` lines document the columns,
-the rest is the SELECT; `view_columns(name)` is one view's documented columns, from its
-header alone. What a view reads comes from DuckDB's own parser
-(`parsetree.references_each`), on a private connection that is confined and holds nothing; a cycle
+the rest is the SELECT (`documented(path)`: those three, without parsing the SQL);
+`view_columns(name)` is one view's documented columns, from its header alone. What a view
+reads comes from DuckDB's own parser (`parsetree.references_each`), on a private connection
+that is confined and holds nothing, or from what that parser answered for the same body when
+`tools/gen_docs.py reads` last ran (`recorded_reads`: the `READS` file beside the views, each
+view's body digest and reads; an entry for another body than the file's is not used); a cycle
 of views is an error; `parsed_each(paths)` parses the files not parsed yet in one call of the
 parser (a connection asks it for a level of a query's view tree at a time: one call for the
 views the query names, one for all they read, ...). Statements the library builds from
@@ -17,6 +20,8 @@ connection: what the doctor reads the keys a finding compares with from, without
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import threading
 from dataclasses import dataclass
@@ -51,15 +56,47 @@ def parse_view(path: Path, parser: Any = None) -> View:
 
 
 def _parse(paths: list[Path], parser: Any) -> list[View]:
-    """The view files `paths`, what each reads from one call of DuckDB's parser."""
-    documented = [_documented(p) for p in paths]
-    depends = parsetree.references_each(parser if parser is not None else _parser(),
-                                        [body for _, _, body in documented])
+    """The view files `paths`, what each reads: recorded (`READS`) for a body the record
+    holds, else from one call of DuckDB's parser for all the others."""
+    docs = [documented(p) for p in paths]
+    depends = [recorded_reads(p.parent).get(p.stem, {}).get(digest(body))
+               for p, (_, _, body) in zip(paths, docs)]
+    todo = [i for i, reads in enumerate(depends) if reads is None]
+    if todo:
+        answers = parsetree.references_each(parser if parser is not None else _parser(),
+                                            [docs[i][2] for i in todo])
+        for i, reads in zip(todo, answers):
+            depends[i] = sorted(reads)
     return [View(path.stem, description, columns, body, path, tuple(sorted(reads)))
-            for path, (description, columns, body), reads in zip(paths, documented, depends)]
+            for path, (description, columns, body), reads in zip(paths, docs, depends)]
 
 
-def _documented(path: Path) -> tuple[str, tuple[tuple[str, str], ...], str]:
+# The file, beside the views, of what each read when it was last generated.
+READS = "view_reads.json"
+_RECORDED: dict[Path, dict[str, dict[str, list[str]]]] = {}
+
+
+def digest(body: str) -> str:
+    """The digest a view's body is recorded under (SHA-256 of its text)."""
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def recorded_reads(directory: Path) -> dict[str, dict[str, list[str]]]:
+    """`{view: {digest of its body: what it reads}}` from `directory`'s `READS` file (empty
+    when there is none), read once per process. The reads of a body are a function of its
+    text, so an entry is used only for the body it was recorded for: a view edited since
+    is parsed."""
+    if directory not in _RECORDED:
+        try:
+            record = json.loads((directory / READS).read_text())
+        except (OSError, ValueError):  # none, or unreadable: every view is parsed
+            record = {}
+        _RECORDED[directory] = ({k: v for k, v in record.items() if isinstance(v, dict)}
+                                if isinstance(record, dict) else {})
+    return _RECORDED[directory]
+
+
+def documented(path: Path) -> tuple[str, tuple[tuple[str, str], ...], str]:
     """A view file's purpose, documented columns and SELECT, read without parsing the SQL."""
     lines = path.read_text().splitlines()
     purpose: list[str] = []
@@ -84,7 +121,7 @@ def _documented(path: Path) -> tuple[str, tuple[tuple[str, str], ...], str]:
 def view_columns(name: str) -> tuple[tuple[str, str], ...]:
     """The documented `(column, comment)` pairs of the canned view `name`, in order, read from
     its file's header alone (no DuckDB parse: `runstore runs` needs only these)."""
-    return _documented(view_files(str(sql_dir()))[name])[1]
+    return documented(view_files(str(sql_dir()))[name])[1]
 
 
 _parsers: list[Any] = []

@@ -593,6 +593,53 @@ def test_docs_views_md_is_generated() -> None:
         "docs/views.md is stale: python tools/gen_docs.py views -o docs/views.md"
 
 
+def test_sql_view_reads_json_is_generated() -> None:
+    assert (REPO / "sql" / "view_reads.json").read_text() == docs.view_reads(), \
+        "sql/view_reads.json is stale: python tools/gen_docs.py reads -o sql/view_reads.json"
+
+
+def test_a_query_over_the_canned_views_parses_none_of_them(
+        shared_demo_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # What each view reads is recorded (sql/view_reads.json, checked above): a process that
+    # queries the biggest view tree asks DuckDB's parser about none of its views.
+    from runstore.query import parsetree
+    from runstore.query import views as views_mod
+
+    monkeypatch.setattr(views_mod, "_PARSED", {})
+    calls: list[list[str]] = []
+    each = parsetree.references_each
+    monkeypatch.setattr(parsetree, "references_each",
+                        lambda con, sqls: (calls.append(sqls), each(con, sqls))[1])
+    store = runstore.open(shared_demo_store)
+    try:
+        assert store.sql("select count(*) as n from run_summary").item() >= 1
+    finally:
+        store.close()
+    assert calls == []
+
+
+@pytest.mark.parametrize("record", ["right", "other body", "damaged", "none"])
+def test_recorded_reads_are_used_only_for_the_body_they_were_recorded_for(
+        tmp_path: Path, record: str) -> None:
+    # A view's reads come from the record only when the digest of the body it was recorded
+    # for is that of the file's body: a view edited after the record was written, or a
+    # damaged record, is parsed. (The record here lies about what `a` reads, so which answer
+    # came back says where it came from.)
+    import json
+
+    from runstore.query import views as views_mod
+
+    body = "select run_id from runs join (select run_id from checkpoints) using (run_id)"
+    (tmp_path / "a.sql").write_text(f"-- A view.\n{body}\n")
+    lie = {"a": {views_mod.digest(body if record == "right" else body + " "): ["spans"]}}
+    if record == "damaged":
+        (tmp_path / views_mod.READS).write_text(json.dumps(lie)[:-3])
+    elif record != "none":
+        (tmp_path / views_mod.READS).write_text(json.dumps(lie))
+    [view] = views_mod._parse([tmp_path / "a.sql"], None)
+    assert view.depends == (("spans",) if record == "right" else ("checkpoints", "runs"))
+
+
 @pytest.mark.slow
 def test_docs_cookbook_md_is_generated(tmp_path: Path) -> None:
     store = docs.build_demo_store(tmp_path)
@@ -801,6 +848,7 @@ def test_a_query_parses_the_views_it_reads_a_level_at_a_time(
         level = {d for n in level for d in deps[n] if d in deps} - closure
 
     monkeypatch.setattr(views_mod, "_PARSED", {})
+    monkeypatch.setattr(views_mod, "recorded_reads", lambda directory: {})  # every view parsed
     calls: list[int] = []
     each = parsetree.references_each
     monkeypatch.setattr(parsetree, "references_each",
