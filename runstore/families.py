@@ -47,14 +47,15 @@ KL_KEYS: tuple[tuple[str, str, int], ...] = tuple(
     (key, column, pref) for metric, column in zip(KL_METRICS, KL_COLUMNS)
     for pref, key in enumerate(family(metric)))
 # `kl_keys` as SQL reads it: one row per stored KL spelling, from bound lists of KL_KEYS.
-KL_KEYS_QUERY = ("select unnest($kl_key) as key, unnest($kl_family) as family, "
-                 "cast(unnest($kl_pref) as integer) as pref")
+KL_KEYS_QUERY = ("select unnest($runstore_kl_key) as key, unnest($runstore_kl_family) as family, "
+                 "cast(unnest($runstore_kl_pref) as integer) as pref")
 
 
 def kl_keys_params() -> dict[str, list[object]]:
     """The bound values of `KL_KEYS_QUERY`."""
-    return {"kl_key": [k for k, _, _ in KL_KEYS], "kl_family": [f for _, f, _ in KL_KEYS],
-            "kl_pref": [p for _, _, p in KL_KEYS]}
+    return {"runstore_kl_key": [k for k, _, _ in KL_KEYS],
+            "runstore_kl_family": [f for _, f, _ in KL_KEYS],
+            "runstore_kl_pref": [p for _, _, p in KL_KEYS]}
 
 
 def kl_keys_table() -> "pa.Table":

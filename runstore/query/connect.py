@@ -5,9 +5,10 @@ connection that DuckDB's own sandbox (`sandbox.confine`) restricts, before anyth
 registered on it, to reading the snapshot's live Parquet files (and the paths in
 `allow_read`), with its configuration locked and, given a `memory_limit` (bytes), DuckDB's own
 limit set from it (`memory.duckdb_setting`). `ensure(names)` then creates what a query reads
-(every table and view for None), each once (`statement(sql, names, inline=True)` creates the
-tables alone for a query starting with SELECT and puts the canned views it reads in front of
-it as CTEs): a public table is a view over exactly the Parquet files the snapshot lists
+(every table and view for None), each once (`statement(sql, names, inline=True)` puts what
+a query starting with SELECT reads in front of it as CTEs instead: the canned views, and each
+table, `settings` and `kl_keys` whose view would be one fixed statement, its values bound as
+params of the query; it creates the rest): a public table is a view over exactly the Parquet files the snapshot lists
 (DuckDB's own Parquet scan, never a directory glob, NaN never ruled out by a file's
 statistics; columns a later migration added read as typed nulls, and a table with no file
 yet is a typed view of no rows; a summary the ingest keeps beside `metrics_raw` (`DERIVED`)
@@ -25,8 +26,8 @@ no statement can change what a later query sees. `cursor()` gives one query its 
 (`sandbox.cursor`). `connect()` returns such a connection with everything created. No DuckDB
 database file is ever opened, so readers never block writers or each other.
 
-No SQL text is built here: a table is one fixed statement (the Parquet scan) whose file
-list is bound, shaped with DuckDB's expression API; `settings` one whose values are bound;
+No SQL text is built here but the quoted names of CTEs and columns: a table is one fixed
+statement (the Parquet scan) whose file list is bound, shaped with DuckDB's expression API; `settings` one whose values are bound;
 a canned view or a computed summary is its `.sql` file's body under its quoted name.
 Building a connection imports neither pyarrow nor sqlglot (`runstore sql` pays for neither;
 tests/query/test_fast_path.py holds it).
@@ -69,13 +70,20 @@ LINKED = {"eval_runs": ("run_id", "evals.eval_run_links", ("eval_store_id", "eva
 # written before (some of) it was kept.
 DERIVED = {"metric_keys": "summaries.metric_keys", "metric_steps": "summaries.metric_steps",
            "metric_kl": "summaries.metric_kl"}
+# The params runstore binds in a statement besides the caller's own (`Database.statement`):
+# their names start so, and a statement whose own params do too gets no such CTE.
+OWN_PARAMS = "runstore_"
 # The `settings` view: one row per setting, its value as a number or as text.
-SETTINGS_QUERY = ("select unnest($names) as name, cast(unnest($numbers) as double) as value_num,"
-                  " cast(unnest($texts) as varchar) as value_str")
-# A table: DuckDB's Parquet scan of the listed files. `can_have_nan`: Parquet's min/max leave
-# NaN out, and without it DuckDB takes a float column chunk with no null for NaN-free, so
-# `isnan(x)` folds to false and `x > 0.01` holds for a NaN (duckdb issues 7803, 25521).
-TABLE_QUERY = "select * from read_parquet($files, union_by_name = true, can_have_nan = true)"
+SETTINGS_QUERY = ("select unnest($runstore_setting_names) as name, "
+                  "cast(unnest($runstore_setting_numbers) as double) as value_num, "
+                  "cast(unnest($runstore_setting_texts) as varchar) as value_str")
+# A table: DuckDB's Parquet scan of the listed files (bound as `$runstore_files_TABLE`), its
+# columns (`*`, or the schema's, quoted, in the schema's order).
+# `can_have_nan`: Parquet's min/max leave NaN out, and without it DuckDB takes a float column
+# chunk with no null for NaN-free, so `isnan(x)` folds to false and `x > 0.01` holds for a NaN
+# (duckdb issues 7803, 25521).
+TABLE_QUERY = ("select {columns} from read_parquet(${param}, union_by_name = true, "
+               "can_have_nan = true)")
 # A statement `Database.statement` may put its views' CTEs in front of: one that starts with
 # SELECT (the guard has checked it is one read-only query).
 _SELECT = re.compile(r"\s*select\b", re.I)
@@ -157,33 +165,96 @@ class Database:
             for name in self.needs(names):
                 self._make(name)
 
-    def statement(self, sql: str, names: Iterable[str] | None, *,
-                  inline: bool = False) -> tuple[str, int]:
-        """`sql` ready to run here, and how many lines were put in front of it: what it reads
-        (`names`, as `ensure` takes them) created; with `inline`, a statement starting with
-        SELECT reads each canned view it needs that is not created yet as a CTE of the view's
-        own body instead, `NOT MATERIALIZED` (inlined where it is read, as a view is), put in
-        front of it in dependency order. Creating a view binds its body (and those of the
-        views it reads) once more than running the statement does: a process that runs one
-        statement binds each view once, when it runs. Any other statement (WITH, DESCRIBE,
-        ...), or one that may read what is not ours (`names` None, a file), gets what it reads
-        created (`ensure`)."""
+    def statement(self, sql: str, names: Iterable[str] | None, *, inline: bool = False,
+                  params: Iterable[str] = ()) -> tuple[str, int, dict[str, Any]]:
+        """`sql` ready to run here, how many lines were put in front of it, and the values
+        of the params those lines use: what it reads (`names`, as `ensure` takes them)
+        created; with `inline`, a statement starting with SELECT reads each canned view it
+        needs that is not created yet as a CTE of the view's own body instead, `NOT
+        MATERIALIZED` (inlined where it is read, as a view is), put in front of it in
+        dependency order, and likewise `settings`, `kl_keys` and each table every file of
+        which holds the schema's columns in order (`_plain`): the fixed statement its view
+        would hold, its values bound as params named `OWN_PARAMS...` (unless the statement's
+        own `params` are named so too). Creating a view binds its body (and those of what it
+        reads) once more than running the statement does: a process that runs one statement
+        binds each once, when it runs. Any other statement (WITH, DESCRIBE, ...), or one that
+        may read what is not ours (`names` None, a file), gets what it reads created
+        (`ensure`)."""
         wanted = None if names is None else {n.lower() for n in names}
         if (not inline or wanted is None or not _SELECT.match(sql)
                 or not wanted <= self._known()):
             self.ensure(names)
-            return sql, 0
+            return sql, 0, {}
+        own = not any(p.lower().startswith(OWN_PARAMS) for p in params)
+        ctes: list[tuple[str, str, dict[str, Any]]] = []
         with self._lock:
             todo = self.needs(wanted)
+            plain = self._plain([n for n in todo if n in self.files]) if own else set()
             for name in todo:
-                if name not in self._view_files:
+                if name in self._view_files or name in self._made:
+                    continue
+                source = self._source(name, plain) if own else None
+                if source is None:
                     self._make(name)
-            views = [n for n in todo if n in self._view_files and n not in self._made]
-        if not views:
-            return sql, 0
-        prefix = "with " + ",\n".join(f"{identifier(n)} as not materialized (\n"
-                                       f"{self.view(n).body}\n)" for n in views) + "\n"
-        return prefix + sql, prefix.count("\n")
+                else:
+                    ctes.append((name, *source))
+            ctes += [(n, self.view(n).body, {}) for n in todo
+                     if n in self._view_files and n not in self._made]
+            # A table made for another's sake (a computed summary reads `metrics_raw`) is
+            # read as made.
+            ctes = [cte for cte in ctes if cte[0] not in self._made]
+        if not ctes:
+            return sql, 0, {}
+        prefix = "with " + ",\n".join(f"{identifier(n)} as not materialized (\n{body}\n)"
+                                       for n, body, _ in ctes) + "\n"
+        return prefix + sql, prefix.count("\n"), {k: v for *_, b in ctes for k, v in b.items()}
+
+    def _source(self, name: str, plain: set[str]) -> tuple[str, dict[str, Any]] | None:
+        """The SELECT and bound values of the view `_make` would create for `name` (not a
+        canned view), when it is that fixed statement alone; None when it must be made."""
+        if name == SETTINGS:
+            return SETTINGS_QUERY, self._settings_params()
+        if name == KL_KEYS:
+            return KL_KEYS_QUERY, kl_keys_params()
+        if name in plain:
+            param = f"{OWN_PARAMS}files_{name}"
+            columns = ", ".join(identifier(c) for c, _ in schema_mod.duckdb_columns(name))
+            return TABLE_QUERY.format(columns=columns, param=param), {param: self.files[name]}
+        return None
+
+    def _plain(self, names: list[str]) -> set[str]:
+        """Of the tables `names`, those the Parquet scan of the schema's columns reads as
+        their view would: stored (not a summary to compute or a linked table), with files
+        that hold between them the schema's columns and no other (the top-level columns of
+        each file's footer, one query for all; a file that lacks some reads them as nulls,
+        as the view's scan does)."""
+        candidates = {n: schema_mod.duckdb_columns(n) for n in names
+                      if self.files[n] and n not in LINKED
+                      and not (n in DERIVED and n not in self.manifest.tables)}
+        table = {f: n for n in candidates for f in self.files[n]}
+        if not table:
+            return set()
+        try:
+            rows = self.con.execute("select file_name, name, num_children "
+                                    "from parquet_schema($files)", {"files": list(table)}
+                                    ).fetchall()
+        except Exception:  # a damaged file: made the usual way, which names it
+            return set()
+        columns: dict[str, list[str]] = {}
+        pending: dict[str, list[int]] = {}  # per file: children left at each open level
+        for file, column, children in rows:
+            left = pending.setdefault(file, [])
+            if not left:  # the root, holding the top-level columns
+                columns[file] = []
+            else:
+                if len(left) == 1:
+                    columns[file].append(column)
+                left[-1] -= 1
+            left.append(children or 0)
+            while len(left) > 1 and left[-1] == 0:
+                left.pop()
+        return {n for n, want in candidates.items()
+                if {c for f in self.files[n] for c in columns.get(f, ())} == {c for c, _ in want}}
 
     def _known(self) -> set[str]:
         return {*self.files, SETTINGS, KL_KEYS, *self._view_files}
@@ -226,7 +297,8 @@ class Database:
              .limit(0).create_view(name))
             return
         try:
-            rel = self.con.sql(TABLE_QUERY, params={"files": files})
+            rel = self.con.sql(TABLE_QUERY.format(columns="*", param="files"),
+                               params={"files": files})
             want = schema_mod.duckdb_columns(name)
             missing = [(c, t) for c, t in want if c not in rel.columns]
             if missing and name in DERIVED:
@@ -307,10 +379,13 @@ class Database:
 
     def _settings(self) -> None:
         # Values travel as bound parameters; DuckDB folds them into the view as constants.
+        self.con.sql(SETTINGS_QUERY, params=self._settings_params()).create_view(SETTINGS)
+
+    def _settings_params(self) -> dict[str, Any]:
         parts = [value_parts(v) for v in self.settings.values()]
-        self.con.sql(SETTINGS_QUERY, params={
-            "names": list(self.settings), "numbers": [n for n, _ in parts],
-            "texts": [t for _, t in parts]}).create_view(SETTINGS)
+        return {"runstore_setting_names": list(self.settings),
+                "runstore_setting_numbers": [n for n, _ in parts],
+                "runstore_setting_texts": [t for _, t in parts]}
 
 
 def connect(root: Root, manifest: Manifest, params: dict[str, Any] | None = None,

@@ -6,8 +6,9 @@ limited by `memory_limit` (bytes; `memory.duckdb_setting`). `fetch(sql, params, 
 convert=, timeout=)` runs one: the guard (`guard.guard`) checks it first; a `$name` it uses
 needs a value, and a param it does not use must name a setting (a typo in `kl_threshold` must
 not pass silently); only what the query reads is created on the database (`Database.ensure`;
-with `inline_views`, a query starting with SELECT reads the canned views it needs as CTEs put
-in front of it instead, `Database.statement`, and a DuckDB error's `LINE n` is given back as
+with `inline_views`, a query starting with SELECT reads the canned views and the tables it
+needs as CTEs put in front of it instead, `Database.statement`, their values bound beside the
+query's own, and a DuckDB error's `LINE n` is given back as
 the query's own text numbers it: `relined`); values are bound, never pasted; `convert(result)`
 runs while the query's cursor is open (`result.Result`: rows and Arrow from the query planned
 once, else a DuckDB relation). With `timeout` (seconds above 0; `deadline.checked`), the clock
@@ -181,8 +182,9 @@ class Session:
             raise QueryError(
                 f"param {unused[0]!r} is neither used by the query (as ${unused[0]}) nor a "
                 f"setting ({', '.join(DEFAULT_SETTINGS)})")
-        text, shift = db.statement(sql, names.tables, inline=self.inline_views)
-        bound = {k: v for k, v in params.items() if k in names.params}
+        text, shift, own = db.statement(sql, names.tables, inline=self.inline_views,
+                                        params=names.params)
+        bound = {**{k: v for k, v in params.items() if k in names.params}, **own}
         pause_point("query")  # tests stop a command here (Ctrl-C within a query)
         try:
             return convert(Result(con, text, bound or None))

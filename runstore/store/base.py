@@ -5,9 +5,9 @@ else `$RUNSTORE_STORE`, else `./.runstore`; local or `s3://`) and keeps one
 `query.session.Session` (an in-memory DuckDB per snapshot) whose queries may use `memory_limit`
 (`query.memory.resolve`: bytes or text such as `4GB`; else `$RUNSTORE_MEMORY_LIMIT`, else a
 quarter of the machine's memory). With `inline_views=True` (runstore's commands: a process that
-runs a statement or two) a query starting with SELECT reads the canned views it needs as CTEs
-put in front of it rather than creating them (`query.connect.Database.statement`: each view is
-bound once, when the query runs). Its methods read: the newest snapshot (`manifest`,
+runs a statement or two) a query starting with SELECT reads the canned views and tables it
+needs as CTEs put in front of it rather than creating them (`query.connect.Database.statement`:
+each is bound once, when the query runs). Its methods read: the newest snapshot (`manifest`,
 `settings`, and its number, `snapshot`), one read-only query converted as the caller asks
 (`fetch`, and `arrow`/`rows`/`sql` over it; `isolated=True` runs it in a worker process capped
 at the limit, `query.workers`, whose processes `workers()` gives), the canned views (`views`)

@@ -1,6 +1,7 @@
 """Views inlined into a statement (`Store(inline_views=True)`, what runstore's commands open:
-`Database.statement`) answer as the created views do, create none of them, and a DuckDB error
-names the line of the query as its caller wrote it.
+`Database.statement`) answer as the created views do, create none of them (nor the tables,
+`settings` and `kl_keys` a store's statement reads, but a linked table), and a DuckDB error names the line
+of the query as its caller wrote it.
 
 Each canned view is read through a fresh inlining Store and held to `store.connect()`, where
 every table and view is created up front (the path the inlining replaces).
@@ -8,6 +9,7 @@ every table and view is created up front (the path the inlining replaces).
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from polars.testing import assert_frame_equal
 import runstore
 from conftest import examples
 from runstore.errors import QueryError
+from runstore.query.connect import LINKED
 from runstore.query.views import views
 from runstore.store import Store
 
@@ -42,7 +45,8 @@ def test_inlined_views_answer_like_created_ones(store_dir: Path) -> None:
             assert_frame_equal(pl.from_arrow(got), pl.from_arrow(want),  # type: ignore[arg-type]
                                check_exact=False, rel_tol=1e-12)
             made = store._session._db._made  # type: ignore[union-attr]
-            assert made and not made & canned, (name, made)
+            # Made only: a table with a column resolved when queried, and what that reads.
+            assert made <= {*LINKED, "checkpoints"}, (name, made)
     finally:
         full.close()
 
@@ -150,3 +154,91 @@ def test_an_error_names_the_line_as_written(store_dir: Path, query: str) -> None
         Store(store_dir, inline_views=True).rows(query)
     assert "LINE " in str(created.value)
     assert str(inlined.value) == str(created.value)
+
+
+V1 = Path(__file__).parents[1] / "fixtures" / "store_v1"
+
+
+def lacking(store_dir: Path, table: str) -> bool:
+    """Whether a live file of `table` lacks a column the schema has (pyarrow's footer)."""
+    import pyarrow.parquet as pq
+
+    from runstore.storage import schema
+
+    want = {c for c, _ in schema.duckdb_columns(table)}
+    return any(not want <= set(pq.read_schema(store_dir / f).names)
+               for f in read_manifest_files(store_dir, table))
+
+
+def same_tables(store_dir: Path) -> set[str]:
+    """Each table read by a statement of an inlining Store, held to the created table: the
+    same columns in the same order, the same rows; the tables read inline (not made)."""
+    from runstore.storage import schema
+
+    full = runstore.open(store_dir).connect()
+    inline: set[str] = set()
+    try:
+        for table in schema.TABLES:
+            q = f'select * from "{table}"'
+            want = full.sql(q).to_arrow_table()
+            store = Store(store_dir, inline_views=True)
+            got = store.arrow(q)
+            assert got.column_names == want.column_names, table
+            assert got.schema == want.schema, table
+            assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, want.to_pylist())), table
+            if table not in store._session._db._made:  # type: ignore[union-attr]
+                inline.add(table)
+    finally:
+        full.close()
+    return inline
+
+
+def test_tables_read_inline_answer_as_created_over_old_and_new_files(
+        tmp_path: Path, small_tree: Path) -> None:
+    """A table a statement reads inline (its files hold the schema's columns between them)
+    answers as its created view does: on a store written at schema version 1, where no file
+    has the columns later migrations added (made as before: those columns are typed nulls),
+    and on that store migrated and ingested into, where old files lack columns new ones
+    have (read inline, the old files' rows null in them)."""
+    from runstore.storage import schema
+
+    store_dir = tmp_path / "store_v1"
+    shutil.copytree(V1, store_dir)
+    old = same_tables(store_dir)
+    assert "runs" not in old and lacking(store_dir, "runs")  # made: typed nulls
+    store = runstore.open(store_dir)
+    store.migrate()
+    store.ingest([small_tree])
+    mixed = same_tables(store_dir)
+    assert "trajectories" in mixed and lacking(store_dir, "trajectories")  # old and new files
+    with_files = {t for t in schema.TABLES if read_manifest_files(store_dir, t)}
+    assert with_files - set(LINKED) <= mixed
+
+
+def read_manifest_files(store_dir: Path, table: str) -> list[str]:
+    from runstore.storage.manifest import read_manifest
+
+    manifest = read_manifest(store_dir)
+    assert manifest is not None
+    return list(manifest.tables.get(table, {}).get("files", []))
+
+
+@pytest.mark.parametrize("param", ["runstore_files_runs", "runstore_kl_key", "files", "names",
+                                   "kl_threshold"])
+def test_a_param_named_like_runstores_own_is_the_callers(store_dir: Path, param: str) -> None:
+    """The params runstore binds for what it reads inline are its own: a query's param of
+    the same name (or of the names they had before) is the query's, and a param named like
+    a setting overrides the setting, inlined or created."""
+    q = (f"select count(*) filter (where max_kl_v1 > ${param}) as n, count(*) as runs "
+         "from kl_health")
+    params = {param: 0.005}
+    want = runstore.open(store_dir).connect().execute(
+        "select count(*) filter (where max_kl_v1 > 0.005), count(*) from kl_health").fetchall()
+    assert 0 < want[0][0] < want[0][1]
+    for inline in (True, False):
+        got = Store(store_dir, inline_views=inline).rows(q, params).to_pylist()
+        assert [(r["n"], r["runs"]) for r in got] == want, inline
+    flagged = ("select count(*) as n from kl_health where flagged")
+    for inline in (True, False):
+        over = Store(store_dir, inline_views=inline).rows(flagged, {"kl_threshold": 1e9})
+        assert over.to_pylist() == [{"n": 0}], inline
