@@ -619,7 +619,8 @@ def view_reads() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python tools/gen_docs.py",
-                                     description="Regenerate runstore's generated docs (and sql/view_reads.json).")
+                                     description="Regenerate runstore's generated docs "
+                                                 "(and sql/view_reads.json).")
     parser.add_argument("doc", choices=["views", "cookbook", "cli", "doctor", "reads"])
     parser.add_argument("-o", "--output", help="write to this file instead of stdout")
     args = parser.parse_args(argv)

@@ -2,35 +2,34 @@
 
 Contract: `Database(root, manifest, params, allow_read, memory_limit)` is an in-memory DuckDB
 connection that DuckDB's own sandbox (`sandbox.confine`) restricts, before anything is
-registered on it, to reading the snapshot's live Parquet files (and the paths in
-`allow_read`), with its configuration locked and, given a `memory_limit` (bytes), DuckDB's own
-limit set from it (`memory.duckdb_setting`). `ensure(names)` then creates what a query reads
-(every table and view for None), each once (`statement(sql, names, inline=True)` puts what
-a query starting with SELECT reads in front of it as CTEs instead: the canned views, and each
-table, `settings` and `kl_keys` whose view would be one fixed statement, its values bound as
-params of the query; it creates the rest): a public table is a view over exactly the Parquet files the snapshot lists
-(DuckDB's own Parquet scan, never a directory glob, NaN never ruled out by a file's
-statistics; columns a later migration added read as typed nulls, and a table with no file
-yet is a typed view of no rows; a summary the ingest keeps beside `metrics_raw` (`DERIVED`)
-that the snapshot lacks, or lacks columns of, is a view computing it from `metrics_raw`:
-sql/statements/summaries.sql), `runs` stored before the ingest kept each run's final
-checkpoint and largest `progress/done_frac` joined with the statement computing them
+registered on it, to reading the snapshot's live Parquet files (and the paths in `allow_read`),
+with its configuration locked and, given a `memory_limit` (bytes), DuckDB's own limit set from
+it (`memory.duckdb_setting`). `ensure(names)` then creates what a query reads (every table and
+view for None), each once (`statement(sql, names, inline=True)` puts what a query starting with
+SELECT or WITH reads in front of it as CTEs instead: the canned views, and each table,
+`settings` and `kl_keys` whose view would be one fixed statement, its values bound as params of
+the query; it creates the rest): a public table is a view over exactly the Parquet files the
+snapshot lists (DuckDB's own Parquet scan, never a directory glob, NaN never ruled out by a
+file's statistics; columns a later migration added read as typed nulls, and a table with no
+file yet is a typed view of no rows; a summary the ingest keeps beside `metrics_raw`
+(`DERIVED`) that the snapshot lacks, or lacks columns of, is a view computing it from
+`metrics_raw`: sql/statements/summaries.sql), `runs` stored before the ingest kept each run's
+final checkpoint and largest `progress/done_frac` joined with the statement computing them
 (`PROGRESS`), and likewise for its total cost and tokens (`TOTALS`), `eval_runs.run_id`
 resolved through the `checkpoints` table when queried (`LINKED`), `settings` a view of the
 settings this query sees (`storage.settings.merged`: a param named like a setting overrides
 it), `kl_keys` a view of the stored KL spellings (`runstore.families`, their one home), and
 every canned view (`views.py`) after what it depends on; the macros (`macros.py`, e.g.
 `over_threshold`) are created with the connection, before any view. Everything is a view,
-nothing a base table, so
-no statement can change what a later query sees. `cursor()` gives one query its own cursor
-(`sandbox.cursor`). `connect()` returns such a connection with everything created. No DuckDB
-database file is ever opened, so readers never block writers or each other.
+nothing a base table, so no statement can change what a later query sees. `cursor()` gives one
+query its own cursor (`sandbox.cursor`). `connect()` returns such a connection with everything
+created. No DuckDB database file is ever opened, so readers never block writers or each other.
 
 No SQL text is built here but the quoted names of CTEs and columns: a table is one fixed
-statement (the Parquet scan) whose file list is bound, shaped with DuckDB's expression API; `settings` one whose values are bound;
-a canned view or a computed summary is its `.sql` file's body under its quoted name.
-Building a connection imports neither pyarrow nor sqlglot (`runstore sql` pays for neither;
-tests/query/test_fast_path.py holds it).
+statement (the Parquet scan) whose file list is bound, shaped with DuckDB's expression API;
+`settings` one whose values are bound; a canned view or a computed summary is its `.sql` file's
+body under its quoted name. Building a connection imports neither pyarrow nor sqlglot
+(`runstore sql` pays for neither; tests/query/test_fast_path.py holds it).
 """
 
 from __future__ import annotations
@@ -85,8 +84,10 @@ SETTINGS_QUERY = ("select unnest($runstore_setting_names) as name, "
 TABLE_QUERY = ("select {columns} from read_parquet(${param}, union_by_name = true, "
                "can_have_nan = true)")
 # A statement `Database.statement` may put its views' CTEs in front of: one that starts with
-# SELECT (the guard has checked it is one read-only query).
+# SELECT, or with a WITH (not RECURSIVE) whose list they can head (the guard has checked it is
+# one read-only query).
 _SELECT = re.compile(r"\s*select\b", re.I)
+_WITH = re.compile(r"\s*(with)\s(?!\s*recursive\b)", re.I)
 
 
 class Database:
@@ -114,6 +115,7 @@ class Database:
             raise
         self._view_files = view_files(str(sql_dir()))
         self._made: set[str] = set()
+        self._columns: dict[str, list[str]] = {}  # a file's top-level columns (`_plain`)
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -166,22 +168,26 @@ class Database:
                 self._make(name)
 
     def statement(self, sql: str, names: Iterable[str] | None, *, inline: bool = False,
-                  params: Iterable[str] = ()) -> tuple[str, int, dict[str, Any]]:
+                  params: Iterable[str] = (), defines: Iterable[str] | None = ()
+                  ) -> tuple[str, int, dict[str, Any]]:
         """`sql` ready to run here, how many lines were put in front of it, and the values
         of the params those lines use: what it reads (`names`, as `ensure` takes them)
         created; with `inline`, a statement starting with SELECT reads each canned view it
         needs that is not created yet as a CTE of the view's own body instead, `NOT
         MATERIALIZED` (inlined where it is read, as a view is), put in front of it in
-        dependency order, and likewise `settings`, `kl_keys` and each table every file of
-        which holds the schema's columns in order (`_plain`): the fixed statement its view
-        would hold, its values bound as params named `OWN_PARAMS...` (unless the statement's
-        own `params` are named so too). Creating a view binds its body (and those of what it
+        dependency order, and likewise `settings`, `kl_keys` and each table whose files hold
+        the schema's columns between them (`_plain`): the fixed statement its view would
+        hold, its values bound as params named `OWN_PARAMS...` (unless the statement's own
+        `params` are named so too). A statement starting with WITH gets them at the head of
+        its list, its `with` blanked where it stood, when none of its own CTEs (`defines`,
+        None: unknown) has one's name. Creating a view binds its body (and those of what it
         reads) once more than running the statement does: a process that runs one statement
-        binds each once, when it runs. Any other statement (WITH, DESCRIBE, ...), or one that
-        may read what is not ours (`names` None, a file), gets what it reads created
+        binds each once, when it runs. Any other statement (DESCRIBE, ...), or one that may
+        read what is not ours (`names` None, a file), gets what it reads created
         (`ensure`)."""
         wanted = None if names is None else {n.lower() for n in names}
-        if (not inline or wanted is None or not _SELECT.match(sql)
+        head = _SELECT.match(sql) or _WITH.match(sql)
+        if (not inline or wanted is None or head is None or defines is None
                 or not wanted <= self._known()):
             self.ensure(names)
             return sql, 0, {}
@@ -189,6 +195,10 @@ class Database:
         ctes: list[tuple[str, str, dict[str, Any]]] = []
         with self._lock:
             todo = self.needs(wanted)
+            if {d.lower() for d in defines} & set(todo):  # one of its CTEs has one's name
+                for name in todo:
+                    self._make(name)
+                return sql, 0, {}
             plain = self._plain([n for n in todo if n in self.files]) if own else set()
             for name in todo:
                 if name in self._view_files or name in self._made:
@@ -205,9 +215,15 @@ class Database:
             ctes = [cte for cte in ctes if cte[0] not in self._made]
         if not ctes:
             return sql, 0, {}
-        prefix = "with " + ",\n".join(f"{identifier(n)} as not materialized (\n{body}\n)"
-                                       for n, body, _ in ctes) + "\n"
-        return prefix + sql, prefix.count("\n"), {k: v for *_, b in ctes for k, v in b.items()}
+        listed = ",\n".join(f"{identifier(n)} as not materialized (\n{body}\n)"
+                             for n, body, _ in ctes)
+        bound = {k: v for *_, b in ctes for k, v in b.items()}
+        if head.re is _WITH:  # theirs follow ours, their `with` made spaces (columns kept)
+            prefix = f"with {listed},\n"
+            rest = sql[:head.start(1)] + " " * len(head.group(1)) + sql[head.end(1):]
+        else:
+            prefix, rest = f"with {listed}\n", sql
+        return prefix + rest, prefix.count("\n"), bound
 
     def _source(self, name: str, plain: set[str]) -> tuple[str, dict[str, Any]] | None:
         """The SELECT and bound values of the view `_make` would create for `name` (not a
@@ -227,32 +243,31 @@ class Database:
         their view would: stored (not a summary to compute or a linked table), with files
         that hold between them the schema's columns and no other (the top-level columns of
         each file's footer, one query for all; a file that lacks some reads them as nulls,
-        as the view's scan does)."""
+        as the view's scan does). A file's columns are read once per database."""
         candidates = {n: schema_mod.duckdb_columns(n) for n in names
                       if self.files[n] and n not in LINKED
                       and not (n in DERIVED and n not in self.manifest.tables)}
-        table = {f: n for n in candidates for f in self.files[n]}
-        if not table:
-            return set()
-        try:
-            rows = self.con.execute("select file_name, name, num_children "
-                                    "from parquet_schema($files)", {"files": list(table)}
-                                    ).fetchall()
-        except Exception:  # a damaged file: made the usual way, which names it
-            return set()
-        columns: dict[str, list[str]] = {}
-        pending: dict[str, list[int]] = {}  # per file: children left at each open level
-        for file, column, children in rows:
-            left = pending.setdefault(file, [])
-            if not left:  # the root, holding the top-level columns
-                columns[file] = []
-            else:
-                if len(left) == 1:
-                    columns[file].append(column)
-                left[-1] -= 1
-            left.append(children or 0)
-            while len(left) > 1 and left[-1] == 0:
-                left.pop()
+        unread = [f for n in candidates for f in self.files[n] if f not in self._columns]
+        if unread:
+            try:
+                rows = self.con.execute("select file_name, name, num_children "
+                                        "from parquet_schema($files)", {"files": unread}
+                                        ).fetchall()
+            except Exception:  # a damaged file: made the usual way, which names it
+                return set()
+            pending: dict[str, list[int]] = {}  # per file: children left at each open level
+            for file, column, children in rows:
+                left = pending.setdefault(file, [])
+                if not left:  # the root, holding the top-level columns
+                    self._columns[file] = []
+                else:
+                    if len(left) == 1:
+                        self._columns[file].append(column)
+                    left[-1] -= 1
+                left.append(children or 0)
+                while len(left) > 1 and left[-1] == 0:
+                    left.pop()
+        columns = self._columns
         return {n for n, want in candidates.items()
                 if {c for f in self.files[n] for c in columns.get(f, ())} == {c for c, _ in want}}
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from ..errors import QueryError
-from .parsetree import STRING, read_tables, serialized, unescape
+from .parsetree import STRING, defined, read_tables, serialized, unescape
 
 # Functions that run SQL text given as data or change state: refused even inside a SELECT.
 # (`json_execute_serialized_sql` runs a serialized statement; the others write: a checkpoint,
@@ -116,6 +116,7 @@ class Checked:
 
     params: tuple[str, ...]  # names of the $name parameters it uses
     tables: frozenset[str] | None  # tables and views it reads; None: any may be needed
+    defines: frozenset[str] | None = frozenset()  # its outermost WITH's CTEs; None: unknown
 
 
 _QUERY_TYPES: tuple[type, ...] = ()
@@ -228,7 +229,7 @@ def _guard(query: str, con: Any) -> Checked:
     found = _offence(tree)
     if found:
         raise refuse(found)
-    return Checked(tuple(sorted(statements[0].named_parameters)), _reads(tree))
+    return Checked(tuple(sorted(statements[0].named_parameters)), _reads(tree), defined(tree))
 
 
 def too_deep(what: str) -> QueryError:

@@ -4,11 +4,12 @@ Contract: `serialized(con, sql)` is DuckDB's parse tree of one statement as JSON
 through the connection `con` (None when DuckDB cannot parse or serialize it).
 `references_each(con, sqls)` names the tables and views each of several statements reads (CTEs
 left out), parsed in one call; a body DuckDB cannot parse, or one nested too deeply to read, is
-a `QueryError`. `read_tables(tree)` is the same reading of a tree
-already serialized (None when it nests too deeply), which the guard uses for the queries it
-checks; `STRING` (a JSON string in the tree's text, its content the first group) and
-`unescape` are what the guard scans the text with too. The views (what each reads) and the
-guard (what a query may do) both read statements so.
+a `QueryError`. `read_tables(tree)` is the same reading of a tree already serialized (None when
+it nests too deeply), which the guard uses for the queries it checks; `STRING` (a JSON string
+in the tree's text, its content the first group) and `unescape` are what the guard scans the
+text with too. `defined(tree)` names the CTEs the statement's own WITH defines (lower-cased;
+None when it nests too deeply to read). The views (what each reads) and the guard (what a query
+may do) both read statements so.
 
 The tree is scanned as text where it can be, without building it: a query nested 999 levels
 deep is a JSON document nested thousands deep, beyond what `json.loads` recurses through. A
@@ -50,6 +51,20 @@ def read_tables(tree: str) -> frozenset[str] | None:
     except RecursionError:
         return None
     return frozenset(found)
+
+
+def defined(tree: str) -> frozenset[str] | None:
+    """The names of the CTEs the serialized statement's own (outermost) WITH defines,
+    lower-cased; None when it nests too deeply to read."""
+    if '"cte_map":{"map":[{' not in tree:
+        return frozenset()
+    try:
+        node = json.loads(tree)["statements"][0]["node"]
+    except RecursionError:
+        return None
+    ctes = node.get("cte_map")
+    return frozenset(str(entry.get("key", "")).lower()
+                     for entry in (ctes.get("map", []) if isinstance(ctes, dict) else []))
 
 
 def _tables(node: Any, hidden: frozenset[str], found: set[str]) -> None:

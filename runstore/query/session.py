@@ -6,32 +6,31 @@ limited by `memory_limit` (bytes; `memory.duckdb_setting`). `fetch(sql, params, 
 convert=, timeout=)` runs one: the guard (`guard.guard`) checks it first; a `$name` it uses
 needs a value, and a param it does not use must name a setting (a typo in `kl_threshold` must
 not pass silently); only what the query reads is created on the database (`Database.ensure`;
-with `inline_views`, a query starting with SELECT reads the canned views and the tables it
-needs as CTEs put in front of it instead, `Database.statement`, their values bound beside the
-query's own, and a DuckDB error's `LINE n` is given back as
-the query's own text numbers it: `relined`); values are bound, never pasted; `convert(result)`
-runs while the query's cursor is open (`result.Result`: rows and Arrow from the query planned
-once, else a DuckDB relation). With `timeout` (seconds above 0; `deadline.checked`), the clock
-starts before the guard and the query's own cursor is interrupted when it runs out
-(`deadline.Deadline`), which stops whatever DuckDB is executing for it; the error says the
-query hit its time limit and how to allow longer. Ctrl-C reaches the query the same way
-(`deadline.cancel_running`): a query it stopped, or that ran while it came, raises
-`KeyboardInterrupt`. The cursor is closed only once the timer can no longer fire, so an
-interrupt never reaches another query. Queries share one `Database` per snapshot, kept while no
-newer one is published and swapped under a lock (the web UI queries from several threads); the
-older one is dropped, not closed, so a query still running on one of its cursors finishes. A
-query that overrides a setting, or may read files outside the store (`allow_read`), gets a
-database of its own, closed after it. `newest()` is the newest snapshot's manifest. `pinned()`
-is a session (`Pinned`) that reads one snapshot for its life, the newest at its first read
-(`Store.one_snapshot`: a command of several statements answers from one snapshot, and lists the
-manifests once, a round trip on S3); it uses this session's database when that is of the same
-snapshot, and its worker processes. DuckDB's errors come out as the error to show (`failure`):
-the sandbox refusing something, a query nested too deeply, an allocation that failed (DuckDB's
-out-of-memory error, or a `MemoryError` while converting: `memory.exceeded`, naming the limit
-and how to raise it), a store file that vanished or broke since the snapshot was opened, else
-DuckDB's own message. `workers()` are the worker processes that run a query in a process of its
-own (`workers.Workers`, made on first use): the caller's process is never capped, theirs is.
-`close()` closes the shared database and stops the workers.
+with `inline_views`, a query starting with SELECT or WITH reads the canned views and the tables
+it needs as CTEs put in front of it instead, `Database.statement`, their values bound beside
+the query's own, and a DuckDB error's `LINE n` is given back as the query's own text numbers
+it: `relined`); values are bound, never pasted; `convert(result)` runs while the query's cursor
+is open (`result.Result`: rows and Arrow from the query planned once, else a DuckDB relation).
+With `timeout` (seconds above 0; `deadline.checked`), the clock starts before the guard and the
+query's own cursor is interrupted when it runs out (`deadline.Deadline`), which stops whatever
+DuckDB is executing for it; the error says the query hit its time limit and how to allow
+longer. Ctrl-C reaches the query the same way (`deadline.cancel_running`): a query it stopped,
+or that ran while it came, raises `KeyboardInterrupt`. The cursor is closed only once the timer
+can no longer fire, so an interrupt never reaches another query. Queries share one `Database`
+per snapshot, kept while no newer one is published and swapped under a lock (the web UI queries
+from several threads); the older one is dropped, not closed, so a query still running on one of
+its cursors finishes. A query that overrides a setting, or may read files outside the store
+(`allow_read`), gets a database of its own, closed after it. `newest()` is the newest
+snapshot's manifest. `pinned()` is a session (`Pinned`) that reads one snapshot for its life,
+the newest at its first read (`Store.one_snapshot`: a command of several statements answers
+from one snapshot, and lists the manifests once, a round trip on S3); it uses this session's
+database when that is of the same snapshot, and its worker processes. DuckDB's errors come out
+as the error to show (`failure`): the sandbox refusing something, a query nested too deeply, an
+allocation that failed (DuckDB's out-of-memory error, or a `MemoryError` while converting:
+`memory.exceeded`, naming the limit and how to raise it), a store file that vanished or broke
+since the snapshot was opened, else DuckDB's own message. `workers()` are the worker processes
+that run a query in a process of its own (`workers.Workers`, made on first use): the caller's
+process is never capped, theirs is. `close()` closes the shared database and stops the workers.
 """
 
 from __future__ import annotations
@@ -183,14 +182,14 @@ class Session:
                 f"param {unused[0]!r} is neither used by the query (as ${unused[0]}) nor a "
                 f"setting ({', '.join(DEFAULT_SETTINGS)})")
         text, shift, own = db.statement(sql, names.tables, inline=self.inline_views,
-                                        params=names.params)
+                                        params=names.params, defines=names.defines)
         bound = {**{k: v for k, v in params.items() if k in names.params}, **own}
         pause_point("query")  # tests stop a command here (Ctrl-C within a query)
         try:
             return convert(Result(con, text, bound or None))
         except duckdb.Error as e:
             # The views' CTEs came first: the error's line as the caller's text numbers it.
-            moved = relined(e, shift) if shift else e
+            moved = relined(e, shift, text, sql) if shift else e
             if moved is e:
                 raise
             raise moved from e
@@ -224,17 +223,24 @@ class Session:
 _LINE = re.compile(r"^LINE (\d+):(.*\n?)( *)", re.M)
 
 
-def relined(e: Exception, shift: int) -> Exception:
+def relined(e: Exception, shift: int, sent: str = "", written: str = "") -> Exception:
     """DuckDB's error `e` about a statement that had `shift` lines put in front of it
     (`Database.statement`), its `LINE n:` as the caller's text numbers it, the carets under
     it moved with it (one inside what was put in front is left as it is); `e` itself when it
-    has none to change."""
+    has none to change. With `sent` (the statement as DuckDB got it) and `written` (as the
+    caller wrote it; a line of it may differ from what was sent, at the same length: a
+    `with` made spaces), the line DuckDB shows is shown as written."""
+    sent_lines, written_lines = sent.split("\n")[shift:], written.split("\n")
+
     def line(m: re.Match[str]) -> str:
         n = int(m.group(1))
         if n <= shift:
             return m.group(0)
         narrower = len(str(n)) - len(str(n - shift))
-        return f"LINE {n - shift}:{m.group(2)}{m.group(3)[narrower:]}"
+        echo = m.group(2)
+        if n - shift <= min(len(sent_lines), len(written_lines)):
+            echo = as_written(echo, sent_lines[n - shift - 1], written_lines[n - shift - 1])
+        return f"LINE {n - shift}:{echo}{m.group(3)[narrower:]}"
 
     text = _LINE.sub(line, str(e))
     if text == str(e):
@@ -243,6 +249,17 @@ def relined(e: Exception, shift: int) -> Exception:
         return type(e)(text)
     except Exception:  # an error type that cannot be made from its text: as it came
         return e
+
+
+def as_written(echo: str, sent: str, written: str) -> str:
+    """DuckDB's `echo` of (a window of) the line `sent`, with what stands there in `written`,
+    the same line as the caller wrote it (of the same length): unchanged where the window is
+    not found in `sent`."""
+    if sent == written or len(sent) != len(written):
+        return echo
+    core = echo.rstrip("\n").removeprefix(" ").removeprefix("...").removesuffix("...")
+    at = sent.find(core) if core else -1
+    return echo if at < 0 else echo.replace(core, written[at:at + len(core)], 1)
 
 
 class Pinned(Session):

@@ -5,20 +5,21 @@ else `$RUNSTORE_STORE`, else `./.runstore`; local or `s3://`) and keeps one
 `query.session.Session` (an in-memory DuckDB per snapshot) whose queries may use `memory_limit`
 (`query.memory.resolve`: bytes or text such as `4GB`; else `$RUNSTORE_MEMORY_LIMIT`, else a
 quarter of the machine's memory). With `inline_views=True` (runstore's commands: a process that
-runs a statement or two) a query starting with SELECT reads the canned views and tables it
-needs as CTEs put in front of it rather than creating them (`query.connect.Database.statement`:
-each is bound once, when the query runs). Its methods read: the newest snapshot (`manifest`,
-`settings`, and its number, `snapshot`), one read-only query converted as the caller asks
-(`fetch`, and `arrow`/`rows`/`sql` over it; `isolated=True` runs it in a worker process capped
-at the limit, `query.workers`, whose processes `workers()` gives), the canned views (`views`)
-and a table as a polars LazyFrame (`table`). `one_snapshot()` gives a view of the Store whose
-every read (`snapshot` too) reads one snapshot, the newest at its first read. `bounded()` caps
-this process's memory at the limit for a block (`query.memory.bounded`: for runstore's own
-commands, never a caller's process). `close()` (or leaving a `with` block) closes the cached
-database and ends the worker processes. The other parts of `Store` (`writing`, `questions`,
-`pictures`) are subclasses that add one group of methods each, every one a call into the
-package that owns the work.
+runs a statement or two) a query starting with SELECT or WITH reads the canned views and tables
+it needs as CTEs put in front of it rather than creating them
+(`query.connect.Database.statement`: each is bound once, when the query runs). Its methods
+read: the newest snapshot (`manifest`, `settings`, and its number, `snapshot`), one read-only
+query converted as the caller asks (`fetch`, and `arrow`/`rows`/`sql` over it; `isolated=True`
+runs it in a worker process capped at the limit, `query.workers`, whose processes `workers()`
+gives), the canned views (`views`) and a table as a polars LazyFrame (`table`).
+`one_snapshot()` gives a view of the Store whose every read (`snapshot` too) reads one
+snapshot, the newest at its first read. `bounded()` caps this process's memory at the limit for
+a block (`query.memory.bounded`: for runstore's own commands, never a caller's process).
+`close()` (or leaving a `with` block) closes the cached database and ends the worker processes.
+The other parts of `Store` (`writing`, `questions`, `pictures`) are subclasses that add one
+group of methods each, every one a call into the package that owns the work.
 """
+
 from __future__ import annotations
 
 import copy

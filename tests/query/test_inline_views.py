@@ -1,7 +1,7 @@
 """Views inlined into a statement (`Store(inline_views=True)`, what runstore's commands open:
 `Database.statement`) answer as the created views do, create none of them (nor the tables,
-`settings` and `kl_keys` a store's statement reads, but a linked table), and a DuckDB error names the line
-of the query as its caller wrote it.
+`settings` and `kl_keys` a store's statement reads, but a linked table), and a DuckDB error
+names the line of the query as its caller wrote it.
 
 Each canned view is read through a fresh inlining Store and held to `store.connect()`, where
 every table and view is created up front (the path the inlining replaces).
@@ -51,11 +51,21 @@ def test_inlined_views_answer_like_created_ones(store_dir: Path) -> None:
         full.close()
 
 
-def test_a_statement_that_is_no_select_creates_its_views(store_dir: Path) -> None:
+@pytest.mark.parametrize("query,inlined", [
+    ("with n as (select count(*) as n from run_labels) select n from n", True),
+    ("with recursive n as (select count(*) as n from run_labels) select n from n", False),
+    ("from run_labels select count(*) as n", False),
+    ("(select count(*) as n from run_labels)", False),
+])
+def test_a_statement_that_is_no_select_creates_its_views(store_dir: Path, query: str,
+                                                         inlined: bool) -> None:
+    """A statement starting with WITH (not RECURSIVE) gets its views at the head of its
+    list; any other that is no SELECT creates them."""
     store = Store(store_dir, inline_views=True)
-    assert store.rows("with n as (select count(*) as n from run_labels) select n from n"
-                      ).to_pylist() == store.rows("select count(*) as n from runs").to_pylist()
-    assert "run_labels" in store._session._db._made  # type: ignore[union-attr]
+    assert store.rows(query).to_pylist() == store.rows("select count(*) as n from runs"
+                                                       ).to_pylist()
+    made = store._session._db._made  # type: ignore[union-attr]
+    assert ("run_labels" not in made) if inlined else ("run_labels" in made), made
 
 
 @pytest.mark.parametrize("name", ["main.kl_health", "memory.main.kl_health",
@@ -128,26 +138,36 @@ def test_names_resolve_as_with_every_view_created(store_dir: Path, everything: A
     table: the inlined views and the ones created on demand answer as a connection with
     every table and view created up front (a query reading `mine`, none of ours, fails the
     same way everywhere)."""
-    q = f"select * from ({inner}) as q"
-    try:
-        want: Any = sorted(everything.execute(q).fetchall())
-    except Exception as e:  # noqa: BLE001 - DuckDB's own error: which kind
-        want = ("error", type(e).__name__)
-    for inline in (True, False):
-        got = answer(lambda: [tuple(r.values()) for r in
-                              Store(store_dir, inline_views=inline).rows(q).to_pylist()])
-        if isinstance(want, tuple):
-            assert isinstance(got, tuple), (q, inline, got)
-        else:
-            assert got == want, (q, inline)
+    # As a subquery, and as the statement itself: one starting with WITH gets the views
+    # and tables at the head of its list, unless its own CTEs are named like one of them.
+    for q in (f"select * from ({inner}) as q", inner):
+        try:
+            want: Any = sorted(everything.execute(q).fetchall())
+        except Exception as e:  # noqa: BLE001 - DuckDB's own error: which kind
+            want = ("error", type(e).__name__)
+        for inline in (True, False):
+            got = answer(lambda: [tuple(r.values()) for r in
+                                  Store(store_dir, inline_views=inline).rows(q).to_pylist()])
+            if isinstance(want, tuple):
+                assert isinstance(got, tuple), (q, inline, got)
+            else:
+                assert got == want, (q, inline)
 
 
 @pytest.mark.parametrize("query", [
     "select no_such_column from run_summary",
     "select run_label,\n  no_such_column\nfrom run_summary",
     "select *\nfrom kl_health\nwhere\n  1 + 'x' > 0 and no_such_column",
+    "with a as (select * from run_summary)\nselect no_such_column\nfrom a",
+    "  with a as (select * from kl_health where no_such_column) select * from a",
+    "with a as (select * from kl_health where no_such_column) select * from a, a as b, a as c, "
+    "a as d, a as e, a as f, a as g, a as h where 1 = 1 and 2 = 2 and 3 = 3 and 4 = 4",
+    "\nwith a as (select * from runs),\n  b as (select * from a join kl_health using (run_id))"
+    "\nselect no_such_column from b",
 ])
 def test_an_error_names_the_line_as_written(store_dir: Path, query: str) -> None:
+    """Also where the views came at the head of the query's own WITH (its `with` blanked:
+    the caret stays under the same column)."""
     with pytest.raises(QueryError) as created:
         Store(store_dir).rows(query)
     with pytest.raises(QueryError) as inlined:
