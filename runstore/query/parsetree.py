@@ -19,6 +19,7 @@ escaped), so each match is a key of the tree.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -40,6 +41,13 @@ def serialized(con: Any, query: str) -> str | None:
     return None if text.startswith('{"error":true') else text
 
 
+@functools.lru_cache(maxsize=2)
+def _loaded(tree: str) -> Any:
+    """`json.loads(tree)`, kept for the next reading of the same tree (the guard reads a
+    query's tables, then its CTEs); the caller does not change it."""
+    return json.loads(tree)
+
+
 def read_tables(tree: str) -> frozenset[str] | None:
     """The tables and views a serialized statement names that no CTE in scope defines
     (`_tables`); None when it nests too deeply to read."""
@@ -47,7 +55,7 @@ def read_tables(tree: str) -> frozenset[str] | None:
         return frozenset(n for n in map(unescape, _TABLE.findall(tree)) if n)
     try:
         found: set[str] = set()
-        _tables(json.loads(tree), frozenset(), found)
+        _tables(_loaded(tree), frozenset(), found)
     except RecursionError:
         return None
     return frozenset(found)
@@ -59,7 +67,7 @@ def defined(tree: str) -> frozenset[str] | None:
     if '"cte_map":{"map":[{' not in tree:
         return frozenset()
     try:
-        node = json.loads(tree)["statements"][0]["node"]
+        node = _loaded(tree)["statements"][0]["node"]
     except RecursionError:
         return None
     ctes = node.get("cte_map")
