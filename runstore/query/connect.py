@@ -199,7 +199,8 @@ class Database:
                 for name in todo:
                     self._make(name)
                 return sql, 0, {}
-            plain = self._plain([n for n in todo if n in self.files]) if own else set()
+            plain = (self._plain([n for n in todo if n in self.files and n not in self._made])
+                     if own else set())
             for name in todo:
                 if name in self._view_files or name in self._made:
                     continue
@@ -228,10 +229,8 @@ class Database:
     def _source(self, name: str, plain: set[str]) -> tuple[str, dict[str, Any]] | None:
         """The SELECT and bound values of the view `_make` would create for `name` (not a
         canned view), when it is that fixed statement alone; None when it must be made."""
-        if name == SETTINGS:
-            return SETTINGS_QUERY, self._settings_params()
-        if name == KL_KEYS:
-            return KL_KEYS_QUERY, kl_keys_params()
+        if name in (SETTINGS, KL_KEYS):
+            return self._fixed(name)
         if name in plain:
             param = f"{OWN_PARAMS}files_{name}"
             columns = ", ".join(identifier(c) for c, _ in schema_mod.duckdb_columns(name))
@@ -255,18 +254,7 @@ class Database:
                                         ).fetchall()
             except Exception:  # a damaged file: made the usual way, which names it
                 return set()
-            pending: dict[str, list[int]] = {}  # per file: children left at each open level
-            for file, column, children in rows:
-                left = pending.setdefault(file, [])
-                if not left:  # the root, holding the top-level columns
-                    self._columns[file] = []
-                else:
-                    if len(left) == 1:
-                        self._columns[file].append(column)
-                    left[-1] -= 1
-                left.append(children or 0)
-                while len(left) > 1 and left[-1] == 0:
-                    left.pop()
+            self._columns.update(_top_level(rows))
         columns = self._columns
         return {n for n, want in candidates.items()
                 if {c for f in self.files[n] for c in columns.get(f, ())} == {c for c, _ in want}}
@@ -280,10 +268,10 @@ class Database:
             return
         if name in self.files:
             self._table(name)
-        elif name == SETTINGS:
-            self._settings()
-        elif name == KL_KEYS:
-            self.con.sql(KL_KEYS_QUERY, params=kl_keys_params()).create_view(KL_KEYS)
+        elif name in (SETTINGS, KL_KEYS):
+            # Values travel as bound parameters; DuckDB folds them into the view as constants.
+            query, params = self._fixed(name)
+            self.con.sql(query, params=params).create_view(name)
         else:
             # DDL around the view file's own body (a relation's view would wrap the body in a
             # subquery; the view is exactly the documented SELECT).
@@ -392,15 +380,34 @@ class Database:
         self._inputs("metrics_raw", KL_KEYS)
         self.con.execute(f"create view {identifier(name)} as {named(DERIVED[name])}")
 
-    def _settings(self) -> None:
-        # Values travel as bound parameters; DuckDB folds them into the view as constants.
-        self.con.sql(SETTINGS_QUERY, params=self._settings_params()).create_view(SETTINGS)
-
-    def _settings_params(self) -> dict[str, Any]:
+    def _fixed(self, name: str) -> tuple[str, dict[str, Any]]:
+        """`settings` or `kl_keys`: the one statement its view is, and its bound values."""
+        if name == KL_KEYS:
+            return KL_KEYS_QUERY, kl_keys_params()
         parts = [value_parts(v) for v in self.settings.values()]
-        return {"runstore_setting_names": list(self.settings),
-                "runstore_setting_numbers": [n for n, _ in parts],
-                "runstore_setting_texts": [t for _, t in parts]}
+        return SETTINGS_QUERY, {"runstore_setting_names": list(self.settings),
+                                "runstore_setting_numbers": [n for n, _ in parts],
+                                "runstore_setting_texts": [t for _, t in parts]}
+
+
+def _top_level(rows: Iterable[tuple[str, str, int | None]]) -> dict[str, list[str]]:
+    """Each file's top-level columns, from DuckDB's `parquet_schema` rows (file, name,
+    number of children) in the order it gives them: each file's schema depth first, its root
+    first, so a row is a top-level column when only the root's count of children is open."""
+    columns: dict[str, list[str]] = {}
+    pending: dict[str, list[int]] = {}  # per file: children left at each open level
+    for file, column, children in rows:
+        left = pending.setdefault(file, [])
+        if not left:  # the root
+            columns[file] = []
+        else:
+            if len(left) == 1:
+                columns[file].append(column)
+            left[-1] -= 1
+        left.append(children or 0)
+        while len(left) > 1 and left[-1] == 0:
+            left.pop()
+    return columns
 
 
 def connect(root: Root, manifest: Manifest, params: dict[str, Any] | None = None,

@@ -262,3 +262,24 @@ def test_a_param_named_like_runstores_own_is_the_callers(store_dir: Path, param:
     for inline in (True, False):
         over = Store(store_dir, inline_views=inline).rows(flagged, {"kl_threshold": 1e9})
         assert over.to_pylist() == [{"n": 0}], inline
+
+
+def test_the_top_level_columns_read_from_the_footers_are_pyarrows(store_dir: Path) -> None:
+    """Which columns a file's footer holds at the top level (`connect._top_level`, from
+    DuckDB's flattened `parquet_schema`, nested columns' children included) is what
+    pyarrow's footer reader says, for every live file of the demo store: lists and structs
+    (`runs.tmp_files`, ...) among them."""
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from runstore.query.connect import _top_level
+    from runstore.storage import schema
+
+    files = [str(store_dir / f) for t in schema.TABLES
+             for f in read_manifest_files(store_dir, t)]
+    rows = duckdb.connect().execute("select file_name, name, num_children "
+                                    "from parquet_schema($f)", {"f": files}).fetchall()
+    assert any(pa.types.is_nested(field.type)  # nested columns are there
+               for f in files for field in pq.read_schema(f))
+    assert _top_level(rows) == {f: pq.read_schema(f).names for f in files}
