@@ -70,9 +70,17 @@ def defined(tree: str) -> frozenset[str] | None:
         node = _loaded(tree)["statements"][0]["node"]
     except RecursionError:
         return None
+    return frozenset(_cte_name(entry) for entry in _ctes(node))
+
+
+def _ctes(node: dict[str, Any]) -> list[Any]:
+    """The entries (`key`: a name, `value`: its query) of the WITH a tree node holds."""
     ctes = node.get("cte_map")
-    return frozenset(str(entry.get("key", "")).lower()
-                     for entry in (ctes.get("map", []) if isinstance(ctes, dict) else []))
+    return ctes.get("map", []) if isinstance(ctes, dict) else []
+
+
+def _cte_name(entry: Any) -> str:
+    return str(entry.get("key", "")).lower()
 
 
 def _tables(node: Any, hidden: frozenset[str], found: set[str]) -> None:
@@ -87,10 +95,9 @@ def _tables(node: Any, hidden: frozenset[str], found: set[str]) -> None:
         return
     if not isinstance(node, dict):
         return
-    ctes = node.get("cte_map")
-    for entry in ctes.get("map", []) if isinstance(ctes, dict) else []:
+    for entry in _ctes(node):
         _tables(entry.get("value"), hidden, found)
-        hidden = hidden | {str(entry.get("key", "")).lower()}
+        hidden = hidden | {_cte_name(entry)}
     name = node.get("table_name")  # a table, or what a SHOW names (`show tables`: all)
     if isinstance(name, str) and name and name.lower() not in hidden:
         found.add(name)
