@@ -66,7 +66,7 @@ def _parse(paths: list[Path], parser: Any) -> list[View]:
         answers = parsetree.references_each(parser if parser is not None else _parser(),
                                             [docs[i][2] for i in todo])
         for i, reads in zip(todo, answers):
-            depends[i] = sorted(reads)
+            depends[i] = list(reads)
     return [View(path.stem, description, columns, body, path, tuple(sorted(reads)))
             for path, (description, columns, body), reads in zip(paths, docs, depends)]
 
