@@ -84,5 +84,4 @@ def create_macros(con: Any) -> None:
     connection `con`, in file order (a macro may call one before it): every query connection
     (`query.macros.create`) and `storage.arrow_sql`'s database, whose statements the ingest
     runs, have every macro."""
-    for text in statements("macros").values():
-        con.execute(text)
+    con.execute(";\n".join(statements("macros").values()))

@@ -173,22 +173,19 @@ def evaluate(store: "Reader", rules: Sequence[TrendRule], *, runs: Scope = None,
 
 def _status(store: "Reader", runs: Scope) -> list[dict[str, Any]]:
     """run_id, run_name (the run's `run_label`, as `check` shows runs), status (run_status, as
-    of the query), last_step, source_updated_at."""
+    of the query), last_step, source_updated_us (epoch microseconds)."""
     return records(store, *run_status_query(scope_ids(store, runs)))
 
 
 def _stale(status: list[dict[str, Any]], rule: TrendRule,
            now: datetime) -> tuple[list[dict[str, Any]], int]:
-    known = [s for s in status if s["source_updated_at"] is not None]
+    known = [s for s in status if s["source_updated_us"] is not None]
     # Epoch microseconds on both sides: the column's time zone name (UTC, Etc/UTC) may differ
     # from `now`'s, and an instant is an instant.
     now_us = (now if now.tzinfo else now.replace(tzinfo=timezone.utc)).timestamp() * 1e6
     rows = []
     for s in known:
-        updated = s["source_updated_at"]
-        if updated.tzinfo is None:
-            updated = updated.replace(tzinfo=timezone.utc)
-        minutes = (now_us - _epoch_us(updated)) / 6e7
+        minutes = (now_us - s["source_updated_us"]) / 6e7
         over = minutes > rule.value if rule.op == ">" else minutes >= rule.value
         if over and s["status"] is not None and s["status"] not in ("completed", "missing"):
             rows.append({"run_id": s["run_id"], "run_name": s["run_name"],
@@ -196,12 +193,6 @@ def _stale(status: list[dict[str, Any]], rule: TrendRule,
                          "last_step": s["last_step"], "steps_over": None,
                          "longest_streak": None, "peak": minutes, "latest": minutes})
     return rows, len(known)
-
-
-def _epoch_us(t: datetime) -> int:
-    """Whole microseconds since the epoch of an aware datetime (exact, as Arrow holds it)."""
-    delta = t - datetime(1970, 1, 1, tzinfo=timezone.utc)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def _series(store: "Reader", keys: tuple[str, ...], runs: Scope,

@@ -24,7 +24,6 @@ directions, the `optim/` spelling preferred), whose one home is `runstore.famili
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
@@ -190,6 +189,8 @@ def closest(name: str, spellings: Sequence[str], known: Sequence[str], n: int = 
     >>> closest("CASE", ["CASE"], ["Case", "case", "optim/lr"])
     ['Case', 'case']
     """
+    import difflib  # only for a key not logged
+
     def likeness(a: str, b: str) -> float:
         # Only a pair whose lengths allow a ratio of 0.6 is compared: a name far longer
         # than every key (a pasted blob) costs one length check a key, not a diff.

@@ -68,7 +68,9 @@ def built_run_status(runs: Sequence[str] | None) -> str:
     """health.trends' statement as it was built before it became text."""
     r = lambda name: exp.column(name, table="r")  # noqa: E731
     query = (exp.select(r("run_id"), exp.alias_(exp.column("run_label", table="s"), "run_name"),
-                        exp.column("status", table="s"), r("last_step"), r("source_updated_at"))
+                        exp.column("status", table="s"), r("last_step"),
+                        exp.alias_(exp.func("epoch_us", r("source_updated_at")),
+                                   "source_updated_us"))
              .from_(exp.table_("runs", alias="r"))
              .join(exp.table_("run_status", alias="s"),
                    on=exp.column("run_id", table="s").eq(r("run_id"))))

@@ -239,13 +239,16 @@ def count_runs_query(runs: Sequence[str] | None = None) -> Statement:
 
 def run_status_query(runs: Sequence[str] | None = None) -> Statement:
     """`run_id, run_name` (the run's `run_label`, as `check` shows runs), `status`
-    (`run_status`'s), `last_step, source_updated_at` of the runs in scope: a trend rule's runs.
+    (`run_status`'s), `last_step` and `source_updated_us` (`source_updated_at` in whole
+    microseconds since the epoch: an instant, and no time zone for Python to load) of the runs
+    in scope: a trend rule's runs.
 
     >>> run_status_query(["0123"])[0]
-    'SELECT r.run_id, s.run_label AS run_name, s.status, r.last_step, r.source_updated_at FROM runs AS r JOIN run_status AS s ON s.run_id = r.run_id WHERE LIST_CONTAINS($runs, r.run_id)'
+    'SELECT r.run_id, s.run_label AS run_name, s.status, r.last_step, EPOCH_US(r.source_updated_at) AS source_updated_us FROM runs AS r JOIN run_status AS s ON s.run_id = r.run_id WHERE LIST_CONTAINS($runs, r.run_id)'
     """
     sql = ("SELECT r.run_id, s.run_label AS run_name, s.status, r.last_step, "
-           "r.source_updated_at FROM runs AS r JOIN run_status AS s ON s.run_id = r.run_id")
+           "EPOCH_US(r.source_updated_at) AS source_updated_us FROM runs AS r "
+           "JOIN run_status AS s ON s.run_id = r.run_id")
     if runs is None:
         return sql, {}
     return f"{sql}{_where([in_scope('r.run_id')])}", {"runs": list(runs)}
