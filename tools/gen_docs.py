@@ -4,7 +4,10 @@ every command's `--help`, the catalogue part of `docs/doctor.md` from sql/doctor
 and `sql/view_reads.json`, what each canned view reads as DuckDB's parser answers for its body
 (`{view: {SHA-256 of its body: [what it reads]}}`, asked of the parser, never of the record:
 a connection takes a view's reads from it instead of parsing the view, only for the body it
-was recorded for, so a stale record costs a parse, never a wrong answer).
+was recorded for, so a stale record costs a parse, never a wrong answer); and likewise
+`sql/statement_verdicts.json`, the guard's verdict on each named statement of
+`sql/statements/` (`{file.statement: {SHA-256 of its text: {params, tables, defines}}}`:
+runstore.query.recorded).
 
 Contract: the texts are pure functions of the repository (the `sql/` files, this module's
 questions, the store `runstore demo` writes from `runstore.demo.DEMO_SEED`), so the committed
@@ -22,6 +25,7 @@ between builds), and rewards are multiples of 1/8, so their means sit on roundin
     python tools/gen_docs.py cli -o docs/cli.md
     python tools/gen_docs.py doctor -o docs/doctor.md
     python tools/gen_docs.py reads -o sql/view_reads.json
+    python tools/gen_docs.py verdicts -o sql/statement_verdicts.json
 """
 
 from __future__ import annotations
@@ -617,15 +621,43 @@ def view_reads() -> str:
     return json.dumps(record, indent=1, sort_keys=True) + "\n"
 
 
+def statement_verdicts() -> str:
+    """sql/statement_verdicts.json: the guard's verdict on each named statement of
+    sql/statements/ it lets through, by DuckDB's parser (the others are not queries)."""
+    from runstore.errors import QueryError
+    from runstore.query import guard
+    from runstore.query import views as views_mod
+    from runstore.query.recorded import digest
+    from runstore.resources import sql_dir, statements
+
+    def names(found: frozenset[str] | None) -> list[str] | None:
+        return None if found is None else sorted(found)
+
+    record = {}
+    for path in sorted((sql_dir() / "statements").glob("*.sql")):
+        for name, text in statements(path.stem).items():
+            try:
+                checked = guard._guard(text, views_mod._parser())
+            except QueryError:
+                continue
+            record[f"{path.stem}.{name}"] = {digest(text): {
+                "params": list(checked.params), "tables": names(checked.tables),
+                "defines": names(checked.defines)}}
+    return json.dumps(record, indent=1, sort_keys=True) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python tools/gen_docs.py",
                                      description="Regenerate runstore's generated docs "
-                                                 "(and sql/view_reads.json).")
-    parser.add_argument("doc", choices=["views", "cookbook", "cli", "doctor", "reads"])
+                                                 "(and sql/view_reads.json, "
+                                                 "sql/statement_verdicts.json).")
+    parser.add_argument("doc", choices=["views", "cookbook", "cli", "doctor", "reads",
+                                            "verdicts"])
     parser.add_argument("-o", "--output", help="write to this file instead of stdout")
     args = parser.parse_args(argv)
     text = {"views": views_markdown, "cookbook": cookbook_from_scratch,
-            "cli": cli_markdown, "doctor": doctor_markdown, "reads": view_reads}[args.doc]()
+            "cli": cli_markdown, "doctor": doctor_markdown, "reads": view_reads,
+            "verdicts": statement_verdicts}[args.doc]()
     if args.output:
         Path(args.output).write_text(text)
     else:

@@ -20,8 +20,6 @@ connection: what the doctor reads the keys a finding compares with from, without
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import threading
 from dataclasses import dataclass
@@ -29,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ..resources import sql_dir
-from . import parsetree, sandbox
+from . import parsetree, recorded, sandbox
+from .recorded import digest
 
 
 @dataclass(frozen=True)
@@ -73,27 +72,14 @@ def _parse(paths: list[Path], parser: Any) -> list[View]:
 
 # The file, beside the views, of what each read when it was last generated.
 READS = "view_reads.json"
-_RECORDED: dict[Path, dict[str, dict[str, list[str]]]] = {}
-
-
-def digest(body: str) -> str:
-    """The digest a view's body is recorded under (SHA-256 of its text)."""
-    return hashlib.sha256(body.encode()).hexdigest()
 
 
 def recorded_reads(directory: Path) -> dict[str, dict[str, list[str]]]:
     """`{view: {digest of its body: what it reads}}` from `directory`'s `READS` file (empty
-    when there is none), read once per process. The reads of a body are a function of its
-    text, so an entry is used only for the body it was recorded for: a view edited since
-    is parsed."""
-    if directory not in _RECORDED:
-        try:
-            record = json.loads((directory / READS).read_text())
-        except (OSError, ValueError):  # none, or unreadable: every view is parsed
-            record = {}
-        _RECORDED[directory] = ({k: v for k, v in record.items() if isinstance(v, dict)}
-                                if isinstance(record, dict) else {})
-    return _RECORDED[directory]
+    when there is none), read once per process (`recorded.load`). The reads of a body are a
+    function of its text, so an entry is used only for the body it was recorded for: a view
+    edited since is parsed."""
+    return recorded.load(directory / READS)
 
 
 def documented(path: Path) -> tuple[str, tuple[tuple[str, str], ...], str]:

@@ -1,0 +1,111 @@
+"""The guard's recorded verdicts on runstore's own named statements (runstore.query.recorded).
+
+The committed record equals what the guard answers for every named statement today; the
+commands that run named statements parse none of them; and a verdict is used only for the very
+text it was recorded for: another text (a user's, an edited statement), a damaged record or a
+malformed entry is parsed, and a text the guard refuses stays refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import gen_docs as docs
+import runstore
+from runstore.errors import QueryError
+from runstore.query import guard, recorded, views
+from runstore.resources import statements
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def named_statements() -> dict[str, str]:
+    return {f"{p.stem}.{name}": text for p in sorted((REPO / "sql" / "statements").glob("*.sql"))
+            for name, text in statements(p.stem).items()}
+
+
+def test_sql_statement_verdicts_json_is_generated() -> None:
+    assert (REPO / "sql" / recorded.VERDICT_FILE).read_text() == docs.statement_verdicts(), \
+        ("sql/statement_verdicts.json is stale: "
+         "python tools/gen_docs.py verdicts -o sql/statement_verdicts.json")
+
+
+def test_every_named_query_is_recorded_as_the_guard_answers_it() -> None:
+    # Independently of the generator: each named statement the guard lets through has an
+    # entry with the guard's own answer, and each one it refuses (the macros) has none.
+    record = json.loads((REPO / "sql" / recorded.VERDICT_FILE).read_text())
+    parser = views._parser()
+    let_through = 0
+    for name, text in named_statements().items():
+        try:
+            checked = guard._guard(text, parser)
+        except QueryError:
+            assert name not in record and recorded.verdict(text) is None, name
+            continue
+        let_through += 1
+        assert recorded.verdict(text) == {
+            "params": list(checked.params),
+            "tables": None if checked.tables is None else sorted(checked.tables),
+            "defines": None if checked.defines is None else sorted(checked.defines)}, name
+    assert let_through == len(record) >= 60
+
+
+def test_commands_running_named_statements_parse_none_of_them(
+        shared_demo_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `check` (its threshold statement), the report's sections and a trace run named
+    # statements: the guard answers each from the record, never from DuckDB's parser.
+    named = set(named_statements().values())
+    parsed: list[str] = []
+    asked: list[str] = []
+    real_guard, real_parse = guard.guard, guard._guard
+    monkeypatch.setattr(guard, "_verdicts", type(guard._verdicts)())
+    monkeypatch.setattr(guard, "_guard", lambda q, con: (parsed.append(q), real_parse(q, con))[1])
+    monkeypatch.setattr(guard, "guard", lambda q, con: (asked.append(q), real_guard(q, con))[1])
+    store = runstore.open(shared_demo_store)
+    try:
+        assert store.check().height >= 1
+        assert store.report(tmp_path / "report.html").stat().st_size > 0
+    finally:
+        store.close()
+    ran_named = [q for q in asked if q in named]
+    assert len(ran_named) >= 4  # the check's statement and the report's sections
+    assert not [q[:60] for q in parsed if q in named]
+
+
+@pytest.mark.parametrize("record", ["right", "other text", "damaged", "malformed", "none"])
+def test_a_recorded_verdict_is_used_only_for_its_own_text(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: str) -> None:
+    # The record here lies about what the statement reads, so which answer came back says
+    # where it came from.
+    text = "select run_id from runs join (select run_id from checkpoints) using (run_id)"
+    answer: object = {"params": [], "tables": ["spans"], "defines": []}
+    if record == "malformed":
+        answer = {"params": [], "tables": "spans", "defines": []}
+    lie = {"x.y": {recorded.digest(text if record != "other text" else text + " "): answer}}
+    if record == "damaged":
+        (tmp_path / recorded.VERDICT_FILE).write_text(json.dumps(lie)[:-3])
+    elif record != "none":
+        (tmp_path / recorded.VERDICT_FILE).write_text(json.dumps(lie))
+    monkeypatch.setattr(recorded, "sql_dir", lambda: tmp_path)
+    monkeypatch.setattr(guard, "_verdicts", type(guard._verdicts)())
+    checked = guard.guard(text, views._parser())
+    want = {"spans"} if record == "right" else {"checkpoints", "runs"}
+    assert checked.tables == frozenset(want)
+
+
+def test_a_refused_text_is_never_taken_from_the_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Recorded verdicts are only for texts the guard let through: a write whose digest is
+    # not in the record (as none is: the generator records no refusal) is parsed and refused,
+    # whatever else the record holds.
+    record = json.loads((REPO / "sql" / recorded.VERDICT_FILE).read_text())
+    (tmp_path / recorded.VERDICT_FILE).write_text(json.dumps(record))
+    monkeypatch.setattr(recorded, "sql_dir", lambda: tmp_path)
+    monkeypatch.setattr(guard, "_verdicts", type(guard._verdicts)())
+    text = next(iter(named_statements().values()))
+    for hostile in ("drop table runs", f"{text}; drop table runs", f"create view v as {text}"):
+        with pytest.raises(QueryError, match="only runs queries"):
+            guard.guard(hostile, views._parser())
