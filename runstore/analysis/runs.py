@@ -20,9 +20,9 @@ Contract:
      (`gsm8k_tool_rl/sweep/lr_1e-3` for `.../lr_1e-3/seed_0`).
 
 * `resolve(store, patterns)` gives one `Run(run_id, label, path)` per pattern, in order, in
-  one query: the tier that decides must hold exactly one run. None: "no run is named or
-  matches 'x' (...)"; several: "'x' matches 2 runs (labels, with paths where names are
-  shared); give ..." saying how to pick one. `resolve_one(store, pattern)` is one of them.
+  one query (statement `runs.resolve`): the tier that decides must hold exactly one run.
+  None: "no run is named or matches 'x' (...)"; several: "'x' matches 2 runs (labels, with
+  paths where names are shared); give ..." saying how to pick one. `resolve_one(store, pattern)` is one of them.
 * A `Scope` is `None` (every run), one pattern, or a sequence of patterns; its runs are the
   union of what each pattern matches (tiers 1-5: several runs allowed). `scope_ids(store,
   scope)` is that set as a sorted list of run_ids (None for every run) and raises
@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Sequence, Union
 
 from ..errors import QueryError
 from ..query.rows import from_relation
+from ..query.statements import named
 from ..query.statements.frames import scoped_runs_query
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def _matches(store: "Reader", items: list[str]) -> list[dict[str, dict[str, Run]
     found: list[dict[str, dict[str, Run]]] = [{t: {} for t in TIERS} for _ in items]
     # Plain rows (text, numbers and booleans): every command that names runs asks this, and
     # it needs no pyarrow.
-    for r in store.fetch(_RESOLVE, params, convert=from_relation).to_pylist():
+    for r in store.fetch(named("runs.resolve"), params, convert=from_relation).to_pylist():
         run = Run(r["run_id"], r["run_label"], r["run_path"])
         for tier in TIERS:
             if r[f"is_{tier}"]:
@@ -159,23 +160,3 @@ def scoped_runs(store: "Reader", ids: list[str] | None) -> "Rows":
     return store.fetch(sql, params, convert=from_relation)  # type: ignore[return-value]
 
 
-# Every run a pattern matches in some tier, with the tiers it matches in.
-_RESOLVE = """
-with asked as (
-    select unnest($patterns) as pattern, unnest($paths) as paths, unnest($idx) as i
-),
-tiers as (
-    select a.i, r.run_id, r.run_label, r.run_path,
-           r.run_id = a.pattern as is_id,
-           list_contains(a.paths, r.run_path) as is_path,
-           r.run_name = a.pattern or r.run_label = a.pattern as is_name,
-           length(a.pattern) >= $min_prefix and starts_with(r.run_id, a.pattern) as is_id_prefix,
-           r.run_name glob a.pattern as is_glob,
-           starts_with(r.run_name, a.pattern) as is_name_prefix
-    from asked as a
-    cross join run_labels as r
-)
-select * from tiers
-where is_id or is_path or is_name or is_id_prefix or is_glob or is_name_prefix
-order by i, run_label
-"""
