@@ -22,7 +22,7 @@ runs share the name), in the order given:
 `code_diffs(store, runs)` is `--code`: a unified diff (difflib) of each run's code.diff
 against the first run's, with `--- a/<run>/code.diff` / `+++ b/<run>/code.diff` headers, or a
 line saying they are identical. A run given twice (two patterns naming one run) is a
-`UsageError`.
+`UsageError`. The statements are `sql/statements/diff.sql`'s.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import difflib
 from typing import TYPE_CHECKING, Sequence
 
 from ..errors import UsageError
+from ..query.statements import named
 from .groups import comparable
 from .runs import resolve
 
@@ -41,13 +42,6 @@ if TYPE_CHECKING:
     from ..query.rows import Rows
 
 CODE_KEY = "code.diff"
-_CODE = "select run_id, code_diff from runs where list_contains($ids, run_id)"
-# The runs' config leaves and their code.diff in one statement (each statement costs ~8 ms
-# on the 100-run store, and a diff of 10 runs has 50 ms).
-_BOTH = ("select run_id, key, value, value_num, null as code_diff from config "
-         "where list_contains($ids, run_id) "
-         "union all "
-         "select run_id, null, null, null, code_diff from runs where list_contains($ids, run_id)")
 
 
 def _runs(store: "Reader", runs: Sequence[str]) -> list[tuple[str, str]]:
@@ -106,7 +100,7 @@ def diff_rows(store: "Reader", runs: Sequence[str], *, all: bool = False  # noqa
     cells: dict[str, list[tuple[str, float | None] | None]] = {}
     position = {run_id: i for i, run_id in enumerate(ids)}
     codes: dict[str, str | None] = {}
-    for r in records(store, _BOTH, {"ids": ids}):
+    for r in records(store, named("diff.config_and_code"), {"ids": ids}):
         if r["key"] is None:
             codes[r["run_id"]] = r["code_diff"]
             continue
@@ -127,7 +121,8 @@ def diff_rows(store: "Reader", runs: Sequence[str], *, all: bool = False  # noqa
 def _code_texts(store: "Reader", ids: list[str]) -> list[str | None]:
     from ..query.rows import records
 
-    texts = {r["run_id"]: r["code_diff"] for r in records(store, _CODE, {"ids": ids})}
+    texts = {r["run_id"]: r["code_diff"]
+             for r in records(store, named("diff.code"), {"ids": ids})}
     return [texts.get(i) for i in ids]
 
 
