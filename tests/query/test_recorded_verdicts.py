@@ -109,3 +109,24 @@ def test_a_refused_text_is_never_taken_from_the_record(
     for hostile in ("drop table runs", f"{text}; drop table runs", f"create view v as {text}"):
         with pytest.raises(QueryError, match="only runs queries"):
             guard.guard(hostile, views._parser())
+
+
+def test_diff_and_a_trace_parse_no_statement(
+        shared_demo_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every statement `runstore diff` and `runstore trace` run is a named one (RUN resolution
+    # included): the guard parses none of them.
+    parsed: list[str] = []
+    real_parse = guard._guard
+    monkeypatch.setattr(guard, "_verdicts", type(guard._verdicts)())
+    monkeypatch.setattr(guard, "_guard", lambda q, con: (parsed.append(q), real_parse(q, con))[1])
+    store = runstore.open(shared_demo_store)
+    try:
+        runs = store.sql("select run_name from runs where kind = 'rl' order by run_name")
+        first, second = runs["run_name"][0], runs["run_name"][1]
+        assert parsed == [runs_query := parsed[0]] and "kind = 'rl'" in runs_query  # a user's
+        parsed.clear()
+        assert store.diff_rows([first, second], all=True).data
+        assert len(store.trace(first)) > 0
+    finally:
+        store.close()
+    assert parsed == []
