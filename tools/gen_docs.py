@@ -623,26 +623,32 @@ def view_reads() -> str:
 
 def statement_verdicts() -> str:
     """sql/statement_verdicts.json: the guard's verdict on each named statement of
-    sql/statements/ it lets through, by DuckDB's parser (the others are not queries)."""
+    sql/statements/ it lets through, by DuckDB's parser (the others are not queries), and on
+    each text of the statement builders with a few shapes (`frames.fixed_shapes`)."""
     from runstore.errors import QueryError
     from runstore.query import guard
     from runstore.query import views as views_mod
     from runstore.query.recorded import digest
+    from runstore.query.statements.frames import fixed_shapes
     from runstore.resources import sql_dir, statements
 
     def names(found: frozenset[str] | None) -> list[str] | None:
         return None if found is None else sorted(found)
 
+    def verdict(text: str) -> dict[str, Any]:
+        checked = guard._guard(text, views_mod._parser())
+        return {digest(text): {"params": list(checked.params), "tables": names(checked.tables),
+                               "defines": names(checked.defines)}}
+
     record = {}
     for path in sorted((sql_dir() / "statements").glob("*.sql")):
         for name, text in statements(path.stem).items():
             try:
-                checked = guard._guard(text, views_mod._parser())
-            except QueryError:
+                record[f"{path.stem}.{name}"] = verdict(text)
+            except QueryError:  # not a query (a macro)
                 continue
-            record[f"{path.stem}.{name}"] = {digest(text): {
-                "params": list(checked.params), "tables": names(checked.tables),
-                "defines": names(checked.defines)}}
+    for name, text in fixed_shapes().items():
+        record[f"frames.{name}"] = verdict(text)
     return json.dumps(record, indent=1, sort_keys=True) + "\n"
 
 

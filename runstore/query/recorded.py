@@ -1,10 +1,11 @@
 """What DuckDB's parser answered for runstore's own SQL, recorded beside that SQL.
 
 Contract: a JSON file in `sql/` keeps, for each of runstore's own SQL texts, the SHA-256 of
-the text (`digest`) and what DuckDB's parser answered for it: `view_reads.json` what each canned
-view reads (`views.recorded_reads`), `statement_verdicts.json` the guard's verdict on each named
-statement of `sql/statements/` (`verdict`). `tools/gen_docs.py` writes both, always by asking
-the parser, and tests hold the committed files equal to its output. `load(path)` reads such a
+the text (`digest`) and what DuckDB's parser answered for it: `view_reads.json` what each
+canned view reads (`views.recorded_reads`), `statement_verdicts.json` the guard's verdict on
+each named statement of `sql/statements/` and on each text of the builders with a few shapes
+(`statements.frames.fixed_shapes`) (`verdict`). `tools/gen_docs.py` writes both, always by
+asking the parser, and tests hold the committed files equal to its output. `load(path)` reads such a
 file once per process as `{entry: {digest: answer}}` (empty when it is missing or damaged).
 An answer is a function of the text alone, so it is used only for the very text it was
 recorded for: a text edited since is parsed again, and a stale or damaged record costs a
@@ -51,9 +52,10 @@ def load(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def verdict(text: str) -> dict[str, Any] | None:
-    """The guard's recorded verdict for `text` when it is one of the named statements as it was
-    recorded, else None. A verdict is `{"params": [...], "tables": [...] | None,
-    "defines": [...] | None}`; anything else in the record is not used."""
+    """The guard's recorded verdict for `text` when it is one of the texts recorded (a named
+    statement or a builder's fixed shape) as it was recorded, else None. A verdict is
+    `{"params": [...], "tables": [...] | None, "defines": [...] | None}`; an entry of any
+    other form is not used."""
     path = sql_dir() / VERDICT_FILE
     with _LOCK:
         index = _BY_DIGEST.get(path)

@@ -17,6 +17,7 @@ import gen_docs as docs
 import runstore
 from runstore.errors import QueryError
 from runstore.query import guard, recorded, views
+from runstore.query.statements.frames import fixed_shapes
 from runstore.resources import statements
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,19 +28,31 @@ def named_statements() -> dict[str, str]:
             for name, text in statements(p.stem).items()}
 
 
+@pytest.fixture
+def parsed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts the guard asks DuckDB's parser about from here on (none kept from before)."""
+    texts: list[str] = []
+    real_parse = guard._guard
+    monkeypatch.setattr(guard, "_verdicts", type(guard._verdicts)())
+    monkeypatch.setattr(guard, "_guard", lambda q, con: (texts.append(q), real_parse(q, con))[1])
+    return texts
+
+
 def test_sql_statement_verdicts_json_is_generated() -> None:
     assert (REPO / "sql" / recorded.VERDICT_FILE).read_text() == docs.statement_verdicts(), \
         ("sql/statement_verdicts.json is stale: "
          "python tools/gen_docs.py verdicts -o sql/statement_verdicts.json")
 
 
-def test_every_named_query_is_recorded_as_the_guard_answers_it() -> None:
-    # Independently of the generator: each named statement the guard lets through has an
-    # entry with the guard's own answer, and each one it refuses (the macros) has none.
+def test_every_named_query_and_fixed_shape_is_recorded_as_the_guard_answers_it() -> None:
+    # Independently of the generator: each named statement the guard lets through, and each
+    # text of the builders with a few shapes, has an entry with the guard's own answer; each
+    # named statement it refuses (the macros) has none.
     record = json.loads((REPO / "sql" / recorded.VERDICT_FILE).read_text())
     parser = views._parser()
     let_through = 0
-    for name, text in named_statements().items():
+    texts = {**named_statements(), **{f"frames.{k}": v for k, v in fixed_shapes().items()}}
+    for name, text in texts.items():
         try:
             checked = guard._guard(text, parser)
         except QueryError:
@@ -50,19 +63,17 @@ def test_every_named_query_is_recorded_as_the_guard_answers_it() -> None:
             "params": list(checked.params),
             "tables": None if checked.tables is None else sorted(checked.tables),
             "defines": None if checked.defines is None else sorted(checked.defines)}, name
-    assert let_through == len(record) >= 60
+    assert let_through == len(record) >= 80
 
 
 def test_commands_running_named_statements_parse_none_of_them(
-        shared_demo_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        shared_demo_store: Path, tmp_path: Path, parsed: list[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     # `check` (its threshold statement), the report's sections and a trace run named
     # statements: the guard answers each from the record, never from DuckDB's parser.
     named = set(named_statements().values())
-    parsed: list[str] = []
     asked: list[str] = []
-    real_guard, real_parse = guard.guard, guard._guard
-    monkeypatch.setattr(guard, "_verdicts", type(guard._verdicts)())
-    monkeypatch.setattr(guard, "_guard", lambda q, con: (parsed.append(q), real_parse(q, con))[1])
+    real_guard = guard.guard
     monkeypatch.setattr(guard, "guard", lambda q, con: (asked.append(q), real_guard(q, con))[1])
     store = runstore.open(shared_demo_store)
     try:
@@ -111,14 +122,29 @@ def test_a_refused_text_is_never_taken_from_the_record(
             guard.guard(hostile, views._parser())
 
 
+def test_a_trend_rule_and_a_plots_key_notes_parse_no_statement(
+        shared_demo_store: Path, parsed: list[str]) -> None:
+    # `check` with a trend rule beside the threshold rule, and the notes `plot metric` prints
+    # about keys some runs lack, over every run and over a scope: every statement is named or
+    # one of the builders' fixed shapes.
+    from runstore.health.trends import parse_trend
+
+    store = runstore.open(shared_demo_store)
+    try:
+        for runs in (None, "gsm8k_tool_rl/*"):
+            result = store.check_result(rules=[parse_trend("drop(env/all/reward/total) > 0.2"),
+                                               parse_trend("stale > 1")], runs=runs)
+            assert sum(result.checked) >= 2
+            store.key_notes(["optim/kl_sample_train_v2", "env/all/reward/total"], runs=runs)
+    finally:
+        store.close()
+    assert parsed == []
+
+
 def test_diff_and_a_trace_parse_no_statement(
-        shared_demo_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        shared_demo_store: Path, parsed: list[str]) -> None:
     # Every statement `runstore diff` and `runstore trace` run is a named one (RUN resolution
     # included): the guard parses none of them.
-    parsed: list[str] = []
-    real_parse = guard._guard
-    monkeypatch.setattr(guard, "_verdicts", type(guard._verdicts)())
-    monkeypatch.setattr(guard, "_guard", lambda q, con: (parsed.append(q), real_parse(q, con))[1])
     store = runstore.open(shared_demo_store)
     try:
         runs = store.sql("select run_name from runs where kind = 'rl' order by run_name")

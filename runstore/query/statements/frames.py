@@ -32,6 +32,9 @@ A scope of runs (`runs=`) is always the list of run_ids that `runstore.analysis.
   `metric_values_query(n_keys)`: what `compare` and its groups read (`runstore.analysis`):
   the runs in scope by label, their config leaves, and the live values of some keys coded
   by run and group.
+* `fixed_shapes()`: every text of the builders with a few shapes (the list above but
+  `runs_query`, `scoped_runs_query` and `metric_values_query`), whose guard verdicts are
+  recorded.
 """
 
 from __future__ import annotations
@@ -338,3 +341,27 @@ def family_lists_query(runs: Sequence[str] | None = None, *,
     sql, params = family_series_query(runs, since_step=since_step)
     return ("SELECT run_id, LIST(step ORDER BY step NULLS FIRST) AS steps, LIST(value ORDER BY "
             f"step NULLS FIRST) AS numbers FROM ({sql}) GROUP BY run_id"), params
+
+
+def fixed_shapes() -> dict[str, str]:
+    """Every text the builders here whose shape is one of a few give, by the call that gives
+    it (the values bound do not change a text): the trend rules' two, the key lookups,
+    the run count and the config leaves, over every run and over a scope. Their guard
+    verdicts are recorded as the named statements' are (`query.recorded`), so the commands
+    that ask them every time (`check` with a trend rule, `plot metric`'s key notes, `compare`)
+    parse none of them."""
+    shapes: dict[str, str] = {}
+    for scope, runs in (("all", None), ("scope", ["-"])):
+        shapes[f"count_runs_query({scope})"] = count_runs_query(runs)[0]
+        shapes[f"run_status_query({scope})"] = run_status_query(runs)[0]
+        for since in (False, True):
+            shapes[f"family_lists_query({scope}, since_step={since})"] = \
+                family_lists_query(runs, since_step=since)[0]
+        for keys in (None, ["-"]):
+            shapes[f"config_rows_query({scope}, keys={keys is not None})"] = \
+                config_rows_query(runs, keys=keys is not None)[0]
+            for summarised in (True, False):
+                shapes[f"logged_keys_query({scope}, keys={keys is not None}, "
+                       f"summarised={summarised})"] = \
+                    logged_keys_query(keys, runs=runs, summarised=summarised)[0]
+    return shapes
