@@ -22,7 +22,8 @@ Contract:
 * `resolve(store, patterns)` gives one `Run(run_id, label, path)` per pattern, in order, in
   one query (statement `runs.resolve`): the tier that decides must hold exactly one run.
   None: "no run is named or matches 'x' (...)"; several: "'x' matches 2 runs (labels, with
-  paths where names are shared); give ..." saying how to pick one. `resolve_one(store, pattern)` is one of them.
+  paths where names are shared); give ..." saying how to pick one. `resolve_one(store,
+  pattern)` is one of them.
 * A `Scope` is `None` (every run), one pattern, or a sequence of patterns; its runs are the
   union of what each pattern matches (tiers 1-5: several runs allowed). `scope_ids(store,
   scope)` is that set as a sorted list of run_ids (None for every run) and raises
@@ -40,14 +41,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Sequence, Union
 from ..errors import QueryError
 from ..query.rows import from_relation
 from ..query.statements import named
-from ..query.statements.frames import scoped_runs_query
+from ..query.statements.frames import SCOPED_RUNS, scoped_runs_query
 
 if TYPE_CHECKING:
     from ..query.reader import Reader
     from ..query.rows import Rows
 
 Scope = Union[str, Sequence[str], None]
-RUN_COLUMNS = ("run_id", "run_name", "run_label", "kind", "model_name", "learning_rate")
+RUN_COLUMNS = SCOPED_RUNS  # what `scoped_runs` gives
 HINT = "(`runstore runs` lists run names)"
 TIERS = ("id", "path", "name", "id_prefix", "glob", "name_prefix")
 SCOPE_TIERS = TIERS[:-1]

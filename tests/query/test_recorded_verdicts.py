@@ -122,11 +122,11 @@ def test_a_refused_text_is_never_taken_from_the_record(
             guard.guard(hostile, views._parser())
 
 
-def test_a_trend_rule_and_a_plots_key_notes_parse_no_statement(
+def test_a_trend_rule_a_plots_key_notes_and_compares_groups_parse_no_statement(
         shared_demo_store: Path, parsed: list[str]) -> None:
-    # `check` with a trend rule beside the threshold rule, and the notes `plot metric` prints
-    # about keys some runs lack, over every run and over a scope: every statement is named or
-    # one of the builders' fixed shapes.
+    # `check` with a trend rule beside the threshold rule, the notes `plot metric` prints
+    # about keys some runs lack and the groups `compare --group-by auto` draws, over every run
+    # and over a scope: every statement is named or one of the builders' fixed shapes.
     from runstore.health.trends import parse_trend
 
     store = runstore.open(shared_demo_store)
@@ -136,6 +136,7 @@ def test_a_trend_rule_and_a_plots_key_notes_parse_no_statement(
                                                parse_trend("stale > 1")], runs=runs)
             assert sum(result.checked) >= 2
             store.key_notes(["optim/kl_sample_train_v2", "env/all/reward/total"], runs=runs)
+            assert store.groups(runs=runs, group_by="auto").height >= 2
     finally:
         store.close()
     assert parsed == []

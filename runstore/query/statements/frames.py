@@ -33,8 +33,8 @@ A scope of runs (`runs=`) is always the list of run_ids that `runstore.analysis.
   the runs in scope by label, their config leaves, and the live values of some keys coded
   by run and group.
 * `fixed_shapes()`: every text of the builders with a few shapes (the list above but
-  `runs_query`, `scoped_runs_query` and `metric_values_query`), whose guard verdicts are
-  recorded.
+  `runs_query` and `metric_values_query`; `scoped_runs_query` of `SCOPED_RUNS`), whose guard
+  verdicts are recorded.
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ from . import Statement
 
 # Wide metric frames are keyed by these; a metric with one of these names would collide.
 WIDE_KEY_COLUMNS = ("run_id", "run_name", "run_label", "step")
+# The columns `runstore.analysis` reads of the runs in scope (`analysis.runs.scoped_runs`,
+# through `scoped_runs_query`): one of the fixed shapes.
+SCOPED_RUNS = ("run_id", "run_name", "run_label", "kind", "model_name", "learning_rate")
 
 
 def summary_columns() -> list[str]:
@@ -346,7 +349,8 @@ def family_lists_query(runs: Sequence[str] | None = None, *,
 def fixed_shapes() -> dict[str, str]:
     """Every text the builders here whose shape is one of a few give, by the call that gives
     it (the values bound do not change a text): the trend rules' two, the key lookups,
-    the run count and the config leaves, over every run and over a scope. Their guard
+    the run count, the runs in scope `runstore.analysis` reads (`SCOPED_RUNS`) and the config
+    leaves, over every run and over a scope. Their guard
     verdicts are recorded as the named statements' are (`query.recorded`), so the commands
     that ask them every time (`check` with a trend rule, `plot metric`'s key notes, `compare`)
     parse none of them."""
@@ -354,6 +358,8 @@ def fixed_shapes() -> dict[str, str]:
     for scope, runs in (("all", None), ("scope", ["-"])):
         shapes[f"count_runs_query({scope})"] = count_runs_query(runs)[0]
         shapes[f"run_status_query({scope})"] = run_status_query(runs)[0]
+        shapes[f"scoped_runs_query(SCOPED_RUNS, {scope})"] = \
+            scoped_runs_query(SCOPED_RUNS, runs)[0]
         for since in (False, True):
             shapes[f"family_lists_query({scope}, since_step={since})"] = \
                 family_lists_query(runs, since_step=since)[0]
