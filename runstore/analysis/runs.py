@@ -28,7 +28,7 @@ Contract:
   union of what each pattern matches (tiers 1-5: several runs allowed). `scope_ids(store,
   scope)` is that set as a sorted list of run_ids (None for every run) and raises
   `QueryError` when a pattern matches no run (a typo must not look like "no data");
-  `scoped_runs(store, ids)` is the runs of such a list (`RUN_COLUMNS`) by label, as plain
+  `scoped_runs(store, ids)` is the runs of such a list (`SCOPED_RUNS`) by label, as plain
   rows (statement `frames.scoped_runs_query`: fixed text, no sqlglot).
   A scope is always a set of run_ids: nothing downstream filters or groups by name.
 """
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from ..query.rows import Rows
 
 Scope = Union[str, Sequence[str], None]
-RUN_COLUMNS = SCOPED_RUNS  # what `scoped_runs` gives
 HINT = "(`runstore runs` lists run names)"
 TIERS = ("id", "path", "name", "id_prefix", "glob", "name_prefix")
 SCOPE_TIERS = TIERS[:-1]
@@ -155,9 +154,9 @@ def scope_ids(store: "Reader", scope: Scope, *, option: str = "--runs") -> list[
 
 
 def scoped_runs(store: "Reader", ids: list[str] | None) -> "Rows":
-    """The runs `ids` (a scope `scope_ids` resolved; None: every run), `RUN_COLUMNS`, by
+    """The runs `ids` (a scope `scope_ids` resolved; None: every run), `SCOPED_RUNS`, by
     `run_label`, as plain rows (`query.rows.Rows`)."""
-    sql, params = scoped_runs_query(RUN_COLUMNS, ids)
+    sql, params = scoped_runs_query(SCOPED_RUNS, ids)
     return store.fetch(sql, params, convert=from_relation)  # type: ignore[return-value]
 
 
