@@ -628,17 +628,13 @@ def statement_verdicts() -> str:
     from runstore.errors import QueryError
     from runstore.query import guard
     from runstore.query import views as views_mod
-    from runstore.query.recorded import digest
+    from runstore.query.recorded import digest, entry
     from runstore.query.statements.frames import fixed_shapes
     from runstore.resources import sql_dir, statements
 
-    def names(found: frozenset[str] | None) -> list[str] | None:
-        return None if found is None else sorted(found)
-
     def verdict(text: str) -> dict[str, Any]:
         checked = guard._guard(text, views_mod._parser())
-        return {digest(text): {"params": list(checked.params), "tables": names(checked.tables),
-                               "defines": names(checked.defines)}}
+        return {digest(text): entry(checked.params, checked.tables, checked.defines)}
 
     record = {}
     for path in sorted((sql_dir() / "statements").glob("*.sql")):

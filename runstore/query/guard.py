@@ -197,19 +197,13 @@ def guard(query: str, con: Any) -> Checked:
             _verdicts.move_to_end(query)
             return found
     own = recorded.verdict(query)  # one of runstore's named statements, as recorded
-    if own is not None:
-        checked = Checked(tuple(own["params"]), _names(own["tables"]), _names(own["defines"]))
-    else:
-        checked = _guard(query, con)  # raises for what may not run: refusals are not kept
+    # _guard raises for what may not run: refusals are not kept.
+    checked = Checked(*own) if own is not None else _guard(query, con)
     with _verdicts_lock:
         _verdicts[query] = checked
         while len(_verdicts) > VERDICTS:
             _verdicts.popitem(last=False)
     return checked
-
-
-def _names(names: list[str] | None) -> frozenset[str] | None:
-    return None if names is None else frozenset(names)
 
 
 def _guard(query: str, con: Any) -> Checked:

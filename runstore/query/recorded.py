@@ -11,7 +11,7 @@ An answer is a function of the text alone, so it is used only for the very text 
 recorded for: a text edited since is parsed again, and a stale or damaged record costs a
 parse, never a wrong answer. `verdict(text)` is the recorded verdict for `text` (`params`,
 `tables`, `defines`, as the guard's `Checked` holds them), or None: every other text, a
-user's included, is parsed.
+user's included, is parsed; `entry(...)` is a verdict as the record keeps it.
 """
 
 from __future__ import annotations
@@ -20,15 +20,18 @@ import hashlib
 import json
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from ..resources import sql_dir
 
 # The file, in `sql/`, of the guard's verdict on each named statement when it was generated.
 VERDICT_FILE = "statement_verdicts.json"
 
+# A verdict: the params a text uses, what it reads (None: any), the CTEs its WITH defines.
+Verdict = tuple[tuple[str, ...], "frozenset[str] | None", "frozenset[str] | None"]
+
 _LOADED: dict[Path, dict[str, dict[str, Any]]] = {}
-_BY_DIGEST: dict[Path, dict[str, dict[str, Any]]] = {}
+_BY_DIGEST: dict[Path, dict[str, Verdict]] = {}
 _LOCK = threading.Lock()
 
 
@@ -51,20 +54,35 @@ def load(path: Path) -> dict[str, dict[str, Any]]:
         return _LOADED[path]
 
 
-def verdict(text: str) -> dict[str, Any] | None:
+def entry(params: Iterable[str], tables: Iterable[str] | None,
+          defines: Iterable[str] | None) -> dict[str, Any]:
+    """A verdict as the record keeps it (what `verdict` reads back): the guard's `Checked`
+    fields, the sets sorted."""
+    return {"params": list(params), "tables": None if tables is None else sorted(tables),
+            "defines": None if defines is None else sorted(defines)}
+
+
+def verdict(text: str) -> Verdict | None:
     """The guard's recorded verdict for `text` when it is one of the texts recorded (a named
-    statement or a builder's fixed shape) as it was recorded, else None. A verdict is
-    `{"params": [...], "tables": [...] | None, "defines": [...] | None}`; an entry of any
-    other form is not used."""
+    statement or a builder's fixed shape) as it was recorded, else None: `(params, tables,
+    defines)` as the guard's `Checked` holds them. An entry not of `entry`'s form is not
+    used."""
     path = sql_dir() / VERDICT_FILE
     with _LOCK:
         index = _BY_DIGEST.get(path)
     if index is None:
-        index = {d: answer for entry in load(path).values() for d, answer in entry.items()
-                 if _well_formed(answer)}
+        index = {d: _read(answer) for kept in load(path).values()
+                 for d, answer in kept.items() if _well_formed(answer)}
         with _LOCK:
             _BY_DIGEST[path] = index
     return index.get(digest(text)) if index else None
+
+
+def _read(answer: dict[str, Any]) -> Verdict:
+    def names(v: list[str] | None) -> frozenset[str] | None:
+        return None if v is None else frozenset(v)
+
+    return tuple(answer["params"]), names(answer["tables"]), names(answer["defines"])
 
 
 def _well_formed(answer: Any) -> bool:
