@@ -22,15 +22,15 @@ order by m.run_label, m.run_id, list_position($keys, m.key), m.step
 
 -- name: metric_lines
 -- The rows of `metric_series` as lines: one row per run and key, its steps and values as two
--- lists in step order, the keys in the order given (what a chart draws, read as plain rows
--- without a Python row per point).
-select m.run_id, m.run_label, m.key, list(m.step order by m.step) as step_list,
-       list(m.value order by m.step) as value_list
+-- lists of one order (what a chart draws, read as plain rows without a Python row per point).
+-- Neither the lines nor the lists are sorted here (as `kl_series`, below):
+-- runstore.present.charts.metrics.metric_chart orders the lines by label, run_id and the
+-- key's place in `$keys`, and sorts a line whose steps are out of order.
+select m.run_id, m.run_label, m.key, list(m.step) as step_list, list(m.value) as value_list
 from metrics as m
 where list_contains($keys, m.key) and m.value is not null
   and ($runs is null or list_contains($runs, m.run_id))
 group by m.run_id, m.run_label, m.key
-order by m.run_label, m.run_id, list_position($keys, m.key)
 
 -- name: kl_series
 -- KL per step of the runs `$runs` matches, from `metric_kl` (the KL values that count, as the

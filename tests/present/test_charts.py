@@ -373,6 +373,51 @@ def test_kl_step_order_is_a_stable_sort_by_step_within_each_run(runs: list[list[
         assert got.tolist() == want
 
 
+@settings(max_examples=examples(200), deadline=None, derandomize=True, database=None)
+@given(steps=st.lists(st.integers(-3, 30), max_size=40))
+def test_a_lines_points_are_put_in_a_stable_step_order(steps: list[int]) -> None:
+    """`in_step_order` (a chart line's steps and values as the statement gives them, in any
+    order) against Python's stable sort of the (step, value) pairs: the same pairs, by step,
+    equal steps in the order given."""
+    from runstore.present.charts.metrics import in_step_order
+
+    values = [float(i) for i in range(len(steps))]  # each value names its place in the input
+    want = sorted(zip(steps, values), key=lambda p: p[0])
+    got_steps, got_values = in_step_order(steps, values)
+    assert list(zip(got_steps, got_values)) == want
+
+
+def test_metric_lines_of_resumed_runs_read_in_several_ingests(tmp_path: Path) -> None:
+    """Runs whose rows lie in several files (appended between ingests), one resumed (steps
+    logged again later in its live file, so its later writes win): each line is the run's
+    live values in step order, as tests/oracle.py reads them from the files, and the lines
+    come by label, then in the order the keys were asked for."""
+    root = tmp_path / "runs"
+    store = runstore.open(tmp_path / "store")
+    names = ["b/run", "a/run", "c/run"]
+    keys = ["z/second", REWARD]
+    for part in range(3):
+        for i, name in enumerate(names):
+            run = root / name
+            run.mkdir(parents=True, exist_ok=True)
+            steps = range(part * 6, part * 6 + 6)
+            if name == "c/run" and part == 2:
+                steps = [*range(12, 18), *range(3, 15)]  # a resume from step 3
+            with (run / "metrics.jsonl").open("a") as f:
+                for step in steps:
+                    f.write(json.dumps({"step": step, REWARD: step * 0.1 + i + part,
+                                        "z/second": -step - part}) + "\n")
+        store.ingest([root], on_warning=lambda text: None)
+    fig = store.plot_metric(keys)
+    assert [(t.meta["run_name"], t.meta["key"]) for t in fig.data] == [
+        (n, k) for n in sorted(names) for k in keys]
+    got = by_meta(fig, "raw")
+    for key in keys:
+        for name, pts in series(root, key).items():
+            assert_line(got[(name, key)], pts)
+    assert len(series(root, REWARD)["c/run"]) == 18
+
+
 def test_kl_series_of_runs_read_in_several_ingests(tmp_path: Path) -> None:
     """Runs whose KL steps came in three ingests (the lines appended to a live file in between,
     so each run's rows are in three files): every step, in step order per run, flagged runs

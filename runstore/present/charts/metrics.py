@@ -64,8 +64,12 @@ def metric_chart(store: "Reader", keys: str | Sequence[str], *, runs: str | None
     params = {"keys": names, "runs": ids(store, runs)}
     columns, rows = statement_rows(store, "charts.metric_lines", params)  # one row per line
     at = {c: i for i, c in enumerate(columns)}
+    rows = sorted(rows, key=lambda r: (r[at["run_label"]], r[at["run_id"]],
+                                       names.index(r[at["key"]])))
     parts = [((r[at["run_label"]], r[at["key"]]),
-              {"step": r[at["step_list"]], "value": r[at["value_list"]]}) for r in rows]
+              dict(zip(("step", "value"), in_step_order(r[at["step_list"]],
+                                                        r[at["value_list"]]))))
+             for r in rows]
     require(store, names, answered=[key for (_, key), _ in parts])
     if weight is not None:  # each line's debiased EMA, from its values in step order
         for _, cols in parts:
@@ -181,7 +185,17 @@ def step_order(steps: Any, lengths: Any) -> "Any | None":
 
 def _in_order(steps: Sequence[int]) -> bool:
     """Whether one run's steps never go down (then `step_order` has nothing to do)."""
-    return all(a <= b for a, b in zip(steps, steps[1:]))
+    return sorted(steps) == list(steps)  # sorting steps in order is one pass, at C speed
+
+
+def in_step_order(steps: Sequence[int], *columns: Sequence[Any]) -> list[Sequence[Any]]:
+    """One line's `steps` and its `columns` (values at those steps), put in step order
+    (equal steps keep their order, as `step_order` keeps them); as they are when already so.
+    A run whose rows lie in several files comes in their order, not by step."""
+    if _in_order(steps):
+        return [steps, *columns]
+    taken = sorted(range(len(steps)), key=steps.__getitem__)  # stable
+    return [[values[i] for i in taken] for values in (steps, *columns)]
 
 
 def plot_kl(store: "Reader", *, runs: str | None = None, threshold: float | None = None,
@@ -210,9 +224,7 @@ def kl_chart(store: "Reader", *, runs: str | None = None, threshold: float | Non
     lines = Lines(coloring, max_points)
     for r in ordered:  # unflagged first: later traces are drawn on top
         run, steps, v1, v2 = (r[at[c]] for c in ("run_label", "steps", "v1", "v2"))
-        if not _in_order(steps):
-            taken = step_order(steps, [len(steps)]).tolist()
-            steps, v1, v2 = ([values[i] for i in taken] for values in (steps, v1, v2))
+        steps, v1, v2 = in_step_order(steps, v1, v2)
         is_flagged = bool(r[at["flagged"]])
         name = ("⚑ " if is_flagged else "") + run
         has_v1 = any(v is not None for v in v1)
