@@ -1217,6 +1217,9 @@ def test_cli_plot_page_draws_its_traces_in_chromium(chromium: str,
 _NUMBERS = st.one_of(
     st.lists(st.integers(-2 ** 63, 2 ** 63 - 1), max_size=40),
     st.lists(st.integers(-300, 300), max_size=40),
+    # each edge of int8, int16 and int32, and one past it
+    st.lists(st.sampled_from([e + d for b in (7, 15, 31) for e in (-2 ** b, 2 ** b - 1)
+                              for d in (-1, 0, 1)]), max_size=6),
     st.lists(st.one_of(st.none(), st.floats(), st.integers(-2 ** 53, 2 ** 53)), max_size=40),
     st.lists(st.one_of(st.text(max_size=3), st.booleans(), st.floats()), max_size=5))
 

@@ -91,8 +91,8 @@ def _numpy_columns(trace: dict[str, Any]) -> dict[str, Any]:
 # `base` it writes as a list).
 _TYPED = ("x", "y")
 # The integer typed arrays plotly's writer turns an int64 numpy column into (the smallest
-# that holds it): `array` typecode, plotly.js dtype, bytes, bound.
-_INT_TYPES = (("b", "i1", 1, 2 ** 7), ("h", "i2", 2, 2 ** 15), ("i", "i4", 4, 2 ** 31))
+# that holds it): `array` typecode, plotly.js dtype, bytes.
+_INT_TYPES = (("b", "i1", 1), ("h", "i2", 2), ("i", "i4", 4))
 
 
 def _typed_columns(trace: Any) -> Any:
@@ -115,15 +115,23 @@ def _typed(values: list[Any], kind: str) -> Any:
     from array import array
 
     if kind == "float":
-        nan = float("nan")
-        data, dtype = array("d", [nan if v is None else v for v in values]), "f8"
+        try:
+            data = array("d", values)
+        except TypeError:  # a None among the numbers
+            nan = float("nan")
+            data = array("d", [nan if v is None else v for v in values])
+        dtype = "f8"
     else:
-        low, high = min(values), max(values)
-        fits = [(code, name) for code, name, size, bound in _INT_TYPES
-                if -bound <= low and high < bound and array(code).itemsize == size]
-        if not fits:
+        for code, dtype, size in _INT_TYPES:
+            if array(code).itemsize != size:
+                continue
+            try:  # the smallest that holds them: a value out of range stops the copy there
+                data = array(code, values)
+                break
+            except OverflowError:
+                continue
+        else:
             return values  # wider than int32 (plotly.js has no int64): a list, as plotly writes
-        data, dtype = array(fits[0][0], values), fits[0][1]
     if sys.byteorder != "little":
         data.byteswap()  # plotly.js reads typed arrays little-endian
     return {"dtype": dtype, "bdata": base64.b64encode(data.tobytes()).decode("ascii")}
