@@ -10,13 +10,12 @@ store. `install(directory=None, force=False)` writes it to `directory/SKILL.md` 
 and returns an `Installed` saying what happened: `wrote` (a new file), `unchanged` (the same
 text was there), `replaced` (with `force`). A different file already there is never
 overwritten without `force`: `UsageError` naming it and saying how to compare. The file is
-written whole (a temporary file renamed over it), never half.
+written whole (`present.outfile`: a temporary file renamed over it), never half.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,15 +63,10 @@ def install(directory: str | os.PathLike[str] | None = None, *, force: bool = Fa
                              f"diff {path} -`, then pass --force to replace it")
         action = "replaced"
     try:
+        from ..present.outfile import replace
+
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".SKILL.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(wanted)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        replace(path, [wanted.encode("utf-8")])
     except OSError as e:
         raise UsageError(f"cannot write {path}: {e.strerror or e}; give another directory "
                          "(runstore skill --install DIR)") from e

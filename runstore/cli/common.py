@@ -291,8 +291,10 @@ def open_store(ctx: click.Context, *, reading: bool = True, **options: Any) -> A
 def write_text(text: str, output: str | None) -> None:
     """`text` into the file `output` (errors about it say so), or on stdout."""
     if output:
+        from ..present.outfile import replace
+
         with writing_output(output):
-            Path(output).write_text(text)
+            replace(output, [text.encode("utf-8")])
     else:
         write_stdout(text)
 

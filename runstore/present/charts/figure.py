@@ -249,11 +249,9 @@ def write_html(chart: Chart | Any, path: str | Path) -> Path:
 
 
 def write_page(path: str | Path, head: str, tail: str) -> Path:
-    """Write `head + plotly_js() + tail` to `path` (UTF-8) and return the path; plotly.js
-    is copied as the package's bytes, never decoded."""
-    out = Path(path)
-    with out.open("wb") as f:
-        f.write(head.encode("utf-8"))
-        f.write(_plotly_js_path().read_bytes())
-        f.write(tail.encode("utf-8"))
-    return out
+    """Write `head + plotly_js() + tail` to `path` (UTF-8; replaced whole, `outfile`) and
+    return the path; plotly.js is copied as the package's bytes, never decoded."""
+    from ..outfile import replace
+
+    return replace(path, [head.encode("utf-8"), _plotly_js_path().read_bytes(),
+                          tail.encode("utf-8")])
