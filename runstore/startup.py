@@ -20,6 +20,16 @@ then delivered to the handler in force. A `KeyboardInterrupt` raised inside that
 initialization (nanobind creating DuckDB's enums) aborts the process with "Critical nanobind
 error" and a traceback, or is lost.
 
+`open_database_early()`, called by `runstore/__init__.py` next, starts a reading command's
+database before its modules are imported: in the command's process, when the command
+(`command_of(argv)`, the first word that is no global option) is one of `READING_COMMANDS`
+and no `--help` is asked, it imports DuckDB and makes one in-memory database on a daemon
+thread, which DuckDB does without holding the GIL, so it is made while Python imports the
+command's own modules. The first database the process opens
+(`runstore.query.connect.Database`) takes it, `early_database()`, and sets it up as it would a
+new one; when none was started, or making it failed, that is None and the database is made
+then, as it always is elsewhere.
+
 `finished(code)` ends the command's process once its command has ended with `code`: the output
 flushed and the atexit callbacks run (a store's worker processes ended, a temporary file
 removed, coverage saved), then `os._exit`, without the interpreter's teardown of every module
@@ -180,3 +190,59 @@ def finished(code: object) -> None:
             return  # a reader gone or a stream closed: the interpreter's own ending applies
     atexit._run_exitfuncs()
     os._exit(status)
+
+
+# The commands whose process queries the store (`open_store` to read, cli/common.py): for
+# them the database is made early (see the module). tests/cli/test_cli_startup.py holds the
+# set to the CLI's commands.
+READING_COMMANDS = frozenset({"check", "compare", "diff", "doctor", "keys", "plot", "report",
+                              "runs", "sql", "trace"})
+_EARLY: dict[str, Any] = {}
+
+
+def command_of(args: list[str]) -> str | None:
+    """The command `runstore ARGS` runs: its first word that is neither an option nor the
+    value of `--store`/`-s` (None: none, as for `runstore --help`)."""
+    words = iter(args)
+    for word in words:
+        if word in ("--store", "-s"):
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def open_database_early() -> None:
+    """For a reading command's process, DuckDB imported and its database started (see the
+    module); anywhere else, nothing."""
+    if not is_the_command() or threading.current_thread() is not threading.main_thread():
+        return
+    args = sys.argv[1:]
+    if command_of(args) in READING_COMMANDS and "--help" not in args:
+        start_database()
+
+
+def start_database() -> None:
+    """Import DuckDB here and make an in-memory database on a daemon thread, for
+    `early_database` to hand over."""
+    import duckdb
+
+    def make() -> None:
+        try:
+            _EARLY["database"] = duckdb.connect(":memory:")
+        except BaseException:  # noqa: BLE001 - the database is made again where it is needed
+            pass
+
+    thread = threading.Thread(target=make, name="runstore-early-database", daemon=True)
+    _EARLY["thread"] = thread
+    thread.start()
+
+
+def early_database() -> Any:
+    """The database `start_database` made, once (waiting for it if need be); None when none
+    was started, it was taken, or making it failed."""
+    thread = _EARLY.pop("thread", None)
+    if thread is None:
+        return None
+    thread.join()
+    return _EARLY.pop("database", None)

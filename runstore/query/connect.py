@@ -24,6 +24,8 @@ every canned view (`views.py`) after what it depends on; the macros (`macros.py`
 nothing a base table, so no statement can change what a later query sees. `cursor()` gives one
 query its own cursor (`sandbox.cursor`). `connect()` returns such a connection with everything
 created. No DuckDB database file is ever opened, so readers never block writers or each other.
+In the `runstore` command's process the first one is the in-memory DuckDB the command started
+while it imported (`startup.early_database`), confined as any new one is.
 
 No SQL text is built here but the quoted names of CTEs and columns: a table is one fixed
 statement (the Parquet scan) whose file list is bound, shaped with DuckDB's expression API;
@@ -41,6 +43,7 @@ from typing import Any, Iterable
 from ..errors import StoreCorrupt, one_line
 from ..families import KL_KEYS_QUERY, kl_keys_params
 from ..resources import sql_dir
+from ..startup import early_database
 from ..storage import schema as schema_mod
 from ..storage.location import location
 from ..storage.manifest import Manifest, Root
@@ -103,7 +106,8 @@ class Database:
         self.settings = merged(manifest.settings, params)
         self.files = {name: table_files(root, manifest, name) for name in schema_mod.TABLES}
         extra_files, extra_dirs = sandbox.allowances(allow_read)
-        self.con = duckdb.connect(":memory:")
+        # The one the `runstore` command started while it imported, if any (startup.py).
+        self.con = early_database() or duckdb.connect(":memory:")
         try:
             root.duckdb_register(self.con)
             sandbox.confine(self.con, [f for fs in self.files.values() for f in fs] + extra_files,
