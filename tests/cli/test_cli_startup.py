@@ -38,6 +38,9 @@ def test_the_reading_commands_are_the_clis() -> None:
     reading = {name for name, command in main.commands.items() if _reads(command)}
     assert reading == startup.READING_COMMANDS
     assert {"views", "schema", "ingest", "ui", "mcp"}.isdisjoint(reading)
+    # `command_of` skips the value of the one global option that takes one.
+    assert {o for p in main.params if not getattr(p, "is_flag", False)
+            for o in p.opts} == {"--store", "-s"}
 
 
 @pytest.mark.parametrize("args,command", [
