@@ -183,16 +183,11 @@ def step_order(steps: Any, lengths: Any) -> "Any | None":
     return np.lexsort((steps, run))  # stable: equal keys keep their order
 
 
-def _in_order(steps: Sequence[int]) -> bool:
-    """Whether one run's steps never go down (then `step_order` has nothing to do)."""
-    return sorted(steps) == list(steps)  # sorting steps in order is one pass, at C speed
-
-
 def in_step_order(steps: Sequence[int], *columns: Sequence[Any]) -> list[Sequence[Any]]:
     """One line's `steps` and its `columns` (values at those steps), put in step order
     (equal steps keep their order, as `step_order` keeps them); as they are when already so.
     A run whose rows lie in several files comes in their order, not by step."""
-    if _in_order(steps):
+    if sorted(steps) == list(steps):  # already so: one pass at C speed, the common case
         return [steps, *columns]
     taken = sorted(range(len(steps)), key=steps.__getitem__)  # stable
     return [[values[i] for i in taken] for values in (steps, *columns)]
