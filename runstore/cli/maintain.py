@@ -102,38 +102,48 @@ def compact(ctx: click.Context, vacuum_hours: float | None, lock_timeout: float)
 
 @click.command()
 @click.argument("runs", nargs=-1, metavar="RUN...")
+@click.option("--eval-store", "eval_stores", multiple=True, metavar="STORE",
+              help="Also forget an eval store: its id or a unique prefix, its name, its "
+                   "directory, or a GLOB matching one (repeatable).")
 @click.option("--missing", is_flag=True,
               help="Also forget every run whose directory was gone at the last ingest "
-                   "(status missing).")
+                   "(status missing), and every eval store whose directory is gone now.")
 @click.option("--dry-run", "-n", is_flag=True,
               help="Only list the runs that would be forgotten and their rows; change nothing.")
 @lock_timeout_option()
 @click.pass_context
 @handle_errors
-def forget(ctx: click.Context, runs: tuple[str, ...], missing: bool, dry_run: bool,
-           lock_timeout: float) -> None:
+def forget(ctx: click.Context, runs: tuple[str, ...], eval_stores: tuple[str, ...],
+           missing: bool, dry_run: bool, lock_timeout: float) -> None:
     """Remove runs from the store: every row of them, from every table, in one snapshot.
 
     Each RUN names one run: a run_id or a unique prefix of one, a run_name, the run's
     directory, or a GLOB that matches one run. The runs' ledger entries go too, so ingesting
     the same directory again reads it afresh (a moved run: forget the old one, ingest the
-    new path; a run to rename: forget it, ingest it again with --prefix). The files stay on
-    disk until `runstore compact --vacuum-hours H` reclaims them. Like compact, it asks no
-    confirmation: run it with --dry-run first to see what would go.
+    new path; a run to rename: forget it, ingest it again with --prefix). An eval store is
+    forgotten with --eval-store (a moved one: ingest its new directory, then `forget
+    --missing`). The files stay on disk until `runstore compact --vacuum-hours H` reclaims
+    them. Like compact, it asks no confirmation: run it with --dry-run first to see what
+    would go.
 
     Example:
 
     \b
         runstore forget --missing --dry-run
         runstore forget math_rl_sweep/qwen3-8b/lr_1e-4
+        runstore forget --eval-store tool_rl_async/evals --dry-run
     """
-    if not runs and not missing:
-        raise click.UsageError("name the runs to forget (RUN...), or pass --missing")
-    report = open_store(ctx, reading=False).forget(list(runs), missing=missing, dry_run=dry_run,
-                                    lock_timeout=lock_timeout)
+    if not runs and not eval_stores and not missing:
+        raise click.UsageError("name the runs to forget (RUN...) or an eval store "
+                               "(--eval-store), or pass --missing")
+    report = open_store(ctx, reading=False).forget(
+        list(runs), eval_stores=list(eval_stores), missing=missing, dry_run=dry_run,
+        lock_timeout=lock_timeout)
     for r in report.runs:
         # Names and directories are the tree's: control characters shown, never obeyed.
         click.echo(printable(f"{r['run_name']}  {r['run_id']}  {r['status']}  {r['run_path']}"))
+    for e in report.eval_stores:
+        click.echo(printable(f"eval store {e['name']}  {e['eval_store_id']}  {e['eval_store']}"))
     for table, n in sorted(report.rows.items()):
         click.echo(f"{table}: {n} row{'s' if n != 1 else ''}")
     click.echo(report.summary())

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 from ..crashpoints import pause_point
 from ..storage import arrow_sql, schema
 from ..storage.ledger import RUN_KIND, Entry, Ledger, source_id_for
-from ..storage.location import location
+from ..storage.location import gone, location
 from ..storage.manifest import Manifest, Root
 from ..storage.snapshot import read_table
 from ..storage.writer import Writer, ledger_path, rows_where
@@ -260,15 +260,15 @@ class Job:
     def mark_missing(self, seen: set[str]) -> None:
         unseen = [e for e in self.led.runs()
                   if e.run_id not in seen and e.state.get("status") != "missing"]
-        gone = [e for e in unseen if not _source_exists(e.state.get("run_path", ""))]
-        self.elsewhere = len(unseen) - len(gone)
-        if not gone:
+        gone_runs = [e for e in unseen if gone(e.state.get("run_path", ""))]
+        self.elsewhere = len(unseen) - len(gone_runs)
+        if not gone_runs:
             return
         self._wait_commit()  # read the newest snapshot
         assert self.w.manifest is not None
         current = read_table(self.root, self.w.manifest, "runs")
         by_id = {r["run_id"]: r for r in current.to_pylist()}
-        for e in gone:
+        for e in gone_runs:
             e.state["status"] = "missing"
             self.report.runs_missing += 1
             row = by_id.get(e.run_id)
@@ -337,10 +337,6 @@ class Job:
             if self._committer is not None:
                 self._committer.shutdown(wait=True)
                 self._committer = None
-
-
-def _source_exists(run_path: str) -> bool:
-    return location(run_path).is_dir()
 
 
 def _is_hex(s: str) -> bool:

@@ -1,40 +1,49 @@
-"""Forgetting runs: every row of some runs removed from every table in one new snapshot.
+"""Forgetting runs and eval stores: every row of them removed from every table in one snapshot.
 
-Contract: `forget(root, run_ids, missing=False, dry_run=False)` takes the store's write lock
-and, in one commit (the writer's: a manifest that appears whole or not at all), deletes the
-rows of those runs from every table the snapshot lists that holds runs' rows (`runs`, every
-data table and every summary table: each carries `run_id`; an eval store's tables belong to
-the eval store, `eval_store_id`, not to the runs it evaluated, and are left as they are) and
-drops their ledger entries, so a later ingest of the
-same directory reads it afresh, as a new run. `missing=True` adds every run whose `runs.status`
-is `missing` (its directory was gone at the last ingest that looked). The runs are looked up
-under the lock in the newest snapshot: an id that is no run of it is left out (a run forgotten
-meanwhile), and none at all publishes nothing. `dry_run` only says what would go: a reader
-of the newest snapshot, it takes no lock and writes nothing. Files are
-not deleted: the old snapshots still list them until a vacuum (`runstore compact
+Contract: `forget(root, run_ids, eval_store_ids=(), missing=False, dry_run=False)` takes the
+store's write lock and, in one commit (the writer's: a manifest that appears whole or not at
+all), deletes the rows of those runs from every table the snapshot lists that holds runs' rows
+(`runs`, every data table and every summary table: each carries `run_id`), the rows of those
+eval stores from the eval store's tables (keyed by `eval_store_id`: forgetting a run leaves the
+eval stores that evaluated it as they are, and forgetting an eval store leaves the runs), and
+drops their ledger entries, so a later ingest of the same directory reads it afresh, as new.
+`missing=True` adds every run whose `runs.status` is `missing` (its directory was gone at the
+last ingest that looked) and every eval store whose directory is gone now (an eval store has
+no `runs` row to hold a status; a moved one is ingested again under its new directory, and
+this forgets the copy the old one left). Runs and eval stores are looked up under the lock in
+the newest snapshot: an id that is none of it is left out (forgotten meanwhile), and none at
+all publishes nothing. `eval_stores(root, m)` lists a snapshot's eval stores from its ledger
+and `resolve_eval_stores(stores, patterns)` finds the one each pattern names. `dry_run` only
+says what would go: a reader of the newest snapshot, it takes no lock and writes nothing.
+Files are not deleted: the old snapshots still list them until a vacuum (`runstore compact
 --vacuum-hours H`) reclaims them, as after any write, so a reader of an older snapshot is
 never cut off.
 
 A kill at any point (crashpoints: `locked`, `recover`, `forget`, `write`, `ledger`,
 `publish`) leaves either the snapshot before (the next writer rolls back the unpublished Delta
 versions) or the one after: never some tables without the runs and others with them.
-`ForgetReport` lists the runs (`run_id, run_name, run_path, status`) and the rows removed
-per table.
+`ForgetReport` lists the runs (`run_id, run_name, run_path, status`), the eval stores
+(`EVAL_COLUMNS`) and the rows removed per table.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..crashpoints import pause_point
+from ..errors import QueryError
 from . import ledger as ledger_mod
 from . import schema
+from .location import gone, is_remote
 from .manifest import Manifest, Root, read_manifest
 from .snapshot import read_file, read_table, table_files
 from .writer import rows_where, writer
 
 RUN_COLUMNS = ("run_id", "run_name", "run_path", "status")
+EVAL_COLUMNS = ("eval_store_id", "name", "eval_store")  # id, name in the tree, directory
 
 
 @dataclass
@@ -45,11 +54,13 @@ class ForgetReport:
     rows: dict[str, int] = field(default_factory=dict)  # table -> rows removed
     dry_run: bool = False
     snapshot: int | None = None  # the snapshot published (None: nothing was)
+    eval_stores: list[dict[str, Any]] = field(default_factory=list)  # EVAL_COLUMNS, by name
 
     def summary(self) -> str:
-        n = len(self.runs)
-        what = f"{n} run{'s' if n != 1 else ''}"
-        if not n:
+        what = " and ".join(_counted(n, thing) for n, thing in
+                            ((len(self.runs), "run"), (len(self.eval_stores), "eval store"))
+                            if n or (thing == "run" and not self.eval_stores))
+        if not self.runs and not self.eval_stores:
             return "forgot nothing: no run matched"
         if self.dry_run:
             return f"would forget {what} (dry run: nothing changed)"
@@ -58,55 +69,113 @@ class ForgetReport:
                 "stay until `runstore compact --vacuum-hours H` reclaims them)")
 
 
-def forget(root: Root, run_ids: Sequence[str], *, missing: bool = False,
-           dry_run: bool = False, lock_timeout: float = 60.0) -> ForgetReport:
-    """Remove every row of `run_ids` (and, with `missing`, of every missing run) from every
-    table in one snapshot; see the module docstring."""
+def _counted(n: int, thing: str) -> str:
+    return f"{n} {thing}{'s' if n != 1 else ''}"
+
+
+def forget(root: Root, run_ids: Sequence[str], *, eval_store_ids: Sequence[str] = (),
+           missing: bool = False, dry_run: bool = False,
+           lock_timeout: float = 60.0) -> ForgetReport:
+    """Remove every row of `run_ids` and `eval_store_ids` (and, with `missing`, of every
+    missing run and gone eval store) from every table in one snapshot; see the module."""
     report = ForgetReport(dry_run=dry_run)
+    wanted = set(run_ids), set(eval_store_ids)
     if dry_run:  # a reader: the newest snapshot, no lock, nothing written
         m = read_manifest(root)
         if m is not None:
-            _choose(root, m, set(run_ids), missing, report)
+            _choose(root, m, *wanted, missing, report)
         return report
     with writer(root, lock_timeout=lock_timeout) as w:
         m = w.manifest
         assert m is not None
-        ids = _choose(root, m, set(run_ids), missing, report)
-        if not ids:
+        ids, evals = _choose(root, m, *wanted, missing, report)
+        if not ids and not evals:
             return report
         for table in report.rows:
-            w.delete(table, rows_where(run_id=ids))
+            if _of_runs(table):
+                w.delete(table, rows_where(run_id=ids))
+            else:
+                w.delete(table, rows_where(eval_store_id=evals))
         led = ledger_mod.read(root, m)
-        kept = ledger_mod.Ledger([e for e in led.entries.values() if e.run_id not in set(ids)])
+        dropped = set(ids) | set(evals)
+        kept = ledger_mod.Ledger([e for e in led.entries.values() if e.run_id not in dropped])
         pause_point("forget")
         report.snapshot = w.commit(ledger=kept.to_arrow()).seq
     return report
 
 
-def _choose(root: Root, m: Manifest, wanted: set[str], missing: bool,
-            report: ForgetReport) -> list[str]:
-    """The run_ids to forget in snapshot `m` (`wanted` that are runs of it, and with
-    `missing` every missing run); fills `report.runs` and, per table, the rows they hold."""
+def _choose(root: Root, m: Manifest, wanted: set[str], wanted_evals: set[str], missing: bool,
+            report: ForgetReport) -> tuple[list[str], list[str]]:
+    """The run_ids and eval_store_ids to forget in snapshot `m` (those wanted that it holds;
+    with `missing`, every missing run and gone eval store); fills `report.runs`,
+    `report.eval_stores` and, per table, the rows they hold."""
     runs = read_table(root, m, "runs").select(list(RUN_COLUMNS)).to_pylist()
     chosen = [r for r in runs if r["run_id"] in wanted or (missing and r["status"] == "missing")]
     report.runs = sorted(chosen, key=lambda r: (r["run_name"], r["run_id"]))
     ids = sorted({r["run_id"] for r in chosen})
-    if ids:
-        for table in sorted(m.tables):
-            n = _count(root, m, table, ids) if _of_runs(table) else 0
-            if n:
-                report.rows[table] = int(n)
-    return ids
+    stores = eval_stores(root, m) if wanted_evals or missing else []
+    report.eval_stores = [s for s in stores if s["eval_store_id"] in wanted_evals
+                          or (missing and gone(s["eval_store"]))]
+    evals = sorted(s["eval_store_id"] for s in report.eval_stores)
+    for table in sorted(m.tables):
+        column, these = ("run_id", ids) if _of_runs(table) else ("eval_store_id", evals)
+        n = _count(root, m, table, column, these) if these and _keyed(table, column) else 0
+        if n:
+            report.rows[table] = int(n)
+    return ids, evals
+
+
+def eval_stores(root: Root, m: Manifest) -> list[dict[str, Any]]:
+    """The eval stores snapshot `m` holds (`EVAL_COLUMNS`, by name), from its ledger: an eval
+    store with no eval run yet is one too."""
+    entries = ledger_mod.read(root, m).entries.values()
+    return sorted(({"eval_store_id": e.run_id, "name": e.state.get("run_name", ""),
+                    "eval_store": e.state.get("run_path", "")}
+                   for e in entries if e.kind == ledger_mod.EVAL_STORE_KIND),
+                  key=lambda s: (s["name"], s["eval_store_id"]))
+
+
+def resolve_eval_stores(stores: list[dict[str, Any]], patterns: Sequence[str]) -> list[str]:
+    """The eval_store_id each pattern names, in order: an id or a unique prefix of one, the
+    name the ingest gave it (its directory under the tree ingested), its directory, or a GLOB
+    of either that matches one eval store (`*` matches `/` too). `QueryError` otherwise,
+    naming the pattern and the eval stores there are."""
+    if not isinstance(patterns, (list, tuple)) or not all(isinstance(p, str) and p
+                                                          for p in patterns):
+        raise QueryError(f"eval stores are named by id, name or directory; got {patterns!r}")
+    out = []
+    for pattern in patterns:
+        tiers = (
+            [s for s in stores if pattern in (s["eval_store_id"], s["name"], s["eval_store"])
+             or (not is_remote(pattern) and os.path.realpath(pattern) == s["eval_store"])],
+            [s for s in stores if len(pattern) >= 4 and s["eval_store_id"].startswith(pattern)],
+            [s for s in stores if fnmatch.fnmatchcase(s["name"], pattern)
+             or fnmatch.fnmatchcase(s["eval_store"], pattern)],
+        )
+        found = next((t for t in tiers if t), [])
+        if len(found) == 1:
+            out.append(found[0]["eval_store_id"])
+            continue
+        there = ", ".join(f"{s['name']} ({s['eval_store_id']})" for s in stores[:10]) or "none"
+        if found:
+            raise QueryError(f"{pattern!r} matches {len(found)} eval stores; name one (by its "
+                             f"id or directory). The store holds: {there}")
+        raise QueryError(f"no eval store is named or matches {pattern!r}; the store holds: "
+                         f"{there}")
+    return out
 
 
 def _of_runs(table: str) -> bool:
     """Whether `table`'s rows belong to runs (keyed by `run_id`), not to eval stores."""
-    names = [c[0] for c in schema.TABLES.get(table, ())]
-    return "run_id" in names and "eval_store_id" not in names
+    return _keyed(table, "run_id") and not _keyed(table, "eval_store_id")
 
 
-def _count(root: Root, m: Manifest, table: str, ids: list[str]) -> int:
-    """Rows of `ids` in `table` of snapshot `m` (its `run_id` column alone is read)."""
+def _keyed(table: str, column: str) -> bool:
+    return any(c[0] == column for c in schema.TABLES.get(table, ()))
+
+
+def _count(root: Root, m: Manifest, table: str, column: str, ids: list[str]) -> int:
+    """Rows of `ids` in `table` of snapshot `m` (its `column` alone is read)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -114,6 +183,6 @@ def _count(root: Root, m: Manifest, table: str, ids: list[str]) -> int:
     n = 0
     for f in table_files(root, m, table):
         # Files of the Delta writer may hold string_view, which is_in has no kernel for.
-        column = read_file(f, table, columns=["run_id"]).column("run_id").cast(pa.string())
-        n += pc.sum(pc.is_in(column, value_set=value_set)).as_py() or 0
+        values = read_file(f, table, columns=[column]).column(column).cast(pa.string())
+        n += pc.sum(pc.is_in(values, value_set=value_set)).as_py() or 0
     return int(n)

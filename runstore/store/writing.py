@@ -63,31 +63,40 @@ class Writing(StoreBase):
                       lock_timeout=lock_timeout, require_runs=require_runs,
                       interrupts=interrupts, prefix=prefix)
 
-    def forget(self, runs: "str | Iterable[str]" = (), *, missing: bool = False,
-               dry_run: bool = False, lock_timeout: float = 60.0) -> "ForgetReport":
+    def forget(self, runs: "str | Iterable[str]" = (), *, eval_stores: Iterable[str] = (),
+               missing: bool = False, dry_run: bool = False,
+               lock_timeout: float = 60.0) -> "ForgetReport":
         """Remove every row of `runs` (each RUN names one run: a run_id or unique prefix, a
-        run_name, the run's directory, or a GLOB matching one run; see `resolve`) and, with
-        `missing`, of every run whose directory was gone at the last ingest, from every table,
-        in one new snapshot; their ledger entries go too, so ingesting the same directory
-        again reads it afresh as a new run. `dry_run` only reports what would go. The files
+        run_name, the run's directory, or a GLOB matching one run; see `resolve`), of
+        `eval_stores` (each names one eval store: its id or a unique prefix, its name, its
+        directory, or a GLOB matching one) and, with `missing`, of every run whose directory
+        was gone at the last ingest and every eval store whose directory is gone now, from
+        every table, in one new snapshot; their ledger entries go too, so ingesting the same
+        directory again reads it afresh. `dry_run` only reports what would go. The files
         stay on disk until a vacuum (`compact(vacuum_hours=...)`). Returns a `ForgetReport`
-        (`runs`, `rows` removed per table, `summary()`).
+        (`runs`, `eval_stores`, `rows` removed per table, `summary()`).
 
         Example:
             >>> store.forget(["sl/*"], dry_run=True).summary()
             'would forget 1 run (dry run: nothing changed)'
         """
         from ..analysis.runs import resolve
-        from ..storage.forget import forget
+        from ..storage.forget import eval_stores as stores_of
+        from ..storage.forget import forget, resolve_eval_stores
 
         none = isinstance(runs, (tuple, list)) and not runs  # the default: no RUN named
-        if none and not missing:
-            raise UsageError("name the runs to forget (RUN...), or pass missing=True / --missing")
-        self.manifest()
+        if isinstance(eval_stores, str):
+            eval_stores = [eval_stores]
+        no_evals = isinstance(eval_stores, (tuple, list)) and not eval_stores
+        if none and no_evals and not missing:
+            raise UsageError("name the runs to forget (RUN...) or the eval stores "
+                             "(eval_stores=, --eval-store), or pass missing=True / --missing")
+        m = self.manifest()
         # `resolve` checks what was given (a pattern or a list of them; None, a number or
         # bytes are refused naming it) and resolves each to one run.
         ids = [] if none else [r.run_id for r in resolve(self, runs)]  # type: ignore[arg-type]
-        return forget(self.path, ids, missing=missing, dry_run=dry_run,
+        evals = [] if no_evals else resolve_eval_stores(stores_of(self.path, m), eval_stores)
+        return forget(self.path, ids, eval_store_ids=evals, missing=missing, dry_run=dry_run,
                       lock_timeout=lock_timeout)
 
     def compact(self, *, vacuum_hours: float | None = None,

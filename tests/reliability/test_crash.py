@@ -372,6 +372,41 @@ def test_sigkill_at_every_phase_of_forget(history: tuple[Path, Path], tmp_path: 
     print(f"forget: killed at {', '.join(points)}")
 
 
+@pytest.mark.slow
+def test_sigkill_at_every_phase_of_forgetting_an_eval_store(
+        shared_demo_store: Path, _demo_template: Path, tmp_path: Path) -> None:
+    """Forgetting an eval store killed anywhere leaves the store before it or after it,
+    whole; forgetting again ends where an uninterrupted forget ends, and an ingest of the
+    tree brings the eval store's rows back, row for row."""
+    (evals,) = oracle.eval_stores(_demo_template)
+    before = storekit.digest(shared_demo_store)
+    args = ("forget", "--eval-store", evals.relative_to(_demo_template).as_posix())
+    ref = copy_store(shared_demo_store, tmp_path / "ref")
+    reached = storekit.points_reached(runstore_cmd(ref, *args), MANY_FILES, tmp_path / "points")
+    after = storekit.digest(ref)
+    assert all(not after[t] and before[t] for t in EVAL_TABLES)
+    assert {t: after[t] for t in after if t not in EVAL_TABLES} == \
+        {t: before[t] for t in before if t not in EVAL_TABLES}
+    hooks = ("locked", "forget", "write", "ledger", "publish", "prune")
+    assert reached.get("forget") and reached.get("publish"), reached
+    points = spread_points(reached, hooks)
+    for i, point in enumerate(points):
+        store = copy_store(shared_demo_store, tmp_path / f"store{i}")
+        assert storekit.kill_at(runstore_cmd(store, *args), MANY_FILES, point), point
+        got = storekit.digest(store)
+        assert got in (before, after), point
+        if got == before:  # not published: the forget is still to do, and does it
+            succeeds(store, *args, env=MANY_VARS)
+        assert storekit.digest(store) == after, point
+        storekit.delta_matches_manifest(store)
+        assert runstore.open(store).repair(check=True).problems == []
+        report = runstore.open(store).ingest([_demo_template])
+        assert report.runs_new == 0 and report.eval_stores == 1
+        assert storekit.digest(store) == before, point
+        shutil.rmtree(store)
+    print(f"forget --eval-store: killed at {', '.join(points)}")
+
+
 SET_SETTING = ("import runstore, sys; "
                "runstore.open(sys.argv[1]).set_setting('kl_threshold', 0.05)")
 

@@ -196,3 +196,98 @@ def test_forget_of_what_names_no_run_is_refused_naming_it(
     with pytest.raises(QueryError, match=f"got {re.escape(repr(runs))}"):
         store.forget(runs)  # type: ignore[arg-type]
     assert store.snapshot() == before
+
+
+def eval_counts(store: runstore.Store) -> dict[str, int]:
+    return {t: store.arrow(f"select count(*) as n from {t}")["n"][0].as_py()
+            for t in EVAL_TABLES}
+
+
+def expected_eval_counts(*dirs: Path) -> dict[str, int]:
+    """Rows each eval table holds for the eval stores `dirs`, counted from their files."""
+    rows = [oracle.eval_store_rows(d) for d in dirs]
+    return {t: sum(len(r[t]) for r in rows) for t in EVAL_TABLES}
+
+
+def test_forget_an_eval_store_removes_its_rows_alone_and_an_ingest_brings_them_back(
+        demo_tree: Path, tmp_path: Path) -> None:
+    """An eval store is forgotten by its name, id, id prefix, directory or a GLOB: its rows
+    leave the eval tables in one snapshot, every other row stays, the ledger forgets it (the
+    next ingest reads it afresh, row for row), and a dry run changes nothing."""
+    (evals,) = oracle.eval_stores(demo_tree)
+    store = runstore.open(tmp_path / "store")
+    store.ingest([demo_tree])
+    want = expected_eval_counts(evals)
+    assert all(want.values()) and eval_counts(store) == want
+    before, seq = digest(store.path, tuple(TABLES)), store.snapshot()
+    eid = ledger.run_id_for(str(evals.resolve()))
+    name = evals.relative_to(demo_tree).as_posix()
+    for given in (name, eid, eid[:6], str(evals), str(evals.parent / "." / evals.name),
+                  "*_async/eval*"):
+        r = cli(store.path, "forget", "--eval-store", given, "--dry-run")
+        assert r.exit_code == 0, r.output
+        assert r.output.splitlines()[0] == f"eval store {name}  {eid}  {evals.resolve()}"
+        said = {t: int(n) for t, n in re.findall(r"^(\w+): (\d+) rows?$", r.output, re.M)}
+        assert said == want, given
+        assert "would forget 1 eval store (dry run" in r.output
+    assert store.snapshot() == seq and digest(store.path, tuple(TABLES)) == before
+
+    report = store.forget(eval_stores=name)
+    assert report.runs == [] and [e["eval_store_id"] for e in report.eval_stores] == [eid]
+    assert report.rows == want and report.snapshot == seq + 1
+    assert report.summary().startswith(f"forgot 1 eval store: {sum(want.values())} rows")
+    assert eval_counts(store) == {t: 0 for t in EVAL_TABLES}
+    after = digest(store.path, tuple(TABLES))
+    assert {t: after[t] for t in EVERY} == {t: before[t] for t in EVERY}
+    assert not [e for e in ledger.read(store.path, store.manifest()).entries.values()
+                if e.run_id == eid]
+    rep = store.ingest([demo_tree])
+    assert rep.runs_new == 0 and rep.eval_stores == 1
+    assert {t: rep.rows_added.get(t, 0) for t in EVAL_TABLES} == want
+    assert digest(store.path, tuple(TABLES)) == before
+
+
+def test_a_moved_eval_store_is_counted_once_after_forget_missing(
+        demo_tree: Path, tmp_path: Path) -> None:
+    """An eval store moved to another directory is ingested again under its new id, so its
+    rows are there twice; `forget --missing` forgets the copy whose directory is gone (and no
+    run), leaving each row once."""
+    (evals,) = oracle.eval_stores(demo_tree)
+    store = runstore.open(tmp_path / "store")
+    store.ingest([demo_tree])
+    want = expected_eval_counts(evals)
+    old = ledger.run_id_for(str(evals.resolve()))
+    moved = evals.parent.parent / "evals_moved"
+    evals.rename(moved)
+    store.ingest([demo_tree])
+    assert eval_counts(store) == {t: 2 * n for t, n in want.items()}  # the old copy stays
+    with pytest.raises(QueryError, match="matches 2 eval stores"):
+        store.forget(eval_stores=["*"])
+    runs = store.sql("select count(*) as n from runs").rows()
+    dry = store.forget(missing=True, dry_run=True)
+    assert dry.runs == [] and [e["eval_store_id"] for e in dry.eval_stores] == [old]
+    assert dry.summary() == "would forget 1 eval store (dry run: nothing changed)"
+    r = cli(store.path, "forget", "--missing")
+    assert r.exit_code == 0, r.output
+    assert eval_counts(store) == want == expected_eval_counts(moved)
+    assert store.sql("select count(*) as n from runs").rows() == runs
+    new = ledger.run_id_for(str(moved.resolve()))
+    assert store.arrow("select distinct eval_store_id from eval_runs")["eval_store_id"] \
+        .to_pylist() == [new]
+    seq = store.snapshot()  # nothing gone is left: --missing forgets nothing more
+    assert store.forget(missing=True).eval_stores == [] and store.snapshot() == seq
+
+
+@pytest.mark.parametrize("given", [None, 123, b"evals", [b"evals"], [""]], ids=repr)
+def test_forget_of_what_names_no_eval_store_is_refused_naming_it(
+        shared_demo_store: Path, tmp_path: Path, given: object) -> None:
+    store = runstore.open(copy_store(shared_demo_store, tmp_path / "store"))
+    before = store.snapshot()
+    with pytest.raises(QueryError, match=re.escape(repr(given if isinstance(given, list)
+                                                        else given))):
+        store.forget(eval_stores=given)  # type: ignore[arg-type]
+    r = cli(store.path, "forget", "--eval-store", "nope")
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "no eval store is named or matches 'nope'" in r.output
+    assert "tool_rl_async/evals" in r.output  # the eval stores there are, to pick from
+    assert store.snapshot() == before

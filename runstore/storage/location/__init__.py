@@ -47,8 +47,8 @@ from .base import CHUNK, AlreadyExists, Entry, Location, Tree
 from .local import Local
 from .s3 import S3
 
-__all__ = ["CHUNK", "AlreadyExists", "Entry", "Location", "Tree", "Local", "S3", "is_remote",
-           "location"]
+__all__ = ["CHUNK", "AlreadyExists", "Entry", "Location", "Tree", "Local", "S3", "gone",
+           "is_remote", "location"]
 
 
 def is_remote(where: Any) -> bool:
@@ -61,3 +61,9 @@ def location(where: Any) -> "Location":
     if isinstance(where, Location):
         return where
     return S3(str(where)) if is_remote(where) else Local(where)
+
+
+def gone(directory: str) -> bool:
+    """Whether the directory of a run or an eval store is gone (where it was is no directory
+    now): the ingest marks such a run missing, and `forget --missing` forgets such a unit."""
+    return not location(directory).is_dir()
