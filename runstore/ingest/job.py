@@ -36,7 +36,7 @@ from ..storage.writer import Writer, ledger_path, rows_where
 from . import parse as jsonl
 from . import progress, run_facts, unchanged
 from .discover import EVAL_STORE, RunDir, SourceFile, unstorable_warning
-from .interrupts import Interrupts
+from .interrupts import Interrupts, awaited
 from .normalize import config
 from .normalize.base import Context
 from .normalize.code_diff import text as code_diff_text
@@ -323,7 +323,7 @@ class Job:
         """Wait for the commit running in the background, if any; raise its error."""
         running, self._committing = self._committing, None
         if running is not None:
-            running.result()
+            awaited(running)
 
     def close(self, *, quiet: bool = False) -> None:
         """Wait for a background commit and stop its thread; `quiet` drops the commit's error

@@ -13,6 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterator
 
 from . import changes
+from .interrupts import awaited
 from .process import FileResult, FileTask, process_file
 
 READ_AHEAD_BYTES = 64 << 20  # source bytes read ahead of the staged file, at most
@@ -50,7 +51,7 @@ class ReadAhead:
             return task, process_file(task)
         self._in_flight -= task.file.size
         self._fill()
-        return task, fut.result()
+        return task, awaited(fut)
 
     def _fill(self) -> None:
         while not self._pending or self._in_flight < READ_AHEAD_BYTES:

@@ -285,6 +285,51 @@ def test_sigint_keeps_whole_files(moment: str, tree: Path, ref: Reference,
     assert oracle.fingerprint(tree) == before
 
 
+def blocked_main_thread(pid: int, within: float = 60) -> None:
+    """Wait until the main thread of `pid` has slept in a futex (a lock) for half a second."""
+    deadline, since = time.monotonic() + within, None
+    while time.monotonic() < deadline:
+        wchan = Path(f"/proc/{pid}/task/{pid}/wchan").read_text()
+        since = (since or time.monotonic()) if "futex" in wchan else None
+        if since is not None and time.monotonic() - since > 0.5:
+            return
+        time.sleep(0.02)
+    pytest.fail(f"the main thread did not wait on a lock within {within} s")
+
+
+def another_thread(pid: int) -> int:
+    """A thread of `pid` other than the main one that does not block SIGINT."""
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
+        status = dict(line.split(":\t", 1) for line in (task / "status").read_text().splitlines()
+                      if ":\t" in line)
+        if int(task.name) != pid and not int(status["SigBlk"], 16) & (1 << (signal.SIGINT - 1)):
+            return int(task.name)
+    raise AssertionError("no other thread takes SIGINT")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="tgkill and /proc are Linux's")
+def test_sigint_that_the_kernel_gives_another_thread_still_stops_the_ingest(
+        tree: Path, ref: Reference, tmp_path: Path, paused: Any) -> None:
+    """The kernel may hand a process's signal to any of its threads: Python then runs the
+    handler when the main thread next runs Python code. With the main thread waiting on a
+    lock for a commit in the background (paused until the signal is handled), the SIGINT
+    sent to another thread still stops the ingest, keeping what is whole. It used to hang."""
+    import ctypes
+
+    store = tmp_path / "store"
+    run = paused(store, tree, "ledger:1")
+    run.wait_paused("ledger:1")
+    blocked_main_thread(run.proc.pid)
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.tgkill(run.proc.pid, another_thread(run.proc.pid), signal.SIGINT) == 0
+    status, err, _ = run.finish(timeout=30)
+    assert status == 130 and KEPT.search(err), err
+    assert "Traceback" not in err
+    assert assert_consistent_prefix(store, ref) > 0
+    assert_completes(store, tree, ref)
+
+
 @pytest.mark.slow
 def test_sigterm_keeps_whole_files_too(tree: Path, ref: Reference, tmp_path: Path,
                                        paused: Any) -> None:
