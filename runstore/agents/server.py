@@ -6,7 +6,7 @@ with its title, its description (the method's docstring), an input schema whose 
 carry descriptions, bounds and examples and that admits no other argument
 (`additionalProperties: false`), and the annotations `readOnlyHint`, `idempotentHint`, not
 destructive, not open-world. `serve(...)` runs it over stdin/stdout until the client closes
-them (stdin through `stdin.mended_stdin`: a line the SDK would drop unanswered is mended).
+them (through `wire.wire`: a line the SDK would drop unanswered is mended or answered).
 
 A call is checked before it runs (`CallCheck`): an unknown tool or argument name, or a value
 the schema refuses, is an error result that names what is wrong and what to send instead
@@ -170,10 +170,11 @@ def build(store: str | None = None, *, max_chars: int = DEFAULT_CHARS,
 
 def serve(store: str | None = None, *, max_chars: int = DEFAULT_CHARS,
           memory_limit: int | None = None, debug: bool = False) -> None:
-    """Serve over stdio until the client closes stdin, its lines `mended` (stdin.py: a
-    lone surrogate the SDK would refuse without a reply reads as U+FFFD)."""
-    from .stdin import mended_stdin
+    """Serve over stdio until the client closes stdin, every line answered (wire.py: a
+    lone surrogate the SDK would refuse reads as U+FFFD; a line that is no message gets
+    JSON-RPC's error rather than silence)."""
+    from .wire import wire
 
     server = build(store, max_chars=max_chars, memory_limit=memory_limit, debug=debug)
-    with mended_stdin():
+    with wire():
         server.run("stdio")

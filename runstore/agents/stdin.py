@@ -1,26 +1,20 @@
 """The client's messages as the MCP SDK can read them: half a surrogate pair reads as U+FFFD.
 
-Contract: `mended_stdin()` is a context manager. For as long as it lasts, fd 0 is a pipe, and a
-thread copies the client's lines into it. A line goes through unchanged (`mended(line)`)
-unless it is JSON holding a string with a lone UTF-16 surrogate: `"\\ud83d"` alone is valid
-JSON text, and JavaScript's `JSON.stringify` writes it for a string cut inside an emoji. The
-SDK's reader refuses such a line and answers nothing, so the client waits for a reply that
-never comes. Such a line is read with Python's `json` and written again, each lone surrogate
-replaced by U+FFFD: the replacement character the SDK already reads for bytes that are not
-UTF-8. A line Python cannot read either is copied as it is, and the SDK's reader decides.
-When the client closes its end, the pipe is closed: the server sees the end of its input as
-before (and a server that stopped reading ends the copying quietly). On exit fd 0 is the
-client's again.
+Contract: `mended(line)` is the line `wire.py` hands the SDK for a line the client sent.
+A line goes through unchanged unless it is JSON holding a string with a lone UTF-16
+surrogate: `"\\ud83d"` alone is valid JSON text, and JavaScript's `JSON.stringify` writes it
+for a string cut inside an emoji. The SDK's reader refuses such a line and answers nothing,
+so the client waits for a reply that never comes. Such a line is read with Python's `json`
+and written again, each lone surrogate replaced by U+FFFD: the replacement character the SDK
+already reads for bytes that are not UTF-8. A line Python cannot read either is returned as it
+is (wire.py answers it).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import threading
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 # A JSON escape of a UTF-16 surrogate (high or low): the only way a line can hold a lone one.
 _ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -50,28 +44,3 @@ def _mend(value: Any) -> Any:
     if isinstance(value, dict):
         return {_mend(k): _mend(v) for k, v in value.items()}
     return value
-
-
-@contextmanager
-def mended_stdin() -> Iterator[None]:
-    """fd 0 a pipe of the client's lines, `mended` (see the module), while it lasts."""
-    client = os.dup(0)  # the pump's: it closes it at the client's end of input
-    saved = os.dup(0)
-    read, write = os.pipe()
-    os.dup2(read, 0)
-    os.close(read)
-
-    def pump() -> None:
-        with open(client, "rb") as source, open(write, "wb", buffering=0) as sink:
-            try:
-                for line in source:
-                    sink.write(mended(line))
-            except OSError:  # the server stopped reading (it is ending): nothing to say
-                pass
-
-    threading.Thread(target=pump, name="runstore-mcp-stdin", daemon=True).start()
-    try:
-        yield
-    finally:
-        os.dup2(saved, 0)
-        os.close(saved)

@@ -1,0 +1,167 @@
+"""`runstore mcp`'s stdio: every line the client sends is answered, by the SDK or here.
+
+Contract: `wire()` is a context manager. While it lasts, fd 0 and fd 1 are pipes between the
+client's stdin and stdout and the SDK's stdio transport, each served by a thread; on exit
+they are the client's again, and all the SDK wrote has reached the client (unless the client
+stopped reading).
+
+- In: each line the client sends is `mended` (stdin.py) and read with the SDK's own reader
+  (`mcp_types.jsonrpc_message_adapter`). A line it reads as a message goes to the SDK. A
+  line it refuses the SDK would drop without a word, leaving the client waiting for a reply:
+  such a line is answered here with the JSON-RPC 2.0 error (`reply_to`): -32700 "Parse
+  error" when it is not JSON, -32600 "Invalid Request" when it is JSON but no message (a
+  batch, which MCP no longer has; a number; a `jsonrpc` other than "2.0"; a `method` that
+  is not text; `params` that are not an object; an object that is neither a request, a
+  notification nor a response). The reply carries the line's `id` when it is text or an
+  integer, else null, and its `data` says what is wrong. A line the SDK would read as a
+  notification although it has an `id` (null, true, 1.5: MCP's ids are text or integers)
+  is answered -32600 too, rather than dropped as a notification. Blank lines are skipped.
+- Out: the SDK's lines are copied to the client's stdout one whole line at a time, and a
+  reply made here is written between two of them, never inside one. A client that stopped
+  reading is not written to again; the SDK's lines are still taken, so it never blocks.
+
+When the client closes stdin, the SDK sees the end of its input as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, BinaryIO, Iterator
+
+from .stdin import mended
+
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+# The line that ends the copying of the SDK's output. The SDK never closes its copy of fd 1,
+# so the pipe never reads to its end; it writes JSON, in which a NUL byte cannot stand bare.
+_END = b"\0\n"
+
+
+def reply_to(line: bytes) -> bytes | None:
+    """The error reply to a client's `line` the SDK would drop (see the module), as a line;
+    None when the SDK reads it (or it is blank)."""
+    from mcp_types import jsonrpc_message_adapter
+
+    if not line.strip():
+        return None
+    try:
+        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValueError as e:  # pydantic's ValidationError is a ValueError
+        return _refused(line, e)
+    if "id" not in type(message).model_fields and b'"id"' in line:  # read as a notification
+        try:
+            sent = json.loads(line)
+        except (ValueError, RecursionError):
+            sent = None
+        if isinstance(sent, dict) and "id" in sent:
+            return _error(None, INVALID_REQUEST, "Invalid Request",
+                          f"id must be text or an integer, got {json.dumps(sent['id'])[:80]}")
+    return None
+
+
+def _refused(line: bytes, e: ValueError) -> bytes:
+    """The reply to a line the SDK's reader refused with `e`."""
+    try:
+        sent = json.loads(line)
+    except (ValueError, RecursionError) as bad:
+        return _error(None, PARSE_ERROR, "Parse error", f"the line is not JSON: {bad}"[:200])
+    if not isinstance(sent, dict):
+        what = ("a batch (a JSON array); MCP takes one message a line"
+                if isinstance(sent, list) else f"{json.dumps(sent)[:40]} is not a JSON object")
+        return _error(None, INVALID_REQUEST, "Invalid Request", what)
+    given = sent.get("id")
+    ident = given if isinstance(given, (str, int)) and not isinstance(given, bool) else None
+    why = "not a JSON-RPC 2.0 request, notification or response"
+    if sent.get("jsonrpc") != "2.0":
+        why = f'"jsonrpc" must be "2.0", got {json.dumps(sent.get("jsonrpc"))[:40]}'
+    elif "method" in sent and not isinstance(sent["method"], str):
+        why = f'"method" must be text, got {json.dumps(sent["method"])[:40]}'
+    elif "params" in sent and not isinstance(sent["params"], dict):
+        why = f'"params" must be an object, got {json.dumps(sent["params"])[:40]}'
+    return _error(ident, INVALID_REQUEST, "Invalid Request", why)
+
+
+def _error(ident: Any, code: int, message: str, data: str) -> bytes:
+    reply = {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message,
+                                                       "data": data}}
+    return json.dumps(reply).encode() + b"\n"
+
+
+class _Out:
+    """The client's stdout, written one whole line at a time from either thread."""
+
+    def __init__(self, fd: int):
+        self.file: BinaryIO = open(fd, "wb", buffering=0, closefd=False)
+        self.lock = threading.Lock()
+        self.broken = False
+
+    def write(self, line: bytes) -> None:
+        with self.lock:
+            if self.broken:
+                return
+            try:
+                view = memoryview(line)
+                while view:  # a pipe may take part of a long line at a time
+                    n = self.file.write(view)
+                    if n is None:  # a stdout the client made non-blocking, full for now
+                        time.sleep(0.01)
+                    view = view[n or 0:]
+            except OSError:  # the client stopped reading: the rest goes nowhere
+                self.broken = True
+
+
+@contextmanager
+def wire() -> Iterator[None]:
+    """fd 0 and fd 1 served as the module says, while it lasts."""
+    client_in, saved_in = os.dup(0), os.dup(0)
+    saved_out = os.dup(1)
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    os.dup2(in_read, 0)
+    os.dup2(out_write, 1)
+    os.close(in_read)
+    os.close(out_write)
+    out = _Out(saved_out)
+
+    def pump_in() -> None:
+        with open(client_in, "rb") as source, open(in_write, "wb", buffering=0) as sink:
+            try:
+                for line in source:
+                    line = mended(line)
+                    reply = reply_to(line)
+                    if reply is None:
+                        sink.write(line)
+                    else:
+                        out.write(reply)
+            except OSError:  # the server stopped reading (it is ending): nothing to say
+                pass
+
+    def pump_out() -> None:
+        with open(out_read, "rb") as source:
+            for line in source:
+                if line == _END:
+                    return
+                out.write(line)
+
+    threading.Thread(target=pump_in, name="runstore-mcp-in", daemon=True).start()
+    copier = threading.Thread(target=pump_out, name="runstore-mcp-out", daemon=True)
+    copier.start()
+    try:
+        yield
+    finally:
+        os.dup2(saved_in, 0)
+        os.close(saved_in)
+        # Once the SDK is done, fd 1 is the pipe again: the copier copies all before the end.
+        os.set_blocking(1, False)  # a client that reads nothing more cannot hold the exit
+        try:
+            os.write(1, _END)
+        except OSError:
+            pass
+        else:
+            copier.join(timeout=30)
+        os.dup2(saved_out, 1)
+        out.file.close()
+        os.close(saved_out)
