@@ -109,7 +109,8 @@ def compact(ctx: click.Context, vacuum_hours: float | None, lock_timeout: float)
               help="Also forget every run whose directory was gone at the last ingest "
                    "(status missing), and every eval store whose directory is gone now.")
 @click.option("--dry-run", "-n", is_flag=True,
-              help="Only list the runs that would be forgotten and their rows; change nothing.")
+              help="Only list the runs and eval stores that would be forgotten and their "
+                   "rows; change nothing.")
 @lock_timeout_option()
 @click.pass_context
 @handle_errors
