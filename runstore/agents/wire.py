@@ -49,8 +49,8 @@ def reply_to(line: bytes) -> bytes | None:
         return None
     try:
         message = jsonrpc_message_adapter.validate_json(line, by_name=False)
-    except ValueError as e:  # pydantic's ValidationError is a ValueError
-        return _refused(line, e)
+    except ValueError:  # pydantic's ValidationError is a ValueError
+        return _refused(line)
     if "id" not in type(message).model_fields and b'"id"' in line:  # read as a notification
         try:
             sent = json.loads(line)
@@ -62,8 +62,8 @@ def reply_to(line: bytes) -> bytes | None:
     return None
 
 
-def _refused(line: bytes, e: ValueError) -> bytes:
-    """The reply to a line the SDK's reader refused with `e`."""
+def _refused(line: bytes) -> bytes:
+    """The reply to a line the SDK's reader refused."""
     try:
         sent = json.loads(line)
     except (ValueError, RecursionError) as bad:
