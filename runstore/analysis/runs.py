@@ -31,10 +31,15 @@ Contract:
   `scoped_runs(store, ids)` is the runs of such a list (`SCOPED_RUNS`) by label, as plain
   rows (statement `frames.scoped_runs_query`: fixed text, no sqlglot).
   A scope is always a set of run_ids: nothing downstream filters or groups by name.
+* `resolve_eval_stores(stores, patterns)` names eval stores (for `forget --eval-store`) by the
+  tiers a RUN has, over a store's list of them (`storage.forget.eval_stores`): its id, its
+  directory, its name (its directory under the tree ingested), an id prefix, a GLOB of the
+  name or the directory (`*` matches `/` too); each pattern must name exactly one.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence, Union
 
@@ -160,3 +165,32 @@ def scoped_runs(store: "Reader", ids: list[str] | None) -> "Rows":
     return store.fetch(sql, params, convert=from_relation)  # type: ignore[return-value]
 
 
+
+
+def resolve_eval_stores(stores: Sequence[dict[str, Any]], patterns: Scope) -> list[str]:
+    """The `eval_store_id` each pattern names among `stores` (`storage.forget.EVAL_COLUMNS`),
+    in order (see the module); `QueryError` naming the pattern and the eval stores there are."""
+    items = _patterns(patterns, "eval stores are named by id, name or directory")
+    out = []
+    for pattern in items:
+        paths = _paths(pattern)
+        tiers = (
+            [s for s in stores if s["eval_store_id"] == pattern],
+            [s for s in stores if s["eval_store"] in paths],
+            [s for s in stores if s["name"] == pattern],
+            [s for s in stores if len(pattern) >= MIN_ID_PREFIX
+             and s["eval_store_id"].startswith(pattern)],
+            [s for s in stores if fnmatch.fnmatchcase(s["name"], pattern)
+             or fnmatch.fnmatchcase(s["eval_store"], pattern)],
+        )
+        found = next((tier for tier in tiers if tier), [])
+        if len(found) == 1:
+            out.append(found[0]["eval_store_id"])
+            continue
+        there = ", ".join(f"{s['name']} ({s['eval_store_id']})" for s in stores[:10]) or "none"
+        if found:
+            raise QueryError(f"{pattern!r} matches {len(found)} eval stores; name one (by its "
+                             f"id or directory). The store holds: {there}")
+        raise QueryError(f"no eval store is named or matches {pattern!r}; the store holds: "
+                         f"{there}")
+    return out

@@ -12,8 +12,8 @@ last ingest that looked) and every eval store whose directory is gone now (an ev
 no `runs` row to hold a status; a moved one is ingested again under its new directory, and
 this forgets the copy the old one left). Runs and eval stores are looked up under the lock in
 the newest snapshot: an id that is none of it is left out (forgotten meanwhile), and none at
-all publishes nothing. `eval_stores(root, m)` lists a snapshot's eval stores from its ledger
-and `resolve_eval_stores(stores, patterns)` finds the one each pattern names. `dry_run` only
+all publishes nothing. `eval_stores(ledger)` lists the eval stores a snapshot's ledger holds
+(`analysis.runs.resolve_eval_stores` finds the one each pattern names). `dry_run` only
 says what would go: a reader of the newest snapshot, it takes no lock and writes nothing.
 Files are not deleted: the old snapshots still list them until a vacuum (`runstore compact
 --vacuum-hours H`) reclaims them, as after any write, so a reader of an older snapshot is
@@ -28,16 +28,13 @@ versions) or the one after: never some tables without the runs and others with t
 
 from __future__ import annotations
 
-import fnmatch
-import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..crashpoints import pause_point
-from ..errors import QueryError
 from . import ledger as ledger_mod
 from . import schema
-from .location import gone, is_remote
+from .location import gone
 from .manifest import Manifest, Root, read_manifest
 from .snapshot import read_file, read_table, table_files
 from .writer import rows_where, writer
@@ -83,12 +80,13 @@ def forget(root: Root, run_ids: Sequence[str], *, eval_store_ids: Sequence[str] 
     if dry_run:  # a reader: the newest snapshot, no lock, nothing written
         m = read_manifest(root)
         if m is not None:
-            _choose(root, m, *wanted, missing, report)
+            _choose(root, m, ledger_mod.read(root, m), *wanted, missing, report)
         return report
     with writer(root, lock_timeout=lock_timeout) as w:
         m = w.manifest
         assert m is not None
-        ids, evals = _choose(root, m, *wanted, missing, report)
+        led = ledger_mod.read(root, m)
+        ids, evals = _choose(root, m, led, *wanted, missing, report)
         if not ids and not evals:
             return report
         for table in report.rows:
@@ -96,7 +94,6 @@ def forget(root: Root, run_ids: Sequence[str], *, eval_store_ids: Sequence[str] 
                 w.delete(table, rows_where(run_id=ids))
             else:
                 w.delete(table, rows_where(eval_store_id=evals))
-        led = ledger_mod.read(root, m)
         dropped = set(ids) | set(evals)
         kept = ledger_mod.Ledger([e for e in led.entries.values() if e.run_id not in dropped])
         pause_point("forget")
@@ -104,16 +101,17 @@ def forget(root: Root, run_ids: Sequence[str], *, eval_store_ids: Sequence[str] 
     return report
 
 
-def _choose(root: Root, m: Manifest, wanted: set[str], wanted_evals: set[str], missing: bool,
+def _choose(root: Root, m: Manifest, led: ledger_mod.Ledger, wanted: set[str],
+            wanted_evals: set[str], missing: bool,
             report: ForgetReport) -> tuple[list[str], list[str]]:
-    """The run_ids and eval_store_ids to forget in snapshot `m` (those wanted that it holds;
-    with `missing`, every missing run and gone eval store); fills `report.runs`,
-    `report.eval_stores` and, per table, the rows they hold."""
+    """The run_ids and eval_store_ids to forget in snapshot `m` (its ledger `led`: those
+    wanted that it holds; with `missing`, every missing run and gone eval store); fills
+    `report.runs`, `report.eval_stores` and, per table, the rows they hold."""
     runs = read_table(root, m, "runs").select(list(RUN_COLUMNS)).to_pylist()
     chosen = [r for r in runs if r["run_id"] in wanted or (missing and r["status"] == "missing")]
     report.runs = sorted(chosen, key=lambda r: (r["run_name"], r["run_id"]))
     ids = sorted({r["run_id"] for r in chosen})
-    stores = eval_stores(root, m) if wanted_evals or missing else []
+    stores = eval_stores(led) if wanted_evals or missing else []
     report.eval_stores = [s for s in stores if s["eval_store_id"] in wanted_evals
                           or (missing and gone(s["eval_store"]))]
     evals = sorted(s["eval_store_id"] for s in report.eval_stores)
@@ -125,44 +123,13 @@ def _choose(root: Root, m: Manifest, wanted: set[str], wanted_evals: set[str], m
     return ids, evals
 
 
-def eval_stores(root: Root, m: Manifest) -> list[dict[str, Any]]:
-    """The eval stores snapshot `m` holds (`EVAL_COLUMNS`, by name), from its ledger: an eval
+def eval_stores(led: ledger_mod.Ledger) -> list[dict[str, Any]]:
+    """The eval stores a snapshot's ledger `led` holds (`EVAL_COLUMNS`, by name): an eval
     store with no eval run yet is one too."""
-    entries = ledger_mod.read(root, m).entries.values()
     return sorted(({"eval_store_id": e.run_id, "name": e.state.get("run_name", ""),
                     "eval_store": e.state.get("run_path", "")}
-                   for e in entries if e.kind == ledger_mod.EVAL_STORE_KIND),
+                   for e in led.entries.values() if e.kind == ledger_mod.EVAL_STORE_KIND),
                   key=lambda s: (s["name"], s["eval_store_id"]))
-
-
-def resolve_eval_stores(stores: list[dict[str, Any]], patterns: Sequence[str]) -> list[str]:
-    """The eval_store_id each pattern names, in order: an id or a unique prefix of one, the
-    name the ingest gave it (its directory under the tree ingested), its directory, or a GLOB
-    of either that matches one eval store (`*` matches `/` too). `QueryError` otherwise,
-    naming the pattern and the eval stores there are."""
-    if not isinstance(patterns, (list, tuple)) or not all(isinstance(p, str) and p
-                                                          for p in patterns):
-        raise QueryError(f"eval stores are named by id, name or directory; got {patterns!r}")
-    out = []
-    for pattern in patterns:
-        tiers = (
-            [s for s in stores if pattern in (s["eval_store_id"], s["name"], s["eval_store"])
-             or (not is_remote(pattern) and os.path.realpath(pattern) == s["eval_store"])],
-            [s for s in stores if len(pattern) >= 4 and s["eval_store_id"].startswith(pattern)],
-            [s for s in stores if fnmatch.fnmatchcase(s["name"], pattern)
-             or fnmatch.fnmatchcase(s["eval_store"], pattern)],
-        )
-        found = next((t for t in tiers if t), [])
-        if len(found) == 1:
-            out.append(found[0]["eval_store_id"])
-            continue
-        there = ", ".join(f"{s['name']} ({s['eval_store_id']})" for s in stores[:10]) or "none"
-        if found:
-            raise QueryError(f"{pattern!r} matches {len(found)} eval stores; name one (by its "
-                             f"id or directory). The store holds: {there}")
-        raise QueryError(f"no eval store is named or matches {pattern!r}; the store holds: "
-                         f"{there}")
-    return out
 
 
 def _of_runs(table: str) -> bool:

@@ -80,13 +80,12 @@ class Writing(StoreBase):
             >>> store.forget(["sl/*"], dry_run=True).summary()
             'would forget 1 run (dry run: nothing changed)'
         """
-        from ..analysis.runs import resolve
+        from ..analysis.runs import resolve, resolve_eval_stores
+        from ..storage import ledger
         from ..storage.forget import eval_stores as stores_of
-        from ..storage.forget import forget, resolve_eval_stores
+        from ..storage.forget import forget
 
         none = isinstance(runs, (tuple, list)) and not runs  # the default: no RUN named
-        if isinstance(eval_stores, str):
-            eval_stores = [eval_stores]
         no_evals = isinstance(eval_stores, (tuple, list)) and not eval_stores
         if none and no_evals and not missing:
             raise UsageError("name the runs to forget (RUN...) or the eval stores "
@@ -95,7 +94,8 @@ class Writing(StoreBase):
         # `resolve` checks what was given (a pattern or a list of them; None, a number or
         # bytes are refused naming it) and resolves each to one run.
         ids = [] if none else [r.run_id for r in resolve(self, runs)]  # type: ignore[arg-type]
-        evals = [] if no_evals else resolve_eval_stores(stores_of(self.path, m), eval_stores)
+        evals = [] if no_evals else resolve_eval_stores(
+            stores_of(ledger.read(self.path, m)), eval_stores)  # type: ignore[arg-type]
         return forget(self.path, ids, eval_store_ids=evals, missing=missing, dry_run=dry_run,
                       lock_timeout=lock_timeout)
 
