@@ -852,6 +852,52 @@ def test_trace_json_is_strict_with_non_finite_args_named(argsets: list[dict[str,
             for line in body] == _named(events)
 
 
+_TEXT = st.text(max_size=6)  # quotes, backslashes, control characters, any code point
+_FLOAT = st.one_of(st.floats(), st.sampled_from([math.nan, math.inf, -math.inf]))
+_NUMBER = st.one_of(st.integers(-2**70, 2**70), _FLOAT, st.booleans(), st.none(), _TEXT)
+
+
+@st.composite
+def _shaped_events(draw: Any) -> dict[str, Any]:
+    """An event with the keys of a slice or a metadata event, in that order or not, with
+    values of the right types or not."""
+    if draw(st.booleans()):
+        keys = ["name", "pid", "tid", "ts", "ph", "dur"]
+        values = [draw(_TEXT), draw(st.integers(0, 2**40)), draw(st.integers(0, 2**40)),
+                  draw(_FLOAT), "X", draw(_FLOAT)]
+    else:
+        key = st.one_of(st.sampled_from(["name", "sort_index"]), _TEXT)
+        arg = draw(st.dictionaries(key, st.one_of(_TEXT, st.integers(), _NUMBER),
+                                   min_size=1, max_size=2))
+        keys = ["name", "ph", "pid", "tid", "ts", "args"]
+        values = [draw(_TEXT), "M", draw(st.integers(0, 2**40)), draw(st.integers(0, 2**40)),
+                  0, arg]
+    if draw(st.integers(0, 3)) == 0:  # a value of another type
+        values[draw(st.integers(0, len(values) - 1))] = draw(_NUMBER)
+    if draw(st.integers(0, 5)) == 0:  # another order
+        order = draw(st.permutations(range(len(keys))))
+        keys, values = [keys[i] for i in order], [values[i] for i in order]
+    return dict(zip(keys, values))
+
+
+@settings(max_examples=examples(500), deadline=None)
+@given(st.lists(_shaped_events(), min_size=1, max_size=5))
+def test_trace_json_is_what_the_strict_encoder_writes(events: list[dict[str, Any]]) -> None:
+    """Each event's line is the standard library's strict, compact text of it, byte for
+    byte; an event it refuses (a non-finite number) is written with the numbers named."""
+    text = perfetto.dumps(events)
+    lines = text.split("\n")
+    assert lines[0] == "[" and lines[-2:] == ["]", ""]
+    body = lines[1:-2]
+    assert len(body) == len(events)
+    for i, (line, event) in enumerate(zip(body, events)):
+        try:
+            want = json.dumps(event, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+        except ValueError:
+            want = json.dumps(_named(event), ensure_ascii=False, separators=(",", ":"))
+        assert line == want + ("," if i < len(events) - 1 else "")
+
+
 def report_tables(text: str) -> dict[str, list[dict[str, str]]]:
     p = _Tables()
     p.feed(text)
