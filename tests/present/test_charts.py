@@ -859,19 +859,27 @@ _NUMBER = st.one_of(st.integers(-2**70, 2**70), _FLOAT, st.booleans(), st.none()
 
 @st.composite
 def _shaped_events(draw: Any) -> dict[str, Any]:
-    """An event with the keys of a slice or a metadata event, in that order or not, with
-    values of the right types or not."""
-    if draw(st.booleans()):
+    """An event with the keys of a trace slice, a timing span's slice or a metadata event, in
+    that order or not, with values of the right types or not."""
+    shape = draw(st.sampled_from(["slice", "span", "meta"]))
+    ids = st.integers(0, 2**40)
+    if shape == "slice":
         keys = ["name", "pid", "tid", "ts", "ph", "dur"]
-        values = [draw(_TEXT), draw(st.integers(0, 2**40)), draw(st.integers(0, 2**40)),
-                  draw(_FLOAT), "X", draw(_FLOAT)]
+        values = [draw(_TEXT), draw(ids), draw(ids), draw(_FLOAT), "X", draw(_FLOAT)]
+    elif shape == "span":
+        arg = {"step": draw(ids), "depth": draw(ids), "parent": draw(st.none() | _TEXT),
+               "duration_s": draw(_FLOAT)}
+        if draw(st.booleans()):  # a value of another type, or a step's args
+            arg = (dict(arg, **{draw(st.sampled_from(list(arg))): draw(_NUMBER)})
+                   if draw(st.booleans()) else {"step": draw(ids)})
+        keys = ["name", "ph", "pid", "tid", "ts", "dur", "args"]
+        values = [draw(_TEXT), "X", draw(ids), draw(ids), draw(_FLOAT), draw(_FLOAT), arg]
     else:
         key = st.one_of(st.sampled_from(["name", "sort_index"]), _TEXT)
         arg = draw(st.dictionaries(key, st.one_of(_TEXT, st.integers(), _NUMBER),
                                    min_size=1, max_size=2))
         keys = ["name", "ph", "pid", "tid", "ts", "args"]
-        values = [draw(_TEXT), "M", draw(st.integers(0, 2**40)), draw(st.integers(0, 2**40)),
-                  0, arg]
+        values = [draw(_TEXT), "M", draw(ids), draw(ids), 0, arg]
     if draw(st.integers(0, 3)) == 0:  # a value of another type
         values[draw(st.integers(0, len(values) - 1))] = draw(_NUMBER)
     if draw(st.integers(0, 5)) == 0:  # another order
@@ -880,7 +888,7 @@ def _shaped_events(draw: Any) -> dict[str, Any]:
     return dict(zip(keys, values))
 
 
-@settings(max_examples=examples(500), deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(st.lists(_shaped_events(), min_size=1, max_size=5))
 def test_trace_json_is_what_the_strict_encoder_writes(events: list[dict[str, Any]]) -> None:
     """Each event's line is the standard library's strict, compact text of it, byte for
