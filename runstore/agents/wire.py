@@ -20,7 +20,11 @@ stopped reading).
   reply made here is written between two of them, never inside one. A client that stopped
   reading is not written to again; the SDK's lines are still taken, so it never blocks.
 
-When the client closes stdin, the SDK sees the end of its input as before.
+- End: when the client closes stdin, the SDK's input is closed only once every request the
+  client sent has its answer (`_Pending`): the SDK cancels what is still running when its
+  input ends, so `runstore mcp < requests.jsonl` would lose the answers of slow calls. A
+  request the client cancels (`notifications/cancelled`) is not waited for, and none for
+  longer than `DRAIN_S` (past the `sql` tool's longest time limit).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any, BinaryIO, Iterator
 from .stdin import mended
 
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+DRAIN_S = 900.0
 # The line that ends the copying of the SDK's output. The SDK never closes its copy of fd 1,
 # so the pipe never reads to its end; it writes JSON, in which a NUL byte cannot stand bare.
 _END = b"\0\n"
@@ -43,14 +48,19 @@ _END = b"\0\n"
 def reply_to(line: bytes) -> bytes | None:
     """The error reply to a client's `line` the SDK would drop (see the module), as a line;
     None when the SDK reads it (or it is blank)."""
+    return _read(line)[0]
+
+
+def _read(line: bytes) -> tuple[bytes | None, Any]:
+    """(`reply_to(line)`, the message the SDK reads in it, or None)."""
     from mcp_types import jsonrpc_message_adapter
 
     if not line.strip():
-        return None
+        return None, None
     try:
         message = jsonrpc_message_adapter.validate_json(line, by_name=False)
     except ValueError:  # pydantic's ValidationError is a ValueError
-        return _refused(line)
+        return _refused(line), None
     if "id" not in type(message).model_fields and b'"id"' in line:  # read as a notification
         try:
             sent = json.loads(line)
@@ -58,8 +68,51 @@ def reply_to(line: bytes) -> bytes | None:
             sent = None
         if isinstance(sent, dict) and "id" in sent:
             return _error(None, INVALID_REQUEST, "Invalid Request",
-                          f"id must be text or an integer, got {json.dumps(sent['id'])[:80]}")
-    return None
+                          f"id must be text or an integer, got {json.dumps(sent['id'])[:80]}"), None
+    return None, message
+
+
+class _Pending:
+    """The ids of the client's requests not answered yet (see the module's End)."""
+
+    def __init__(self) -> None:
+        self.ids: set[Any] = set()
+        self.changed = threading.Condition()
+
+    def sent(self, message: Any) -> None:
+        """Note a message the client sent to the SDK."""
+        from mcp_types import JSONRPCNotification, JSONRPCRequest
+
+        with self.changed:
+            if isinstance(message, JSONRPCRequest):
+                self.ids.add(message.id)
+            elif (isinstance(message, JSONRPCNotification)
+                  and message.method == "notifications/cancelled"
+                  and isinstance(message.params, dict)):
+                self._settle(message.params.get("requestId"))
+
+    def answered(self, line: bytes) -> None:
+        """Note a line the SDK wrote: a response settles its request."""
+        if not self.ids:
+            return
+        try:
+            sent = json.loads(line)
+        except (ValueError, RecursionError):
+            return
+        if isinstance(sent, dict) and "method" not in sent and ("result" in sent
+                                                                 or "error" in sent):
+            with self.changed:
+                self._settle(sent.get("id"))
+
+    def _settle(self, ident: Any) -> None:
+        if isinstance(ident, (str, int)) and not isinstance(ident, bool):
+            self.ids.discard(ident)
+            self.changed.notify_all()
+
+    def drained(self, timeout: float) -> None:
+        """Wait until every request is answered (at most `timeout` seconds)."""
+        with self.changed:
+            self.changed.wait_for(lambda: not self.ids, timeout=timeout)
 
 
 def _refused(line: bytes) -> bytes:
@@ -125,17 +178,21 @@ def wire() -> Iterator[None]:
     os.close(in_read)
     os.close(out_write)
     out = _Out(saved_out)
+    pending = _Pending()
 
     def pump_in() -> None:
         with open(client_in, "rb") as source, open(in_write, "wb", buffering=0) as sink:
             try:
                 for line in source:
                     line = mended(line)
-                    reply = reply_to(line)
-                    if reply is None:
-                        sink.write(line)
-                    else:
+                    reply, message = _read(line)
+                    if reply is not None:
                         out.write(reply)
+                        continue
+                    if message is not None:
+                        pending.sent(message)
+                    sink.write(line)
+                pending.drained(DRAIN_S)
             except OSError:  # the server stopped reading (it is ending): nothing to say
                 pass
 
@@ -144,6 +201,7 @@ def wire() -> Iterator[None]:
             for line in source:
                 if line == _END:
                     return
+                pending.answered(line)
                 out.write(line)
 
     threading.Thread(target=pump_in, name="runstore-mcp-in", daemon=True).start()

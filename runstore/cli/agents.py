@@ -27,7 +27,8 @@ def mcp(ctx: click.Context, max_chars: int, memory_limit: int | None) -> None:
     """Serve the store to a coding agent as an MCP server over stdio.
 
     An MCP client (Claude Code, Cursor, VS Code, Codex...) starts this command and talks to
-    it on stdin/stdout until it closes them. Its tools answer in bounded text: list_runs,
+    it on stdin/stdout until it closes them (requests piped in and closed at once are all
+    answered before it ends). Its tools answer in bounded text: list_runs,
     describe_run, compare_runs, metric_keys, metric_history, check, rollouts,
     search_transcripts, slowest_spans, step_timeline, doctor, sql and views. Nothing they do
     writes the store or the run directories: sql is `runstore sql`'s read-only guard and

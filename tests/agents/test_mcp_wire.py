@@ -158,3 +158,57 @@ def test_the_reply_docs_agents_md_shows_is_the_one_made() -> None:
     sent, shown = re.search(r"To\n?\s*`(\{.*?\})` it answers:\n\n```json\n(.*?)\n```", doc,
                             re.S).groups()
     assert reply_to(sent.encode()) == shown.encode() + b"\n"
+
+
+def test_requests_sent_before_stdin_closes_are_all_answered(shared_demo_store: Path) -> None:
+    """`runstore mcp < requests.jsonl`: the client writes every request and closes stdin at
+    once. Each request still gets its answer, the slow calls' too (the SDK cancels what runs
+    when its input ends, so the end reaches it only once all are answered)."""
+    slow = "select count(*) as n from range(30000000) t(i) where i % 7 = 3"
+    calls = [{"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+              "params": {"name": "sql", "arguments": {"query": slow}}} for i in range(3)]
+    calls += [{"jsonrpc": "2.0", "id": "runs", "method": "tools/call",
+               "params": {"name": "list_runs", "arguments": {}}},
+              {"jsonrpc": "2.0", "id": "last", "method": "tools/list"}]
+    lines = [INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"}, *calls]
+    done = subprocess.run([sys.executable, "-m", "runstore", "--store", str(shared_demo_store),
+                           "mcp"], input="".join(json.dumps(m) + "\n" for m in lines).encode(),
+                          capture_output=True, timeout=120,
+                          env={**clean_env(), "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0 and done.stderr == b"", done.stderr.decode()
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert sorted((r["id"] for r in replies), key=str) == sorted(
+        [1, 10, 11, 12, "runs", "last"], key=str)
+    want = len(range(3, 30000000, 7))  # i % 7 == 3
+    for r in replies:
+        assert "error" not in r and not r["result"].get("isError"), r
+        if r["id"] in (10, 11, 12):
+            assert f"| {want} |" in r["result"]["content"][0]["text"]
+
+
+def test_a_request_is_awaited_until_answered_or_cancelled() -> None:
+    """The bookkeeping behind the end of input: a request is pending until a response with
+    its id comes out, or the client cancels it; a request the server sends, a notification
+    and a response with another id settle nothing."""
+    from runstore.agents.wire import _Pending, _read
+
+    pending = _Pending()
+    for line in ['{"jsonrpc": "2.0", "id": 3, "method": "tools/list"}',
+                 '{"jsonrpc": "2.0", "id": "3", "method": "tools/list"}',
+                 '{"jsonrpc": "2.0", "id": 4, "method": "ping"}',
+                 '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+                 '{"jsonrpc": "2.0", "id": 9, "result": {}}']:  # the client answering
+        pending.sent(_read(line.encode())[1])
+    assert pending.ids == {3, "3", 4}
+    for line in [b'{"jsonrpc":"2.0","id":3,"method":"sampling/createMessage","params":{}}',
+                 b'{"jsonrpc":"2.0","method":"notifications/message","params":{}}',
+                 b'{"jsonrpc":"2.0","id":5,"result":{}}', b"not json"]:
+        pending.answered(line)
+    assert pending.ids == {3, "3", 4}
+    pending.answered(b'{"jsonrpc":"2.0","id":"3","result":{}}')
+    pending.answered(b'{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"m"}}')
+    assert pending.ids == {3}
+    pending.sent(_read(b'{"jsonrpc": "2.0", "method": "notifications/cancelled", '
+                       b'"params": {"requestId": 3}}')[1])
+    assert pending.ids == set()
+    pending.drained(timeout=0)  # returns at once: nothing is pending
