@@ -30,6 +30,7 @@ import functools
 import inspect
 from typing import TYPE_CHECKING, Any
 
+from . import calls
 from .answer import DEFAULT_CHARS, error
 from .tools import TOOLBOXES, State
 
@@ -91,7 +92,8 @@ def _reader() -> type:
 
 class CallCheck:
     """Middleware: a `tools/call` naming no tool, an unknown argument or a value the schema
-    refuses is answered with an error result saying what to send (see the module)."""
+    refuses is answered with an error result saying what to send (see the module); a call the
+    client cancels stops its queries in worker processes (`Store.stopping`)."""
 
     def __init__(self, published: list["Tool"], max_chars: int = DEFAULT_CHARS):
         self.tools = {t.name: t for t in published}
@@ -107,6 +109,12 @@ class CallCheck:
                 cap = arguments.get("max_chars") if isinstance(arguments, dict) else None
                 return CallToolResult(content=[TextContent(
                     type="text", text=error(problem, cap, self.max_chars))], is_error=True)
+            # The SDK waits for a tool's thread even when the client cancels the call: the
+            # call's queries in worker processes stop instead of running to their time limit.
+            from ..store import Store
+
+            with calls.running(ctx.request_id) as cancelled, Store.stopping(cancelled):
+                return await call_next(ctx)
         return await call_next(ctx)
 
     def problem(self, name: Any, arguments: Any) -> str | None:

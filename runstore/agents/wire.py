@@ -23,8 +23,9 @@ stopped reading).
 - End: when the client closes stdin, the SDK's input is closed only once every request the
   client sent has its answer (`_Pending`): the SDK cancels what is still running when its
   input ends, so `runstore mcp < requests.jsonl` would lose the answers of slow calls. A
-  request the client cancels (`notifications/cancelled`) is not waited for, and none for
-  longer than `DRAIN_S` (past the `sql` tool's longest time limit).
+  request the client cancels (`notifications/cancelled`) is not waited for (and its queries
+  are stopped: calls.py), and none for longer than `DRAIN_S` (past the `sql` tool's longest
+  time limit).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, BinaryIO, Iterator
 
+from . import calls
 from .stdin import mended
 
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
@@ -90,6 +92,7 @@ class _Pending:
                   and message.method == "notifications/cancelled"
                   and isinstance(message.params, dict)):
                 self._settle(message.params.get("requestId"))
+                calls.cancel(message.params.get("requestId"))
 
     def answered(self, line: bytes) -> None:
         """Note a line the SDK wrote: a response settles its request."""

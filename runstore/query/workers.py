@@ -27,6 +27,11 @@ query gave in all (more than were sent when `skip_rows` skipped the first ones o
   last batch (its pipe still holds the rest). A replacement is started in the background, so
   the next query does not wait for a start-up. Errors the worker reports (`E` messages) are
   raised as the same `runstore.errors` class.
+* Stopping: a caller that may give up on its queries runs them inside `stopping(stop)`
+  (`runstore mcp` does, for a call the client cancels). A query started there, and one still
+  waiting for a worker, checks `stop()` every `STOP_POLL_S`; once it is true the worker is
+  killed and replaced, and the query fails with `Stopped`. The test travels with the context
+  (`contextvars`), so it reaches the threads a caller's context is copied into.
 * `close()` kills every worker (each also ends by itself when this process goes, even in the
   middle of a query: query/worker.py). Workers are only ever signalled by their own PID, and
   run this process's runstore (`PYTHONPATH` starts with the directory it was imported from).
@@ -45,8 +50,9 @@ import threading
 import time
 import weakref
 from contextlib import contextmanager
+from contextvars import ContextVar
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .. import errors
 from ..errors import QueryError, RunstoreError
@@ -61,6 +67,19 @@ if TYPE_CHECKING:
 SIZE = 2  # worker processes at most: queries that run at once (memory: SIZE x the limit)
 GRACE_S = 2.0  # after its time limit, how long a query's worker may take to stop it
 STARTUP_S = 120.0  # how long a worker may take to start (imports, the first database)
+STOP_POLL_S = 0.1  # how often a query that can be stopped checks whether it should stop
+
+_STOP: ContextVar[Callable[[], bool] | None] = ContextVar("runstore_query_stop", default=None)
+
+
+@contextmanager
+def stopping(stop: Callable[[], bool]) -> Iterator[None]:
+    """Worker queries started while this lasts stop once `stop()` is true (see the module)."""
+    token = _STOP.set(stop)
+    try:
+        yield
+    finally:
+        _STOP.reset(token)
 
 
 class WorkerGone(QueryError):
@@ -99,17 +118,34 @@ class Process:
             raise
         self.cap = json.loads(payload)["cap"]
 
-    def receive(self, until: float | None) -> tuple[bytes, bytes]:
-        """The next message (tag, payload); `Expired` past `until`, `WorkerGone` at EOF."""
+    def receive(self, until: float | None,
+                stop: Callable[[], bool] | None = None) -> tuple[bytes, bytes]:
+        """The next message (tag, payload); `Expired` past `until`, `Stopped` once `stop()`
+        is true, `WorkerGone` at EOF."""
         parts = []
         for _ in range(2):
-            if until is not None and not self.answers.poll(max(0.0, until - time.monotonic())):
+            if stop is not None:
+                self._wait(until, stop)
+            elif until is not None and not self.answers.poll(
+                    max(0.0, until - time.monotonic())):
                 raise Expired()
             try:
                 parts.append(self.answers.recv_bytes())
             except (EOFError, OSError):
                 raise WorkerGone(self.how_it_ended()) from None
         return parts[0], parts[1]
+
+    def _wait(self, until: float | None, stop: Callable[[], bool]) -> None:
+        """Until a message is there: `Stopped` once `stop()` is true, `Expired` past `until`."""
+        while True:
+            left = STOP_POLL_S if until is None else min(STOP_POLL_S,
+                                                          max(0.0, until - time.monotonic()))
+            if self.answers.poll(left):
+                return
+            if stop():
+                raise Stopped("the query was stopped: its caller gave it up")
+            if until is not None and time.monotonic() >= until:
+                raise Expired()
 
     def how_it_ended(self) -> str:
         """How the process ended, with the last line it wrote on stderr, if any."""
@@ -160,11 +196,17 @@ class Expired(Exception):
     """No answer before the query's hard deadline."""
 
 
+class Stopped(QueryError):
+    """The query's caller gave it up (`stopping`)."""
+
+
 class Answer:
     """One query's answer as it arrives (see the module docstring)."""
 
-    def __init__(self, worker: Process, limit: int, timeout: float | None, started: float):
+    def __init__(self, worker: Process, limit: int, timeout: float | None, started: float,
+                 stop: Callable[[], bool] | None = None):
         self._worker = worker
+        self._stop = stop
         self._limit = limit
         self.timeout = timeout
         self.started = started
@@ -189,7 +231,7 @@ class Answer:
             if soft is not None and time.monotonic() > soft:
                 raise deadline.stop_error(self.timeout)
             try:
-                tag, payload = self._worker.receive(hard)
+                tag, payload = self._worker.receive(hard, self._stop)
             except (Expired, WorkerGone) as e:
                 raise self._fail(e) from None
             if tag == b"B":
@@ -275,13 +317,16 @@ class Workers:
                     self._failure = failure
             self._cond.notify_all()
 
-    def _take(self) -> Process:
+    def _take(self, stop: Callable[[], bool] | None = None) -> Process:
         with self._cond:
             self._waiting += 1
             try:
                 while True:
                     if self._closed:
                         raise QueryError("the store was closed")
+                    if stop is not None and stop():
+                        raise Stopped("the query was stopped before a worker took it: its "
+                                      "caller gave it up")
                     while self._idle:
                         process = self._idle.pop()
                         if process.alive():
@@ -295,7 +340,7 @@ class Workers:
                     if self._starting < self._waiting and \
                             self._busy + self._starting < self.size:
                         self._start_in_background()
-                    self._cond.wait()
+                    self._cond.wait(None if stop is None else STOP_POLL_S)
             finally:
                 self._waiting -= 1
 
@@ -327,8 +372,9 @@ class Workers:
                                 "allow_read": allow_read, "skip_rows": skip_rows,
                                 "keep_rows": keep_rows, "keep_bytes": keep_bytes,
                                 "max_bytes": max_bytes, "text": text})
-        process = self._take()
-        answer = Answer(process, self.limit, timeout, time.monotonic())
+        stop = _STOP.get()
+        process = self._take(stop)
+        answer = Answer(process, self.limit, timeout, time.monotonic(), stop)
         try:
             try:
                 process.requests.send_bytes(b"Q")

@@ -87,6 +87,15 @@ class StoreBase:
         the web UI streams its SQL page's answers from them)."""
         return self._session.workers()
 
+    @staticmethod
+    def stopping(stop: Callable[[], bool]) -> "ContextManager[None]":
+        """A block whose queries in worker processes (`isolated=True`, the web UI's SQL, the
+        MCP server's `sql`) stop once `stop()` is true: the worker is killed and replaced and
+        the query fails (`query.workers.stopping`; `runstore mcp` stops a cancelled call so)."""
+        from ..query.workers import stopping
+
+        return stopping(stop)
+
     def bounded(self) -> "ContextManager[None]":
         """A block in which this process's memory is held to `memory_limit` beyond what it
         holds now, a `LimitReached` error naming the limit when a query needs more

@@ -438,6 +438,53 @@ def test_a_killed_worker_fails_its_query_and_is_replaced(ui_demo: tuple[Path, Pa
         workers.close()
 
 
+def test_a_query_its_caller_gives_up_stops_and_its_worker_is_replaced(
+        ui_demo: tuple[Path, Path]) -> None:
+    """`stopping(stop)`: a running query whose `stop()` turns true fails with `Stopped` long
+    before its time limit and its worker is killed; a query still waiting for the one worker
+    stops too; the next query gets a new worker and answers. The test is the caller's context,
+    so a thread started with a copy of it carries it (as the MCP SDK's tool threads do)."""
+    import contextvars
+
+    from runstore.query.workers import Stopped, stopping
+
+    tree, path = ui_demo
+    workers = Workers(path, memory.parse("1GB"), size=1)
+    try:
+        workers.table("select 1")
+        [pid] = workers.pids()
+        give_up = threading.Event()
+        failures: dict[str, BaseException] = {}
+
+        def query(name: str) -> None:
+            try:
+                workers.table(LONG, timeout=120)
+            except BaseException as e:  # noqa: BLE001 - what the test looks at
+                failures[name] = e
+
+        with stopping(give_up.is_set):
+            threads = {name: threading.Thread(target=contextvars.copy_context().run,
+                                              args=(query, name)) for name in ("runs", "waits")}
+        threads["runs"].start()
+        time.sleep(1.0)  # the first query is running in the one worker
+        threads["waits"].start()
+        time.sleep(0.5)  # the second waits for it
+        started = time.monotonic()
+        give_up.set()
+        for thread in threads.values():
+            thread.join(60)
+        assert time.monotonic() - started < 30  # the time limit was 120 s
+        assert set(failures) == {"runs", "waits"}
+        assert all(isinstance(e, Stopped) for e in failures.values()), failures
+        wait_gone(pid)
+        got = workers.table("select count(*) as n from metrics_raw").column("n").to_pylist()
+        assert got == [metrics_rows(tree)] and pid not in workers.pids()
+        # Outside the block, nothing stops a query.
+        assert workers.table("select 41 + 1 as n").column("n").to_pylist() == [42]
+    finally:
+        workers.close()
+
+
 def test_a_worker_past_its_time_limit_and_grace_is_killed(ui_demo: tuple[Path, Path]) -> None:
     """Compiling a 60-million-character regular expression is work DuckDB's interrupt does not
     reach: the worker is killed GRACE_S after the limit, and the query fails as any query
