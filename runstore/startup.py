@@ -1,7 +1,7 @@
 """The `runstore` command's process around its own code: Ctrl-C while Python imports it, the end.
 
 Contract: `quiet_interrupts()` is called first thing by `runstore/__init__.py`. In the process
-the `runstore` command runs in (`sys.orig_argv`: the console script `runstore`, or `python -m
+the `runstore` command runs in (`is_the_command`: the console script `runstore`, or `python -m
 runstore`) and while SIGINT has Python's default handler, it makes a SIGINT that arrives
 before the command's own handling (`cli/stopping.py`) print `interrupted` and exit 130, as a
 later one does, instead of a traceback of whatever module was being imported (a second or
@@ -116,9 +116,12 @@ class _HeldLoader(importlib.abc.Loader):
 
 
 def is_the_command() -> bool:
-    """Whether this process is the `runstore` command's (see the module docstring)."""
+    """Whether this process is the `runstore` command's (see the module docstring): the
+    console script (the kernel runs its interpreter, `sys.orig_argv[0]`, on the script,
+    `sys.argv[0]`; a frozen or linked `runstore` is `sys.orig_argv[0]` itself) or `python -m
+    runstore`."""
     argv = list(getattr(sys, "orig_argv", sys.argv))
-    if argv and os.path.basename(argv[0]) == "runstore":
+    if any(os.path.basename(first) == "runstore" for first in (*argv[:1], *sys.argv[:1])):
         return True
     return any(a == "-m" and b == "runstore" for a, b in zip(argv, argv[1:])) \
         or any(a == "-mrunstore" for a in argv)

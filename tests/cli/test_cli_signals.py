@@ -211,14 +211,28 @@ def test_ctrl_c_once_the_command_said_it_is_done(store: Path, tmp_path: Path,
         (proc.returncode, rest)
 
 
-def test_ctrl_c_while_the_command_starts(store: Path) -> None:
+def console_script() -> Path:
+    """The `runstore` script pip installed (the README's install puts it beside the
+    interpreter's other scripts)."""
+    import sysconfig
+
+    script = Path(sysconfig.get_path("scripts")) / "runstore"
+    assert script.is_file(), f"no console script at {script}: install with pip install -e ."
+    return script
+
+
+@pytest.mark.parametrize("started", ["python -m runstore", "the console script"])
+def test_ctrl_c_while_the_command_starts(store: Path, started: str) -> None:
     """A SIGINT while Python imports runstore (before the command's own handling) is no
-    traceback either: `interrupted`, exit 130 (runstore/startup.py). The signal is sent as
-    soon as the process is seen importing runstore's modules (before that, a SIGINT finds
-    Python importing its own, which only Python handles)."""
+    traceback either: `interrupted`, exit 130 (runstore/startup.py), however the command is
+    started (the console script is run by its interpreter as the kernel runs it from its
+    `#!` line). The signal is sent as soon as the process is seen importing runstore's
+    modules (before that, a SIGINT finds Python importing its own, which only Python
+    handles)."""
+    how = ["-m", "runstore"] if started.startswith("python") else [str(console_script())]
     stopped = 0
     for delay in (0.0, 0.02, 0.05, 0.1):
-        with subprocess.Popen([sys.executable, "-X", "importtime", "-m", "runstore",
+        with subprocess.Popen([sys.executable, "-X", "importtime", *how,
                                "--store", str(store), "runs"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, bufsize=0) as proc:
             assert proc.stderr is not None
