@@ -83,9 +83,10 @@ SETTINGS_QUERY = ("select unnest($runstore_setting_names) as name, "
 # columns (`*`, or the schema's, quoted, in the schema's order).
 # `can_have_nan`: Parquet's min/max leave NaN out, and without it DuckDB takes a float column
 # chunk with no null for NaN-free, so `isnan(x)` folds to false and `x > 0.01` holds for a NaN
-# (duckdb issues 7803, 25521).
+# (duckdb issues 7803, 25521). `hive_partitioning` off: DuckDB would otherwise read a
+# `key=value` directory above the store (`runs/lr=1e-4/.runstore`) as a column of every table.
 TABLE_QUERY = ("select {columns} from read_parquet(${param}, union_by_name = true, "
-               "can_have_nan = true)")
+               "can_have_nan = true, hive_partitioning = false)")
 # A statement `Database.statement` may put its views' CTEs in front of: one that starts with
 # SELECT, or with a WITH (not RECURSIVE) whose list they can head (the guard has checked it is
 # one read-only query).

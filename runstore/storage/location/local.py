@@ -1,16 +1,28 @@
 """A location on local disk: a `pathlib.Path` with the `Location` operations, publishing by
-fsync + hard link (a link fails when the name exists) and replacing by rename."""
+fsync + hard link (a link fails when the name exists) and replacing by rename.
+
+The Delta library names a table's files by URL (`file_uris()`: a space is `%20`); they are
+read back as paths (`relative_files`). It cannot write a table under some paths at all: it
+reads `%41` as `A`, stops at `[`, `]`, `|` and `^` ("invalid object store URL", with a Rust
+panic) and refuses `\\` and control characters, so `check_writable` says so before a writer
+starts (tests/storage/test_store_paths.py holds the list to the library's own behaviour).
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import uuid
 from pathlib import PosixPath
 from typing import Any, Iterable, Iterator
+from urllib.parse import unquote
 
-from ...errors import IOFailure
+from ...errors import IOFailure, UsageError
 from .base import CHUNK, AlreadyExists, Entry, Location, Tree
+
+# What in a local path the Delta library cannot write a table under (see the module).
+DELTA_REFUSES = re.compile(r"%[0-9A-Fa-f]{2}|[\[\]|^\\\x00-\x1f\x7f]")
 
 
 class Local(Location, PosixPath):
@@ -129,6 +141,14 @@ class Local(Location, PosixPath):
                         pass
 
     def check_writable(self) -> None:
+        for path in (str(self.resolved()), os.path.realpath(self)):
+            bad = DELTA_REFUSES.search(path)
+            if bad:
+                raise UsageError(
+                    f"cannot write a store at {path!r}: its path holds {bad.group()!r}, under "
+                    "which the Delta Lake library cannot write a table (nor under [ ] | ^ \\, "
+                    "a control character or %XX); choose a --store path without them (the "
+                    "store can still be read where it is)")
         try:
             self.mkdir(parents=True, exist_ok=True)
             probe = self / f".write-probe-{os.getpid()}"
@@ -150,7 +170,7 @@ class Local(Location, PosixPath):
         base = str(self.resolve())
         out = []
         for uri in uris:
-            p = uri[len("file://"):] if uri.startswith("file://") else uri
+            p = unquote(uri[len("file://"):] if uri.startswith("file://") else uri)
             out.append(os.path.relpath(os.path.realpath(p), base))
         return sorted(out)
 

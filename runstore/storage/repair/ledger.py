@@ -13,6 +13,10 @@ from ..manifest import Manifest
 from ..snapshot import open_parquet, read_table, table_files
 from .tables import _within
 
+# The table's files (bound as the one parameter); `hive_partitioning` off, as the views read
+# them (query/connect.py: a `key=value` directory above the store is no column).
+_SCAN = "read_parquet(?, hive_partitioning = false)"
+
 if TYPE_CHECKING:
     import pyarrow as pa
 else:  # imported on first use
@@ -65,12 +69,12 @@ class LedgerSteps:
                 # An eval store's rows are keyed by its id, as a run's are by its run_id.
                 key = ("eval_store_id" if any(c == "eval_store_id" for c, _, _
                                               in schema_mod.TABLES[name]) else "run_id")
-                rows = con.execute(f"select distinct {key}, source_id from read_parquet(?)",
+                rows = con.execute(f"select distinct {key}, source_id from {_SCAN}",
                                    [files]).fetchall()
                 pairs.update((r, s) for r, s in rows if r is not None and s is not None)
                 if name == "eval_runs":
                     stores.update(con.execute(
-                        "select distinct eval_store_id, eval_store from read_parquet(?)",
+                        f"select distinct eval_store_id, eval_store from {_SCAN}",
                         [files]).fetchall())
         finally:
             con.close()
