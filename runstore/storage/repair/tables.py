@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -145,14 +146,15 @@ class TableSteps:
         return dt if self.root.relative_files(dt.file_uris()) == sorted(good) else None
 
     def _rebuild_log(self, name: str, path: Path, files: list[str]) -> Any:
-        """A new Delta log for `path` listing exactly `files` (which stay in place)."""
+        """A new Delta log for `path` listing exactly `files` (which stay in place). It is
+        written beside the table first and takes the old log's place only once whole: a
+        write that fails (a full disk) leaves the old log as it was."""
         import pyarrow.parquet as pq
         from deltalake import DeltaTable, Schema
         from deltalake.transaction import AddAction, create_table_with_add_actions
 
-        if os.path.lexists(path / "_delta_log"):
-            self._set_aside(path / "_delta_log", None)
-        path.mkdir(parents=True, exist_ok=True)
+        beside = path.parent / f".{path.name}.rebuilt-log"
+        shutil.rmtree(beside, ignore_errors=True)  # one a killed repair left
         adds = []
         for rel in files:
             full = self.root / rel
@@ -162,9 +164,17 @@ class TableSteps:
                                   int(st.st_mtime * 1000), True,
                                   json.dumps({"numRecords": n})))
         target = _file_schema(self.root, files) or schema_mod.schema(name)
-        with writing(self.root, f"tables/{name}"):
-            create_table_with_add_actions(str(path), Schema.from_arrow(target), adds,
-                                          mode="error")
+        try:
+            with writing(self.root, f"tables/{name}"):
+                create_table_with_add_actions(str(beside), Schema.from_arrow(target), adds,
+                                              mode="error")
+            pause_point("repair")
+            if os.path.lexists(path / "_delta_log"):
+                self._set_aside(path / "_delta_log", None)
+            path.mkdir(parents=True, exist_ok=True)
+            os.rename(beside / "_delta_log", path / "_delta_log")
+        finally:
+            shutil.rmtree(beside, ignore_errors=True)
         pause_point("repair")
         self.report.actions.append(f"table {name}: rebuilt its Delta log from the snapshot "
                                    f"({len(files)} live file{'s' if len(files) != 1 else ''})")
