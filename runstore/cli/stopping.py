@@ -1,8 +1,10 @@
 """Ctrl-C during a command: stop within a second, whatever is running, and say `interrupted`.
 
 Contract: `StopOnSignals()` is a context manager a command runs inside (`handle_errors` opens
-it). On the main thread it handles SIGINT for its duration and restores the previous handler
-(and wakeup fd) when it ends — in the `runstore` command's own process, the handler of a
+it). On the main thread it handles SIGINT for its duration, and SIGTERM the same way when the
+process has its default action for it (so a `kill` or a supervisor's stop also ends a command
+with `interrupted`, 130, as the exit table says, not silently by the signal), and restores the
+previous handlers (and wakeup fd) when it ends — in the `runstore` command's own process, the handler of a
 command that has ended (`startup.after_the_command`: a SIGINT between the command's end and
 the process's exit leaves its exit status as it was, rather than killing the process by the
 signal); elsewhere, or when the process ignores SIGINT, it does nothing. `finish()` says the
@@ -49,12 +51,13 @@ from ..store import running
 
 
 class StopOnSignals:
-    """SIGINT stops the command within a second (see the module docstring)."""
+    """SIGINT (and SIGTERM) stops the command within a second (see the module docstring)."""
 
     def __init__(self) -> None:
         self.requested = False
         self.finished = False
         self._saved: Any = None
+        self._saved_term: Any = None  # SIGTERM's handler before, when this one took it
         self._saved_fd: int | None = None
         self._pipe: tuple[int, int] | None = None
         self._watcher: threading.Thread | None = None
@@ -99,7 +102,7 @@ class StopOnSignals:
             if not data:  # the write end was closed: the command has ended
                 return
             for signum in data:
-                if signum != signal.SIGINT:
+                if signum not in (signal.SIGINT, signal.SIGTERM):
                     continue
                 if self._redelivered:  # a lost interrupt delivered again, not a new Ctrl-C
                     self._redelivered -= 1
@@ -127,6 +130,8 @@ class StopOnSignals:
             return self
         self._pipe = (read, write)
         self._saved = signal.signal(signal.SIGINT, self._handler)
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            self._saved_term = signal.signal(signal.SIGTERM, self._handler)
         self._saved_hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
         self._watcher = threading.Thread(target=self._watch, args=(read,),
                                          name="runstore-stop-on-signals", daemon=True)
@@ -138,6 +143,9 @@ class StopOnSignals:
             return
         saved = signal.default_int_handler if self._saved is None else self._saved
         signal.signal(signal.SIGINT, after_the_command(saved, note_signal))
+        if self._saved_term is not None:
+            signal.signal(signal.SIGTERM, self._saved_term)
+            self._saved_term = None
         signal.set_wakeup_fd(self._saved_fd if self._saved_fd is not None else -1)
         sys.unraisablehook = self._saved_hook or sys.__unraisablehook__
         read, write = self._pipe

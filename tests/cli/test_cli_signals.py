@@ -92,6 +92,38 @@ def test_ctrl_c_stops_a_long_query(store: Path, tmp_path: Path, args: tuple[str,
         assert proc.stdout is not None and proc.stdout.read() == ""
 
 
+@pytest.mark.parametrize("args", [("sql", ENDLESS), ("runs", "--where", HUGE_REGEX)],
+                         ids=["sql", "runs --where"])
+def test_sigterm_stops_a_long_query_as_ctrl_c_does(store: Path, args: tuple[str, ...]) -> None:
+    """The exit table's 130 is "interrupted by Ctrl-C (SIGINT) or SIGTERM": a `kill` (or a
+    supervisor's stop) mid-query says `interrupted` too, rather than ending by the signal."""
+    with subprocess.Popen(command(store, *args), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as proc:
+        time.sleep(1.0)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        proc.send_signal(signal.SIGTERM)
+        assert_interrupted(proc)
+
+
+def test_sigterm_during_compact_is_an_interruption(store: Path, tmp_path: Path) -> None:
+    """A writing command other than ingest: SIGTERM at its pause, `interrupted`, 130, and
+    the store still answers with the rows it had."""
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy, symlinks=True)
+    before = subprocess.run(command(copy, "sql", "select count(*) from metrics_raw", "-F",
+                                    "csv"), capture_output=True, text=True, check=True).stdout
+    env = {**os.environ, "RUNSTORE_TEST_PAUSE": "compact:1"}
+    with subprocess.Popen(command(copy, "compact"), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env=env) as proc:
+        assert proc.stderr is not None
+        assert proc.stderr.readline() == "paused at compact:1\n"
+        proc.send_signal(signal.SIGTERM)
+        assert_interrupted(proc)
+    after = subprocess.run(command(copy, "sql", "select count(*) from metrics_raw", "-F",
+                                   "csv"), capture_output=True, text=True, check=True).stdout
+    assert after == before
+
+
 # Every command that queries, with how many queries it runs on the demo store (a test below
 # checks the counts, so that "first, middle, last" stays true).
 QUERYING = {
