@@ -14,13 +14,21 @@ the doctor's statements), and bounded twice:
   row larger than the whole answer is cut with a notice of how much it left out;
 * characters: the whole answer holds at most `max_chars` characters (`DEFAULT_CHARS` unless
   the call or `runstore mcp --max-chars` says otherwise; `MIN_CHARS`..`MAX_CHARS`). A table
-  keeps the whole rows that fit and says where it stopped and which offset continues it; any
-  other text (`Answer.text`) is cut at the end with the count of characters left out. An
-  error result is too (`error`): one that quotes a long query or value is cut likewise.
+  keeps the whole rows that fit and says where it stopped and which offset continues it; a
+  table whose header alone leaves no room for a row shows as much of the header as fits and
+  says how to narrow it (short column names, fewer columns, a larger max_chars); any other
+  text (`Answer.text`) is cut at the end with the count of characters left out. An error
+  result is too (`error`): one that quotes a long query or value is cut likewise.
+
+Every answer cut at `max_chars`, for whatever reason, says so in a notice that names the
+"character cap" and how to ask for the rest or for less; an answer that fits whole has none.
 
 `Answer` collects an answer's parts in order (`line`, `text`, `table`) and `render()` joins
 them within the budget: the parts that fit whole, then as much of the next as fits (a table
-keeps whole rows), then the notices. Notices are never cut. `note` adds a line at the end.
+keeps whole rows), then the notices. Notices are kept whole: room is made for them by
+cutting the parts above. Only when the notices and notes alone pass the cap (no tool's do)
+is the answer cut at its end, under one notice that says so (`_squeezed`). `note` adds a
+line at the end.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ DEFAULT_CHARS = 16_000
 MIN_CHARS = 1_000
 MAX_CHARS = 200_000
 ROOM = 400  # characters kept free for the notices under a cut answer
+ROW_START = 40  # a first row cut to fit shows at least this many characters of it
 # How to ask for the rest of a table that `offset` does not page (a tool without one, or a
 # second table beside the one it pages): what its notice says instead of an offset.
 UNPAGED = "raise max_chars"
@@ -95,12 +104,20 @@ class Answer:
 
     def render(self) -> str:
         """The answer within `max_chars`: whole when it fits, else cut (see the module)."""
-        notes = sum(len(n) + 1 for n in self.notes)
-        text, cut = self._render(self.max_chars - notes)
+        budget = self.max_chars - sum(len(n) + 1 for n in self.notes)
+        text, cut = self._render(budget)
         if cut or len(text) > self.max_chars:  # cut: make room for the notice that says so
-            text, _ = self._render(self.max_chars - ROOM - notes)
-        if len(text) > self.max_chars:  # only when the notices alone overflow a tiny cap
-            text = text[:self.max_chars - 2] + "…\n"
+            budget -= ROOM
+            text, _ = self._render(budget)
+        # Notices longer than ROOM (one with a long `more` or `what`): cut more of the
+        # parts above them, a few times (a notice's numbers change with what is cut).
+        for _ in range(3):
+            if len(text) <= self.max_chars or budget <= 0:
+                break
+            budget -= len(text) - self.max_chars
+            text, _ = self._render(budget)
+        if len(text) > self.max_chars:  # the notices and notes alone overflow the cap
+            text = _squeezed(text, self.max_chars)
         return text
 
     def _render(self, budget: int) -> tuple[str, bool]:
@@ -112,6 +129,10 @@ class Answer:
             left = budget - used
             later = len(self.parts) - i - 1
             rest = f"; {later} later part{'s' if later != 1 else ''} left out" if later else ""
+            if kind != "table" and not later and not self.notes:
+                # The answer's last line breaks are dropped (below), so they take no room.
+                part = (part.rstrip("\n") if kind == "line"
+                        else (part[0].rstrip("\n"), part[1]))
             if kind == "line":
                 if len(part) + 1 > left:
                     notices.append(f"(the answer reached its character cap here{rest}; ask for "
@@ -133,7 +154,8 @@ class Answer:
             else:
                 text, notice, full = _render_table(part, left)
                 if notice:  # under its table
-                    text += "\n" + (notice if full or not rest else notice[:-1] + rest + ")")
+                    notice = notice if full or not rest else notice[:-1] + rest + ")"
+                    text = f"{text}\n{notice}" if text else notice
                 out.append(text)
                 if not full:
                     cut = True
@@ -152,11 +174,30 @@ def error(text: str, max_chars: Any = None, default: int = DEFAULT_CHARS) -> str
         text, more="the error quotes a long argument; send a shorter one").render().rstrip("\n")
 
 
+def _squeezed(text: str, cap: int) -> str:
+    """`text` cut to `cap` characters, ending with a notice of how much was left out: the
+    last resort, when the notices and notes alone are longer than the cap (one of them may be
+    cut with the rest, so this notice says how to ask for less)."""
+    def notice(left: int) -> str:
+        return (f"(the answer reached its character cap: {left:,} of its {len(text):,} "
+                "characters left out; ask for less, or raise max_chars)")
+
+    keep = max(cap - len(notice(len(text))) - 3, 0)  # "…\n" and "\n" around the notice
+    return text[:keep] + "…\n" + notice(len(text) - keep) + "\n"
+
+
 def _render_table(t: _Table, room: int) -> tuple[str, str | None, bool]:
     """(the table's text within `room` characters, its notice, whether every row fitted)."""
     lines = _lines(t.table, t.fmt, t.whole)
     head, rows = lines[:2 if t.fmt == "markdown" else 1], lines[2 if t.fmt == "markdown" else 1:]
     page, n = t.page, len(rows)
+    if n == 0 and page.total and page.offset >= page.total:
+        return _empty(t, head)  # past the last page: a notice only
+    # The header and what must fit below it: the start of the first row, or "(no rows)"
+    # (a page whose rows were too large to send has only its notice, outside `room`).
+    below = ROW_START + 1 if n else 0 if page.total else len(f"(no {t.what})") + 1
+    if sum(len(h) + 1 for h in head) + below > room:
+        return _header_only(t, head, n, room)
     if n == 0:
         return _empty(t, head)
     shown, size = 0, sum(len(h) + 1 for h in head)
@@ -172,7 +213,7 @@ def _render_table(t: _Table, room: int) -> tuple[str, str | None, bool]:
     more = t.more.replace("{offset}", str(page.offset + shown))
     if shown == 1 and size > room:  # one row larger than the room: cut it, say so
         whole = len(body[-1])
-        body[-1] = body[-1][:max(room - size + whole, 40)] + "…"
+        body[-1] = body[-1][:room - size + whole] + "…"  # ROW_START or more: the header fits
         then = f"; the next {t.what}: {more}" if shown < n or (total or 0) > last else ""
         return "\n".join(body), (
             f"(row {first:,} cut at the answer's character cap: {whole - len(body[-1]) + 1:,} "
@@ -190,6 +231,27 @@ def _render_table(t: _Table, room: int) -> tuple[str, str | None, bool]:
     else:
         notice = None
     return "\n".join(body), notice, shown == n
+
+
+def _header_only(t: _Table, head: list[str], n: int, room: int) -> tuple[str, str, bool]:
+    """A table whose header alone leaves no room below it within `room`: as much of the
+    header as fits (it names the columns to shorten) and a notice saying how to narrow it;
+    asking again with the same offset gives the same, so the notice names no offset."""
+    text = "\n".join(head)
+    keep = room - 2  # the ellipsis, and the line break after the part
+    shown = text[:keep] + "…" if keep > 0 else ""
+    page, total = t.page, t.page.total
+    if n:
+        of = f" of {total:,}" if total is not None else ""
+        rows = f"{t.what} {page.offset + 1:,}–{page.offset + n:,}{of} not shown:"
+    elif total:
+        rows = f"{t.what} {page.offset + 1:,}–{total:,} of {total:,} not shown:"
+    else:
+        rows = f"no {t.what};"
+    return shown, (
+        f"({rows} the table's header alone is {len(text):,} characters, more than the "
+        "answer's character cap leaves room for; give long columns short names (expr AS "
+        "name), ask for fewer columns, or raise max_chars)"), False
 
 
 def _empty(t: _Table, head: list[str]) -> tuple[str, str | None, bool]:

@@ -8,15 +8,17 @@ carry descriptions, bounds and examples and that admits no other argument
 destructive, not open-world. `serve(...)` runs it over stdin/stdout until the client closes
 them (through `wire.wire`: a line the SDK would drop unanswered is mended or answered).
 
-A call is checked before it runs (`CallCheck`): an unknown tool or argument name, or a value
-the schema refuses, is an error result that names what is wrong and what to send instead
-(the closest tool or argument name; the values the argument takes), never the SDK's generic
-message. A string argument is the text sent: the SDK decodes one that is JSON text of a list
-or an object (clients send lists so), but not one that spells a scalar (`"null"`, `"true"`
-stay text, so `like="null"` searches for "null" rather than dropping the filter). Tools run on worker threads, so one slow query does not stop the server from reading
-the next message; all of them share one `Store`, opened on the first call (so `initialize`
-is answered before DuckDB, polars or pyarrow are imported) and kept: every query reads the
-newest snapshot, so an ingest that commits while the server runs is seen by the next call.
+A call is checked before it runs (`CallCheck`): an unknown tool or argument name, `arguments`
+that are not an object (null reads as none, as when omitted), or a value the schema refuses,
+is an error result that names what is wrong and what to send instead (the closest tool or
+argument name; the values the argument takes), never the SDK's generic message. A string
+argument is the text sent: the SDK decodes one that is JSON text of a list or an object
+(clients send lists so), but not one that spells a scalar (`"null"`, `"true"` stay text, so
+`like="null"` searches for "null" rather than dropping the filter). Tools run on worker
+threads, so one slow query does not stop the server from reading the next message; all of
+them share one `Store`, opened on the first call (so `initialize` is answered before DuckDB,
+polars or pyarrow are imported) and kept: every query reads the newest snapshot, so an
+ingest that commits while the server runs is seen by the next call.
 
 Nothing here writes: no tool has a writing method to call, the store is only read through
 `Store`'s query paths (the read-only guard and DuckDB's sandbox), and run directories are
@@ -91,9 +93,10 @@ def _reader() -> type:
 
 
 class CallCheck:
-    """Middleware: a `tools/call` naming no tool, an unknown argument or a value the schema
-    refuses is answered with an error result saying what to send (see the module); a call the
-    client cancels stops its queries in worker processes (`Store.stopping`)."""
+    """Middleware: a `tools/call` naming no tool, with `arguments` that are not an object (null
+    is none, as omitted), an unknown argument or a value the schema refuses is answered with an
+    error result saying what to send (see the module); a call the client cancels stops its
+    queries in worker processes (`Store.stopping`)."""
 
     def __init__(self, published: list["Tool"], max_chars: int = DEFAULT_CHARS):
         self.tools = {t.name: t for t in published}
@@ -101,7 +104,11 @@ class CallCheck:
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         if ctx.method == "tools/call" and isinstance(ctx.params, dict):
-            arguments = ctx.params.get("arguments") or {}
+            # Omitted or null: none (MCP lets a call omit them; the SDK reads null so too).
+            # Only those: `or {}` would pass [], 0, "" and false on as no arguments, for the
+            # SDK to refuse with its bare "Invalid request parameters".
+            arguments = ctx.params.get("arguments")
+            arguments = {} if arguments is None else arguments
             problem = self.problem(ctx.params.get("name"), arguments)
             if problem is not None:
                 from mcp_types import CallToolResult, TextContent
@@ -129,7 +136,10 @@ class CallCheck:
         # Said as the tool says its other errors (check and doctor add the exit status).
         said = functools.partial(_said_by, tool, name)
         if not isinstance(arguments, dict):
-            return said(f"{name}'s arguments are an object of named values, got {arguments!r}")
+            import json
+
+            sent = json.dumps(arguments, ensure_ascii=False, default=repr)  # as the client wrote it
+            return said(f"{name}'s arguments are an object of named values, got {sent}")
         known = list(tool.parameters.get("properties", {}))
         for arg in arguments:
             if arg not in known:
