@@ -107,6 +107,8 @@ _PERMISSION = re.compile(r'Cannot access (?:file|directory) "(.*)" - file system
 _LOCKED = re.compile(r'Cannot change configuration option "(\w+)" - the configuration has been '
                      r"locked")
 _MODIFY = re.compile(r"Modifying (?:the )?(\w+) has been disabled by configuration")
+# DuckDB's own directory (`~/.duckdb`: installed extensions, persistent secrets).
+_DUCKDB_OWN = re.compile(r"(^|/)\.duckdb(/|$)")
 # `FROM 'file.csv'`: with external access off DuckDB does not try a file it may not read, and
 # says there is no such table.
 _NO_TABLE = re.compile(r"Table with name (.+?) does not exist!")
@@ -116,6 +118,12 @@ def refusal(e: BaseException) -> QueryError | None:
     """DuckDB's sandbox refusing something, as the error to show; None for other errors."""
     text = str(e)
     m = _PERMISSION.search(text)
+    if m and _DUCKDB_OWN.search(m.group(1)):
+        return QueryError(
+            f"reading {m.group(1)} refused: it is DuckDB's own directory (installed "
+            "extensions, stored secrets), outside the store, and the sandbox keeps queries "
+            "from reading it; duckdb_extensions(), duckdb_secrets() and which_secret() read it, "
+            "so they do not answer in runstore")
     if m:
         return QueryError(f"reading {m.group(1)} refused: {ALLOW_HINT}")
     m = _LOCKED.search(text) or _MODIFY.search(text)

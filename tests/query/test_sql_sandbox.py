@@ -119,6 +119,18 @@ def test_reads_outside_the_store_are_refused(store_dir: Path, outside: dict[str,
         assert SECRET not in message
 
 
+@pytest.mark.parametrize("query", ["select * from duckdb_extensions()",
+                                   "select * from duckdb_secrets()",
+                                   "select * from which_secret('s3://b/k', 's3')"])
+def test_catalog_functions_that_read_duckdbs_own_directory_say_so(store_dir: Path,
+                                                                  query: str) -> None:
+    """They read `~/.duckdb` (extensions, secrets): refused by the sandbox like any outside
+    file, but with no advice to --allow-read a path the user never named."""
+    for message in (sql_error(store_dir, query), api_error(store_dir, query)):
+        assert "refused: it is DuckDB's own directory" in message, message
+        assert "--allow-read" not in message
+
+
 def test_settings_cannot_change_through_any_statement(store_dir: Path) -> None:
     """SET is refused by the guard; and on the connection itself, by DuckDB's lock. (Only
     `python_enable_replacements` stays settable, for `sandbox.cursor` to turn it off.)"""
