@@ -12,8 +12,9 @@ runs share the name), in the order given:
   (null) — missing, never a null value; one run alone is a `UsageError` unless `all`;
 * only the keys whose values differ are kept (missing in some runs counts as differing),
   unless `all=True`, which keeps every key and adds a `differs` column. Two numbers are equal
-  when their values are (`1` and `1.0`, `1e-4` and `0.0001`), anything else when the JSON
-  texts are;
+  when their exact values are (`1` and `1.0`, `1e-4` and `0.0001`; not 2**60 and 2**60 + 1,
+  which one double holds), anything else when the JSON texts are: `groups.comparable`, the
+  rule `compare --group-by` groups by too;
 * a last row, `code.diff`, summarises each run's code.diff (`runs.code_diff`, as ingested:
   up to 8 MB): `A: 12 lines, 3456 bytes`, the letter naming the distinct contents in order
   of appearance (runs with the same letter have identical diffs), an empty cell when the run
@@ -59,7 +60,7 @@ def _runs(store: "Reader", runs: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def _same(cells: list[tuple[str, float | None] | None]) -> bool:
-    """Whether every run has the key with one value (numbers compared as numbers)."""
+    """Whether every run has the key with one value (`comparable`: numbers by exact value)."""
     first = cells[0]
     if first is None or any(c is None for c in cells):
         return all(c is None for c in cells)
