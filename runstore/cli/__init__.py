@@ -35,7 +35,7 @@ def main(ctx: click.Context, store: str | None, debug: bool) -> None:
     terminal) fit its width ($COLUMNS if set) without cutting numbers or identifying columns
     (run_name, run_label, run_id, key, metric, name, rule, split, evaluator, conversation_id, table,
     column, view, group), compare's group keys, or their headers: other text is cut in the
-    middle first, and a table that still does not fit prints one block of `column  value`
+    middle first (a header only as far as it stays told apart), and a table that still does not fit prints one block of `column  value`
     lines per row. -o FILE picks the format from the extension (.json .jsonl .ndjson .csv .md
     .markdown .parquet; any other needs --format) and its directory must exist.
 

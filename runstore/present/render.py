@@ -13,21 +13,29 @@ no format holds as DuckDB means them, such as intervals, arrive as DuckDB's text
 `Store.rows`, query/rows.py `for_printing`.)
 
 The table format is for people: it aligns columns, shows floats with 6 significant digits,
-fits `width` (the terminal's) and ends with the row count. Two kinds of cell are never cut:
+fits `width` (the terminal's) and ends with the row count. Widths are counted in terminal
+columns (`present.cutting.text_width`): a wide or full-width character (CJK, most emoji)
+takes two, a combining mark none, any other character one. Two kinds of cell are never cut:
 numbers (a cut number reads as another number) and the values of identifying columns
-(`IDENTIFYING`: `run_name`, `run_label`, `run_id`, metric `key`s, span `name`s, `rule`s, `compare`'s
-`group`, …, and the columns the caller names in `whole`, such as `compare`'s group keys),
-because a cut name can no longer tell two runs apart; an identifying column's header is never
-cut either. Any other header is cut only as far as it stays different from every other
-header (`smooth_me…` and `smooth_mi…`, never `smoot…` twice). Other text gives way instead,
-in this order: a cell longer than `MAX_CELL` is cut; the widest other text columns narrow,
-down to `TEXT_FLOOR` characters (shorter values stay whole); headers narrow to their values;
-long text narrows to `LAST_FLOOR`; floats lose digits, down to 3. Cuts are made in the middle, at
-`/` where the text is a path (`math_rl_sweep/…/lr_4e-5`), so both ends stay readable. A table
-that still does not fit is printed as one block of `column  value` lines per row (as psql's
-expanded mode does), and its last line says so. `wide=True` cuts nothing and never switches
-to blocks: one line per row, however long. `markdown` cuts no identifying value and other
-cells at 200 characters.
+(`IDENTIFYING`: `run_name`, `run_label`, `run_id`, metric `key`s, span `name`s, `rule`s,
+`compare`'s `group`, …, and the columns the caller names in `whole`, such as `compare`'s
+group keys), because a cut name can no longer tell two runs apart; an identifying column's
+header is never cut either. Any other header is whole while the table fits (`MAX_CELL`
+bounds cells, not headers), and is cut only as far as it stays different from every other
+header: keeping its start while that tells it apart (`smooth_me…` and `smooth_mi…`, never
+`smoot…` twice), then in the middle as other text is while that does, for headers that
+differ only near their end (`diff`'s run columns, named by run labels:
+`math_rl_sweep/…/lr_1e-5` and `math_rl_sweep/…/lr_4e-5`, never `math_rl_sweep/llama-3.1-8b…`
+twice). A cut header never reads as another: no other header starts with the text before
+its `…` and ends with the text after (`present.cutting`). Other text gives way instead, in
+this order: a cell wider than `MAX_CELL` is cut (to its column's width, where its header is
+wider); the widest other text columns narrow, down to `TEXT_FLOOR` (shorter values stay
+whole); headers narrow to their values; long text narrows to `LAST_FLOOR`; floats lose
+digits, down to 3. Cuts are made in the middle, at `/` where the text is a path
+(`math_rl_sweep/…/lr_4e-5`), so both ends stay readable. A table that still does not fit is
+printed as one block of `column  value` lines per row (as psql's expanded mode does), and
+its last line says so. `wide=True` cuts nothing and never switches to blocks: one line per
+row, however long. `markdown` cuts no identifying value and other cells at 200 characters.
 
 `from_polars(df)` (query/rows.py, here for the CLI) reads a polars DataFrame so too.
 `from_relation(rel)` (query/rows.py) fetches a DuckDB result as `Rows` (plain Python rows)
@@ -48,6 +56,7 @@ import math
 import os
 from datetime import date, datetime, time
 from decimal import Decimal
+from functools import cached_property
 from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -55,6 +64,7 @@ from ..errors import UsageError
 from ..numbers import nonfinite_name
 from ..printable import printable
 from ..query.rows import Rows, from_polars  # noqa: F401 - the CLI prints frames through it
+from .cutting import cut_header, header_widths, shorten, text_width
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -71,7 +81,7 @@ EXTENSIONS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "c
 IDENTIFYING = frozenset({"run_name", "run_label", "run_id", "key", "metric", "name", "rule",
                          "split", "evaluator", "conversation_id", "table", "column", "view",
                          "group"})
-MAX_CELL = 40  # longest cell of other text columns before it is cut with …
+MAX_CELL = 40  # widest cell (in columns) of other text columns before it is cut with …
 TEXT_FLOOR = 12  # other text columns narrow down to this, values shorter than it stay whole
 MIN_CELL = 6  # narrowest a header gets when fitting the terminal width
 LAST_FLOOR = 8  # long text narrows this far before the table gives way to blocks
@@ -294,35 +304,6 @@ def _human(v: Any, digits: int = 6) -> str:
     return _text(v)
 
 
-def shorten(text: str, limit: int | None) -> str:
-    """`text` cut to `limit` characters in the middle, at `/` when it is a path of 3 or more
-    parts and its first and last parts fit (names differ at their ends: the seed, the lr).
-
-    >>> shorten("math_rl_sweep/llama-3.1-8b-instruct/lr_4e-5", 25)
-    'math_rl_sweep/…/lr_4e-5'
-    >>> shorten("meta-llama/Llama-3.1-8B-Instruct", 14)
-    'meta-l…nstruct'
-    """
-    if limit is None or len(text) <= limit:
-        return text
-    if limit < 2:
-        return "…"[:limit]
-    parts = text.split("/")
-    head, tail = parts[0] + "/", "/" + parts[-1]
-    if len(parts) >= 3 and parts[0] and parts[-1] and len(head) + 1 + len(tail) <= limit:
-        i, j = 1, len(parts) - 2
-        grew = True
-        while grew and i <= j:  # whole parts, from the end first, then from the start
-            grew = False
-            if len(head) + 2 + len(parts[j]) + len(tail) <= limit:
-                tail, j, grew = "/" + parts[j] + tail, j - 1, True
-            if i <= j and len(head) + len(parts[i]) + 2 + len(tail) <= limit:
-                head, i, grew = head + parts[i] + "/", i + 1, True
-        return head + "…" + tail
-    back = limit // 2
-    return text[:limit - 1 - back] + "…" + text[len(text) - back:]
-
-
 def cell_text(value: Any, digits: int = 6) -> str:
     """One value as the table and markdown formats write it, uncut: `digits` significant
     digits (six unless the table format needs room), NaN and ±Infinity spelled, control
@@ -353,39 +334,45 @@ def _cut_end(v: Any, limit: int | None) -> str:
 
 
 class _Columns:
-    """What the table format knows about each column: numeric, identifying, or other text;
-    and how narrow its header may get (`distinct`)."""
+    """What the table format knows about each column: its header as shown (`heads`, control
+    characters escaped), numeric, identifying, or other text; and, asked only when a header
+    is cut, how narrow it may get keeping its start (`starts`) and at all (`distinct`), as
+    `present.cutting.header_widths` has it."""
 
     def __init__(self, table: pa.Table, identifying: frozenset[str]):
         self.names = table.column_names
+        self.heads = [printable(n) for n in self.names]
         self.numeric = _numeric(table)
         self.named = [n in identifying for n in self.names]  # values and header never cut
         self.whole = [num or named for num, named in zip(self.numeric, self.named)]
-        self.distinct = [distinct_width(n, self.names[:i] + self.names[i + 1:])
-                         for i, n in enumerate(self.names)]
 
+    @cached_property
+    def _header_widths(self) -> list[tuple[int, int]]:
+        heads = self.heads
+        return [header_widths(h, heads[:i] + heads[i + 1:]) for i, h in enumerate(heads)]
 
-def distinct_width(header: str, others: Sequence[str]) -> int:
-    """The narrowest a header may be cut to (its start and `…`) and still differ from every
-    other header, cut or not: one character past the longest start it shares with another.
+    @property
+    def starts(self) -> list[int]:
+        return [start for start, _ in self._header_widths]
 
-    >>> distinct_width("smooth_mean", ["smooth_min", "smooth_n", "n"])
-    10
-    >>> distinct_width("learning_rate", ["step", "mean"]), distinct_width("n", ["n_nan"])
-    (2, 1)
-    """
-    shared = max([len(os.path.commonprefix([header, o])) for o in others] + [0])
-    return min(len(header), shared + 2)
+    @property
+    def distinct(self) -> list[int]:
+        return [narrowest for _, narrowest in self._header_widths]
 
 
 class _Cells:
     """Each column's cells as the table format writes them uncut (`cell_text`, with floats
-    at `digits` significant digits), made once per number of digits."""
+    at `digits` significant digits), made once per number of digits, and how a column's
+    cells are measured (`measure`: `len` where every one is ASCII, else `text_width`)."""
 
     def __init__(self, table: "Rows | pa.Table"):
         names, columns, self.n = _by_column(table)
         self.values = dict(zip(names, columns))
         self._texts: dict[int, dict[str, list[str]]] = {}
+        # Digits change only floats, whose text is ASCII: one look at the cells tells. A cut
+        # cell adds a `…`, one column wide, so `len` still measures it.
+        self.measure = {n: len if "".join(col).isascii() else text_width
+                        for n, col in self(6).items()}
 
     def __call__(self, digits: int) -> dict[str, list[str]]:
         if digits not in self._texts:
@@ -398,68 +385,101 @@ def _table(table: pa.Table, width: int, wide: bool, identifying: frozenset[str])
     cols = _Columns(table, identifying)
     cells = _Cells(table)
     if wide:
-        widths = [max([len(n)] + [len(t) for t in cells(6)[n]]) for n in cols.names]
-        return _grid(cols, cells(6), widths, [None] * len(widths), table.num_rows)
+        widths = [max(text_width(h), _widest(cells(6)[n], cells.measure[n], None))
+                  for n, h in zip(cols.names, cols.heads)]
+        return _grid(cols, cells, 6, widths, [None] * len(widths), table.num_rows)
     for digits in (6, 5, 4, 3):
-        widths, limits, needed = _fit(cols, cells(digits), width)
+        widths, limits, needed = _fit(cols, cells, digits, width)
         if needed <= width or not cells.n:
-            return _grid(cols, cells(digits), widths, limits, table.num_rows)
-    return _blocks(cols, cells(6), width, needed)
+            return _grid(cols, cells, digits, widths, limits, table.num_rows)
+    return _blocks(cols, cells, width, needed)
 
 
 def _rows_line(n: int) -> str:
     return f"({n} row{'s' if n != 1 else ''}"
 
 
-def _grid(cols: _Columns, texts: dict[str, list[str]], widths: list[int],
-          limits: list[int | None], n: int) -> str:
-    def line(values: list[str]) -> str:
-        return "  ".join(v.rjust(w) if num else v.ljust(w)
-                         for v, w, num in zip(values, widths, cols.numeric)).rstrip()
+def _widest(texts: list[str], measure: Any, limit: int | None) -> int:
+    """The width of the widest of `texts` cut to `limit` columns (None: uncut)."""
+    widest = max(map(measure, texts), default=0)
+    if limit is None or widest <= limit:
+        return widest
+    return max(measure(shorten(t, limit)) for t in texts)
 
-    # A cut header keeps its start (`longe…`): people recognise a name by how it begins.
-    out = [line([_cut_end(n, w) for n, w in zip(cols.names, widths)]),
-           "  ".join("-" * w for w in widths)]
-    columns = [[shorten(t, lim) for t in texts[c]] for c, lim in zip(cols.names, limits)]
-    out += [line(list(values)) for values in zip(*columns)]
+
+def _pad(text: str, width: int, right: bool) -> str:
+    """`text` with spaces to `width` columns: before it (`right`, numbers) or after it."""
+    room = " " * (width - text_width(text))
+    return room + text if right else text + room
+
+
+def _grid(cols: _Columns, cells: _Cells, digits: int, widths: list[int],
+          limits: list[int | None], n: int) -> str:
+    texts = cells(digits)
+    columns = []
+    for i, (name, head, w, limit, right) in enumerate(zip(cols.names, cols.heads, widths,
+                                                           limits, cols.numeric)):
+        measure = cells.measure[name]
+        column = texts[name]
+        if limit is not None:
+            column = [t if measure(t) <= limit else shorten(t, limit) for t in column]
+        if measure is len:  # ASCII, and `…`s: as wide as they are long
+            column = [t.rjust(w) for t in column] if right else [t.ljust(w) for t in column]
+        else:
+            column = [_pad(t, w, right) for t in column]
+        if text_width(head) > w:
+            head = cut_header(head, w, cols.starts[i])
+        columns.append([_pad(head, w, right), "-" * w, *column])
+    out = ["  ".join(line).rstrip() for line in zip(*columns)] or ["", ""]
     out.append(_rows_line(n) + ")")
     return "\n".join(out) + "\n"
 
 
-def _blocks(cols: _Columns, texts: dict[str, list[str]], width: int, needed: int) -> str:
+def _blocks(cols: _Columns, cells: _Cells, width: int, needed: int) -> str:
     """One block per row, `column  value` per line: for tables too wide for the terminal."""
-    label = max(len(n) for n in cols.names)
+    texts = cells(6)
+    label = max(map(text_width, cols.heads))
     room = max(width - label - 2, TEXT_FLOOR)
     out = []
-    n_rows = len(texts[cols.names[0]]) if cols.names else 0
-    for i in range(n_rows):
+    for i in range(cells.n):
         title = f"-[ row {i + 1} ]"
         out.append(title + "-" * max(0, min(width, label + 2 + room) - len(title)))
-        for n, whole in zip(cols.names, cols.whole):
+        for n, head, whole in zip(cols.names, cols.heads, cols.whole):
             cell = shorten(texts[n][i], None if whole else room)
-            out.append(f"{n.ljust(label)}  {cell}".rstrip())
-    out.append(f"{_rows_line(n_rows)}, one block each: as a table they need {needed} "
+            out.append(f"{_pad(head, label, False)}  {cell}".rstrip())
+    out.append(f"{_rows_line(cells.n)}, one block each: as a table they need {needed} "
                f"columns, {width} fit; --wide prints the table anyway)")
     return "\n".join(out) + "\n"
 
 
-def _fit(cols: _Columns, texts: dict[str, list[str]],
+def _fit(cols: _Columns, cells: _Cells, digits: int,
          width: int) -> tuple[list[int], list[int | None], int]:
-    """Column widths for `width` characters, the cut of each column's cells (None: whole),
-    and the width the lines need (more than `width` when they cannot fit).
+    """Column widths for `width` columns, the cut of each column's cells (None: whole), and
+    the width the lines need (more than `width` when they cannot fit). A column starts as
+    wide as its header and its widest value (other text cut at MAX_CELL), and narrows only
+    when the lines do not fit (`_narrow`)."""
+    texts = cells(digits)
+    values = [_widest(texts[c], cells.measure[c], None if whole else MAX_CELL)
+              for c, whole in zip(cols.names, cols.whole)]
+    widths = [max(text_width(h), v) for h, v in zip(cols.heads, values)]
+    gaps = 2 * max(len(widths) - 1, 0)
+    if sum(widths) + gaps > width:
+        _narrow(cols, widths, values, width - gaps)
+    limits: list[int | None] = [None if whole else w for w, whole in zip(widths, cols.whole)]
+    return widths, limits, sum(widths) + gaps
 
-    First the widest other-text column loses one character at a time, down to TEXT_FLOOR
+
+def _narrow(cols: _Columns, widths: list[int], values: list[int], room: int) -> None:
+    """Narrow `widths` (in place) towards `room` columns in all, given each column's widest
+    value (`values`).
+
+    First the widest other-text column loses one column at a time, down to TEXT_FLOOR
     (values shorter than that stay whole), so short columns stay whole while long text gives
     way; then headers are cut, down to their column's values (and MIN_CELL); then long text
     goes down to LAST_FLOOR, which beats turning the table into blocks for a few characters.
     Numbers and identifying values are never cut, nor identifying headers; no header is cut
     below its `distinct` width.
     """
-    names = cols.names
-    values = [max([0] + [len(shorten(t, None if whole else MAX_CELL)) for t in texts[c]])
-              for c, whole in zip(names, cols.whole)]
-    widths = [max(len(n), v) if whole else min(max(len(n), v), MAX_CELL)
-              for n, v, whole in zip(names, values, cols.whole)]
     text_floors = [w if whole else min(w, max(MIN_CELL, min(v, TEXT_FLOOR)))
                    for w, v, whole in zip(widths, values, cols.whole)]
     header_floors = [min(w, max(v, MIN_CELL)) if whole else f
@@ -467,21 +487,21 @@ def _fit(cols: _Columns, texts: dict[str, list[str]],
     last_floors = [f if whole or v <= TEXT_FLOOR else min(f, LAST_FLOOR)
                    for f, v, whole in zip(header_floors, values, cols.whole)]
     # Identifying headers stay whole, and no header is cut so far it reads as another's.
-    text_floors, header_floors, last_floors = (
-        [w if named else min(w, max(f, d))
-         for w, f, d, named in zip(widths, floors, cols.distinct, cols.named)]
-        for floors in (text_floors, header_floors, last_floors))
-    gaps = 2 * max(len(widths) - 1, 0)
-    for floors in (text_floors, header_floors, last_floors):
-        excess = sum(widths) + gaps - width
+    phases = [[w if named else min(w, max(f, d))
+               for w, f, d, named in zip(widths, floors, cols.distinct, cols.named)]
+              for floors in (text_floors, header_floors, last_floors)]
+    for floors in phases:
+        excess = sum(widths) - room
+        # One column at a time, the widest first (the leftmost of equals), level by level:
+        # the columns at the top level each lose one, as far as the excess goes.
         while excess > 0:
             candidates = [i for i, w in enumerate(widths) if w > floors[i]]
             if not candidates:
                 break
-            widths[max(candidates, key=lambda i: widths[i])] -= 1
-            excess -= 1
-    limits: list[int | None] = [None if whole else w for w, whole in zip(widths, cols.whole)]
-    return widths, limits, sum(widths) + gaps
+            top = max(widths[i] for i in candidates)
+            for i in [i for i in candidates if widths[i] == top][:excess]:
+                widths[i] -= 1
+                excess -= 1
 
 
 def write_parquet(table: pa.Table, path: str) -> None:

@@ -3,7 +3,9 @@
 * Hypothesis over random tables and widths: the values and headers of identifying columns
   (`IDENTIFYING`, and the columns the caller names in `whole`) are printed whole, in the
   table or in its blocks; every other header that is cut still differs from every other
-  header (its start is no other header's start); numbers are never cut.
+  header (no other starts with the text before its `…` and ends with the text after), and
+  keeps its start (`smooth_me…`) wherever its start alone would tell it apart; numbers are
+  never cut.
 * `runstore compare` at 60, 100 and 160 columns: four groups by two keys keep four whole
   labels and whole key columns and headers (the issue's `learn…_log=0` four times), and the
   smoothed statistics' headers stay told apart.
@@ -78,10 +80,16 @@ def test_identifying_columns_and_distinct_headers(case: tuple[pa.Table, list[str
     for name, shown in zip(names, headers):
         if name in identifying:
             assert shown == name, (name, shown, text)
-        elif shown != name:  # cut: its start, then …
-            assert shown.endswith("…") and name.startswith(shown[:-1]), (name, shown)
+        elif shown != name:  # cut: a start of it, …, an end of it
+            head, _, tail = shown.partition("…")
+            assert shown.count("…") == 1 and name.startswith(head) and name.endswith(tail), (
+                name, shown)
             others = [o for o in names if o != name]
-            assert not any(o.startswith(shown[:-1]) for o in others), (name, shown, names)
+            assert not any(o.startswith(head) and o.endswith(tail) for o in others), (
+                name, shown, names)
+            width = widths[names.index(name)]
+            if not any(o.startswith(name[:width - 1]) for o in others):  # its start would do
+                assert shown == name[:width - 1] + "…", (name, shown, names)
     for r, line in zip(rows, lines[2:]):
         for name, cell in zip(names, header_cells(line, widths)):
             value = r[name]
