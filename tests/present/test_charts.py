@@ -250,6 +250,26 @@ def test_color_by_puts_runs_without_the_key_in_grey(awkward_tree: tuple[Path, ru
     assert sum(t.showlegend for t in unset) == 1
 
 
+def test_color_by_groups_values_as_compare_does(tmp_path: Path) -> None:
+    """A colour per config value as `compare --group-by` groups them (`groups.comparable`):
+    1 and 1.0 one value, shown as `compare` shows it; 2**60 and 2**60 + 1 two values, shown
+    exactly (a double holds both as one number)."""
+    seeds = {"a": 1, "b": 1.0, "c": 2 ** 60, "d": 2 ** 60 + 1}
+    for name, seed in seeds.items():
+        run = tmp_path / "runs" / name
+        run.mkdir(parents=True)
+        (run / "config.json").write_text(json.dumps({"seed": seed}))
+        (run / "metrics.jsonl").write_text(json.dumps({"step": 0, "loss": 1.0}) + "\n")
+    store = _store(tmp_path / "runs", tmp_path / "store")
+    fig = store.plot_metric("loss", color_by="seed")
+    group = {t.meta["run_name"]: t.legendgroup for t in fig.data}
+    colour = {t.meta["run_name"]: t.line.color for t in fig.data}
+    assert group == {"a": "1", "b": "1", "c": str(2 ** 60), "d": str(2 ** 60 + 1)}
+    assert colour["a"] == colour["b"] and len({colour["a"], colour["c"], colour["d"]}) == 3
+    labels = {r["group"] for r in store.groups(group_by="seed").to_dicts()}
+    assert {f"seed={g}" for g in group.values()} == labels
+
+
 def test_plot_metric_smooth_adds_ema_and_keeps_raw_faint(demo_tree: tuple[Path, runstore.Store]) -> None:
     """`smooth=W` is the debiased EMA of `compare` and the UI (analysis_oracle.ema, the
     definition), the raw line faint beside it."""

@@ -26,6 +26,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ...analysis.groups import comparable, value_labels
 from ...analysis.runs import scope_ids
 from ...errors import QueryError
 from ...query.rows import from_relation
@@ -180,7 +181,11 @@ def run_colors(store: "Reader", run_names: Sequence[str], color_by: str | None =
                          "`runstore sql \"select distinct key from config order by 1\"`")
     values = {n: found[n] for n in names if n in found}
     numeric = all(v["value_num"] is not None and v["value_str"] is None for v in values.values())
-    labels = {n: (v["value_str"] if v["value_str"] is not None else v["value"])
+    # Equal values share a label, so a colour: as `compare` groups and labels them (the one
+    # rule, `groups.comparable`: 1 and 1.0 alike, 2**60 and 2**60 + 1 apart); text bare.
+    shown = value_labels((v["value"], v["value_num"]) for v in values.values())
+    labels = {n: (v["value_str"] if v["value_str"] is not None
+                  else shown[comparable(v["value"], v["value_num"])])
               for n, v in values.items()}
     if numeric:
         by_label = {labels[n]: v["value_num"] for n, v in values.items()}
