@@ -19,7 +19,8 @@ Contract
 * `runs` is a scope of runs (a run_name, run_id or unique prefix, directory or GLOB over
   `run_name`, `*` matching `/` too: `runstore.analysis.runs`); lines are keyed by `run_id`
   and named by the run's `run_label` (a name two runs share gets a run_id prefix); `color_by`
-  is a flattened config key (`learning_rate`, `dataset_builder.group_size`): runs get one colour per value of that key,
+  is a flattened config key (`learning_rate`, `dataset_builder.group_size`): runs get one
+  colour per value of that key (values equal as `compare` groups them: 1 and 1.0 alike),
   numbers on an ordered scale, text on a qualitative palette, runs without the key in grey.
 * `smooth=W` is runstore's one smoothing (`analysis.smooth`: the debiased EMA of weight W in
   [0, 1), as in `compare`, the web UI and trend rules).
