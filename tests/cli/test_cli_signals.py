@@ -30,6 +30,7 @@ import pytest
 # Autouse: a suite started in the background inherits SIGINT ignored, which runstore rightly
 # leaves ignored; these tests need it delivered to their children.
 from signals import sigint_not_ignored  # noqa: F401
+from storekit import cli
 
 ENDLESS = "select count(*) from range(100000000) a, range(100000000) b"
 HUGE_REGEX = "regexp_matches(run_name, repeat('a', 20000000))"
@@ -251,6 +252,26 @@ def console_script() -> Path:
     script = Path(sysconfig.get_path("scripts")) / "runstore"
     assert script.is_file(), f"no console script at {script}: install with pip install -e ."
     return script
+
+
+def test_ctrl_c_before_click_reads_the_arguments(store: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Click reads its program name and any shell-completion request before its own `try`:
+    a SIGINT that lands there (a loaded CI machine hit it: a traceback, status -2) is
+    `interrupted`, 130, as anywhere else. The interrupt is raised where click looks for a
+    completion request."""
+    import click
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(click.Command, "_main_shell_completion", interrupted)
+    try:
+        result = cli(store, "runs", catch_exceptions=True)
+    except KeyboardInterrupt:
+        pytest.fail("the interrupt escaped the command: a traceback, status -2")
+    assert result.exit_code == 130, (result.output, result.exception)
+    assert result.output.strip() == "interrupted", result.output
 
 
 @pytest.mark.parametrize("started", ["python -m runstore", "the console script"])
