@@ -211,7 +211,7 @@ def _order(r: dict[str, Any]) -> tuple[Any, ...]:
     """Parents before children: by start, then longest first (an unmatched B is the longest)."""
     dur = r["dur_us"]
     return (r["segment"], r["start_us"],
-            -math.inf if dur is None else -max(0.0, dur), r["depth"] or 0)
+            -_length(dur), r["depth"] or 0)
 
 
 def _chrome_events(rows: list[dict[str, Any]], run_name: str) -> list[dict[str, Any]]:
@@ -243,7 +243,7 @@ def _chrome_events(rows: list[dict[str, Any]], run_name: str) -> list[dict[str, 
             threads[pkey] = defaultdict(int)
         threads[pkey][r["thread"] or ""] += 1
         ts = r["start_us"] + shift[seg]
-        length = math.inf if dur is None else (dur if dur > 0.0 else 0.0)
+        length = _length(dur)
         track = r["track"]
         placer = lanes.get((pid, track))
         if placer is None:
@@ -332,7 +332,7 @@ def _from_spans(store: "Reader", run_id: str, run_name: str,
     for r in rows:
         s, placed, step_wall = r[0], r[7], r[8]
         mine = by_step.setdefault(s, [])  # a step of left-out spans keeps its slice
-        wall_s[s] = step_wall if step_wall and step_wall > 0.0 else 0.0
+        wall_s[s] = max(0.0, step_wall or 0.0)
         if placed:
             mine.append(r)
         else:
@@ -345,9 +345,7 @@ def _from_spans(store: "Reader", run_id: str, run_name: str,
                        "dur": extent, "args": {"step": s}})
         for _, name, seconds, start, finish, depth, parent, _, _ in spans:
             ts = offset + start * 1e6
-            dur = (finish - start) * 1e6
-            if not dur > 0.0:
-                dur = 0.0
+            dur = max(0.0, (finish - start) * 1e6)
             depth = depth or 0
             ends = lanes[depth]
             for lane, end in enumerate(ends):  # the first lane free by ts
