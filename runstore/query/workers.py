@@ -124,25 +124,23 @@ class Process:
         is true, `WorkerGone` at EOF."""
         parts = []
         for _ in range(2):
-            if stop is not None:
-                self._wait(until, stop)
-            elif until is not None and not self.answers.poll(
-                    max(0.0, until - time.monotonic())):
-                raise Expired()
+            self._wait(until, stop)
             try:
                 parts.append(self.answers.recv_bytes())
             except (EOFError, OSError):
                 raise WorkerGone(self.how_it_ended()) from None
         return parts[0], parts[1]
 
-    def _wait(self, until: float | None, stop: Callable[[], bool]) -> None:
-        """Until a message is there: `Stopped` once `stop()` is true, `Expired` past `until`."""
-        while True:
-            left = STOP_POLL_S if until is None else min(STOP_POLL_S,
-                                                          max(0.0, until - time.monotonic()))
+    def _wait(self, until: float | None, stop: Callable[[], bool] | None) -> None:
+        """Until a message is there: `Expired` past `until`, `Stopped` once `stop()` is true
+        (asked every `STOP_POLL_S`); with neither, at once (the read itself waits)."""
+        while until is not None or stop is not None:
+            left = None if until is None else max(0.0, until - time.monotonic())
+            if stop is not None:
+                left = STOP_POLL_S if left is None else min(left, STOP_POLL_S)
             if self.answers.poll(left):
                 return
-            if stop():
+            if stop is not None and stop():
                 raise Stopped("the query was stopped: its caller gave it up")
             if until is not None and time.monotonic() >= until:
                 raise Expired()
