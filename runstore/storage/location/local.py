@@ -147,8 +147,8 @@ class Local(Location, PosixPath):
                 raise UsageError(
                     f"cannot write a store at {path!r}: its path holds {bad.group()!r}, under "
                     "which the Delta Lake library cannot write a table (nor under [ ] | ^ \\, "
-                    "a control character or %XX); choose a --store path without them (the "
-                    "store can still be read where it is)")
+                    "a control character or %XX); choose a --store path without them (a "
+                    "store moved there can still be read)")
         try:
             self.mkdir(parents=True, exist_ok=True)
             probe = self / f".write-probe-{os.getpid()}"
