@@ -10,6 +10,7 @@ the library itself does, character by character.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -17,7 +18,9 @@ import deltalake
 import pyarrow as pa
 import pytest
 
-from runstore.storage.location.local import DELTA_REFUSES, Local
+from runstore.storage.location.local import DELTA_REFUSES, LONGEST_INSIDE, Local
+from runstore.storage.manifest import read_manifest
+from runstore.storage.repair.report import QUARANTINE
 from storekit import cli, counts, digest
 
 # `lr=1e-4`: DuckDB reads a `key=value` directory as a Hive partition unless told not to,
@@ -109,3 +112,59 @@ def test_the_refused_characters_are_the_ones_the_delta_library_fails_on(
         directory = tmp_path / str(i) / name
         assert _delta_writes_under(directory) == (DELTA_REFUSES.search(str(directory)) is None), \
             repr(name)
+
+
+def _path_of_length(base: Path, length: int) -> Path:
+    """A path of exactly `length` bytes under `base`, its parents made (names of at most 200
+    bytes: each fits the system's per-name limit)."""
+    names, left = [], length - len(os.fsencode(str(base))) - 1
+    assert left > 0
+    while left > 0:
+        n = min(200, left)
+        if 0 < left - n - 1 < 2:  # leave room for a next name of at least two bytes
+            n -= 3
+        names.append("d" * n)
+        left -= n + 1
+    path = Path(base, *names)
+    assert len(os.fsencode(str(path))) == length
+    os.makedirs(path.parent, exist_ok=True)
+    return path
+
+
+def _path_max(directory: Path) -> int:
+    return os.pathconf(directory, "PC_PATH_MAX")
+
+
+def test_a_store_path_too_long_for_its_files_is_refused_before_anything_is_made(
+        small_tree: Path, tmp_path: Path) -> None:
+    """Its directories could be made, but not every file inside: the first writer used to
+    make the tables, then fail with exit 6 and "run the command again", which never helps."""
+    limit = _path_max(tmp_path)
+    store = _path_of_length(tmp_path, limit - 1 - 1 - LONGEST_INSIDE + 1)  # one byte too long
+    result = cli(store, "ingest", str(small_tree), "-q")
+    assert result.exit_code == 2, result.output
+    assert "choose a shorter --store path" in result.output and "Traceback" not in result.output
+    assert not os.path.lexists(store)
+
+
+def test_a_store_at_the_longest_path_allowed_takes_every_writing_command(
+        small_tree: Path, tmp_path: Path) -> None:
+    """`LONGEST_INSIDE` is enough: at the longest path the check allows, every writer
+    (including a repair that sets a damaged data file aside, the deepest path it makes)
+    writes every file it needs."""
+    store = _path_of_length(tmp_path, _path_max(tmp_path) - 1 - 1 - LONGEST_INSIDE)
+    for args in (["ingest", str(small_tree), "-q"], ["migrate"],
+                 ["compact", "--vacuum-hours", "0"]):
+        result = cli(store, *args)
+        assert result.exit_code == 0, (args, result.output)
+    result = cli(store, "forget", runstore_run_ids(store)[0])
+    assert result.exit_code == 0, result.output
+    live = [f for entry in read_manifest(store).tables.values() for f in entry["files"]]
+    deepest = store / max(live, key=len)
+    deepest.write_bytes(deepest.read_bytes()[:20])  # its footer gone: repair sets it aside
+    result = cli(store, "repair")
+    assert result.exit_code == 0, result.output
+    assert any(str(deepest.relative_to(store)) in str(p)
+               for p in (store / QUARANTINE).rglob("*")), result.output
+    assert "healthy" in cli(store, "repair", "--check").output
+    assert cli(store, "ingest", str(small_tree), "-q").exit_code == 0

@@ -6,6 +6,8 @@ read back as paths (`relative_files`). It cannot write a table under some paths 
 reads `%41` as `A`, stops at `[`, `]`, `|` and `^` ("invalid object store URL", with a Rust
 panic) and refuses `\\` and control characters, so `check_writable` says so before a writer
 starts (tests/storage/test_store_paths.py holds the list to the library's own behaviour).
+Nor can a store's files be written when the store's path leaves them less than
+`LONGEST_INSIDE` bytes of the system's path limit: that too is refused before anything is made.
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ from .base import CHUNK, AlreadyExists, Entry, Location, Tree
 
 # What in a local path the Delta library cannot write a table under (see the module).
 DELTA_REFUSES = re.compile(r"%[0-9A-Fa-f]{2}|[\[\]|^\\\x00-\x1f\x7f]")
+
+# The longest path, in bytes, a writer makes inside a store (the deepest is a data file set
+# aside by `repair`: `_runstore/quarantine/STAMP/tables/NAME/part-...-c000.snappy.parquet`,
+# about 140), with room to spare; a store at the longest path this allows takes every writing
+# command (tests/storage/test_store_paths.py).
+LONGEST_INSIDE = 160
 
 
 class Local(Location, PosixPath):
@@ -149,6 +157,7 @@ class Local(Location, PosixPath):
                     "which the Delta Lake library cannot write a table (nor under [ ] | ^ \\, "
                     "a control character or %XX); choose a --store path without them (a "
                     "store moved there can still be read)")
+        self._check_length()
         try:
             self.mkdir(parents=True, exist_ok=True)
             probe = self / f".write-probe-{os.getpid()}"
@@ -159,6 +168,24 @@ class Local(Location, PosixPath):
                 f"cannot write the store at {self}: {e.strerror or e}. Choose another --store "
                 "or fix the directory's permissions."
             ) from e
+
+    def _check_length(self) -> None:
+        """Refuse a store whose path leaves its files no room under the system's limit."""
+        path = max(str(self.resolved()), os.path.realpath(self), key=lambda s: len(os.fsencode(s)))
+        existing = os.path.dirname(path)
+        while existing and not os.path.isdir(existing):
+            existing = os.path.dirname(existing)
+        try:
+            limit = os.pathconf(existing or "/", "PC_PATH_MAX")
+        except (OSError, ValueError):
+            limit = 4096
+        # The limit counts the terminating NUL; a file is the store's path, "/", then its own.
+        length = len(os.fsencode(path))
+        if length + 1 + LONGEST_INSIDE > limit - 1:
+            raise UsageError(
+                f"cannot write a store at {path!r}: its path is {length} bytes long, and the "
+                f"files inside it take up to {LONGEST_INSIDE + 1} more, past this system's "
+                f"limit of {limit - 1} bytes; choose a shorter --store path")
 
     def storage_options(self) -> None:
         return None
