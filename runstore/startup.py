@@ -5,7 +5,8 @@ the `runstore` command runs in (`is_the_command`: the console script `runstore`,
 runstore`) and while SIGINT has Python's default handler, it makes a SIGINT that arrives
 before the command's own handling (`cli/stopping.py`) print `interrupted` and exit 130, as a
 later one does, instead of a traceback of whatever module was being imported (a second or
-two on a loaded machine). Anywhere else — `import runstore` in a notebook, a script, a test —
+two on a loaded machine); a SIGTERM then (under the OS default, which ends the process by
+the signal) does the same. Anywhere else — `import runstore` in a notebook, a script, a test —
 it changes nothing. `after_the_command(previous)` is the handler a command's own handling
 leaves behind when it ends: in the command's process, one under which a SIGINT between the
 command's end and the process's exit changes nothing (the command's ending is decided: it
@@ -62,6 +63,8 @@ def quiet_interrupts() -> None:
         return
     if not any(isinstance(f, _HeldImports) for f in sys.meta_path):
         sys.meta_path.insert(0, _HeldImports())
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # SIGTERM ends a command as SIGINT
+        signal.signal(signal.SIGTERM, _interrupted)
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         return
     signal.signal(signal.SIGINT, _interrupted)
@@ -165,10 +168,14 @@ def _finishing(signum: int, frame: object) -> None:
 
 
 def started() -> None:
-    """The command's own handling is in place: Python's default SIGINT handler again."""
-    if threading.current_thread() is threading.main_thread() \
-            and signal.getsignal(signal.SIGINT) is _interrupted:
+    """The command's own handling is in place: Python's default SIGINT handler again, and the
+    OS default for SIGTERM (each command that can take long handles it, `cli/stopping.py`)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is _interrupted:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGTERM) is _interrupted:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def finished(code: object) -> None:

@@ -274,14 +274,15 @@ def test_ctrl_c_before_click_reads_the_arguments(store: Path,
     assert result.output.strip() == "interrupted", result.output
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("started", ["python -m runstore", "the console script"])
-def test_ctrl_c_while_the_command_starts(store: Path, started: str) -> None:
+def test_ctrl_c_while_the_command_starts(store: Path, started: str, signum: int) -> None:
     """A SIGINT while Python imports runstore (before the command's own handling) is no
     traceback either: `interrupted`, exit 130 (runstore/startup.py), however the command is
     started (the console script is run by its interpreter as the kernel runs it from its
     `#!` line). The signal is sent as soon as the process is seen importing runstore's
     modules (before that, a SIGINT finds Python importing its own, which only Python
-    handles)."""
+    handles). A SIGTERM then ends it the same way, not by the signal."""
     how = ["-m", "runstore"] if started.startswith("python") else [str(console_script())]
     stopped = 0
     for delay in (0.0, 0.02, 0.05, 0.1):
@@ -297,13 +298,13 @@ def test_ctrl_c_while_the_command_starts(store: Path, started: str) -> None:
                 assert chunk, seen[-500:]
                 seen += chunk
             time.sleep(delay)
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signum)
             proc.wait(timeout=120)
             lines = [ln for ln in (seen + proc.stderr.read()).decode().splitlines()
                      if not ln.startswith("import time:")]
             if proc.returncode == 0:  # it had finished
                 continue
-            assert proc.returncode == 130 and lines == ["interrupted"], lines
+            assert proc.returncode == 130 and lines == ["interrupted"], (proc.returncode, lines)
             stopped += 1
     assert stopped  # at least one signal came while it started
 
