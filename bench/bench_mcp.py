@@ -12,8 +12,13 @@ script (raw JSON-RPC lines over stdin/stdout, as an MCP client sends them):
 * runstore mcp: `python -m runstore --store DIR mcp` answering `initialize`
   (runstore's tools are built, the store is not opened: DuckDB, polars and pyarrow are
   imported on the first tool call);
-* first call: the same process, `initialize` then `tools/call list_runs` (the store opened,
-  the query stack imported, one query run), to show what the first call costs.
+* first call: the same process, `initialize` then `tools/call list_runs` at once (the store
+  opened, the query stack imported, one query run), to show what the first call costs.
+
+`--pause S` (with `--src LABEL=DIR`, repeatable, to compare checkouts) measures instead what
+an agent feels: after `initialize` and `notifications/initialized`, S seconds pass (the model
+deciding what to ask; default 2), then `tools/call list_runs` twice; the time from sending each
+call to its answer, median over N processes a checkout, interleaved.
 
 With no --store, `runstore demo` writes a store in a temporary directory. Prints a Markdown
 table for docs/benchmarks.md with the ratios to the SDK floor and the machine's load average.
@@ -69,6 +74,34 @@ def exchange(argv: list[str], messages: list[dict]) -> float:
     return elapsed
 
 
+def paused_calls(argv: list[str], src: Path, pause: float) -> tuple[float, float]:
+    """Seconds from sending the first and the second `tools/call` to their answers, the
+    first sent `pause` s after the session began."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNSTORE_")}
+    env["PYTHONPATH"] = str(src)
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True, env=env, cwd=src) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+
+        def send(m: dict) -> float:
+            started = time.perf_counter()
+            proc.stdin.write(json.dumps(m) + "\n")
+            proc.stdin.flush()
+            if "id" in m:
+                reply = json.loads(proc.stdout.readline())
+                assert "result" in reply, reply
+            return time.perf_counter() - started
+
+        send(INITIALIZE)
+        send(INITIALIZED)
+        time.sleep(pause)
+        first = send(CALL)
+        second = send({**CALL, "id": 3})
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    return first, second
+
+
 def plain(argv: list[str]) -> float:
     started = time.perf_counter()
     subprocess.run(argv, check=True)
@@ -79,6 +112,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", type=Path)
     parser.add_argument("-n", type=int, default=9)
+    parser.add_argument("--pause", type=float)
+    parser.add_argument("--src", action="append", default=[], metavar="LABEL=DIR")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = args.store
@@ -86,7 +121,11 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "runstore", "demo"], cwd=tmp, check=True,
                            capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO)})
             store = Path(tmp) / "runstore-demo" / "store"
-        mcp = [sys.executable, "-m", "runstore", "--store", str(store), "mcp"]
+        mcp = [sys.executable, "-m", "runstore", "--store", str(store.resolve()), "mcp"]
+        if args.pause is not None:
+            paused(mcp, dict(s.split("=", 1) for s in args.src) or {"here": str(REPO)},
+                   args.pause, args.n)
+            return
         cases = {
             "python": lambda: plain([sys.executable, "-c", "pass"]),
             "sdk floor": lambda: exchange([sys.executable, "-c", FLOOR], [INITIALIZE]),
@@ -106,6 +145,22 @@ def main() -> None:
     for name, ts in times.items():
         med = statistics.median(ts)
         print(f"| {name} | {med:.3f} | {min(ts):.3f} | {med / floor:.2f}x |")
+
+
+def paused(mcp: list[str], srcs: dict[str, str], pause: float, n: int) -> None:
+    times: dict[str, list[tuple[float, float]]] = {label: [] for label in srcs}
+    for label, src in srcs.items():  # warm the page cache and __pycache__
+        paused_calls(mcp, Path(src), 0.0)
+    for _ in range(n):
+        for label, src in srcs.items():
+            times[label].append(paused_calls(mcp, Path(src), pause))
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; n = {n}; "
+          f"pause {pause} s\n")
+    print("| checkout | first call, median s | second call, median s |")
+    print("|---|---:|---:|")
+    for label, ts in times.items():
+        print(f"| {label} | {statistics.median(t[0] for t in ts):.3f} | "
+              f"{statistics.median(t[1] for t in ts):.3f} |")
 
 
 if __name__ == "__main__":

@@ -16,9 +16,12 @@ argument is the text sent: the SDK decodes one that is JSON text of a list or an
 (clients send lists so), but not one that spells a scalar (`"null"`, `"true"` stay text, so
 `like="null"` searches for "null" rather than dropping the filter). Tools run on worker
 threads, so one slow query does not stop the server from reading the next message; all of
-them share one `Store`, opened on the first call (so `initialize` is answered before DuckDB,
-polars or pyarrow are imported) and kept: every query reads the newest snapshot, so an
-ingest that commits while the server runs is seen by the next call.
+them share one `Store`, kept: every query reads the newest snapshot, so an ingest that
+commits while the server runs is seen by the next call. `initialize` is answered before
+DuckDB, polars or pyarrow are imported; the store is opened by the first call or, when the
+client is quiet first (wire.py's Idle: its session begun, a second without a message), on a
+thread of its own that runs `list_runs` once (`warm`), so that a first call made once the
+client's agent has decided what to ask finds the query stack imported and the store open.
 
 Nothing here writes: no tool has a writing method to call, the store is only read through
 `Store`'s query paths (the read-only guard and DuckDB's sandbox), and run directories are
@@ -30,6 +33,9 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+import sys
+import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from . import calls
@@ -171,15 +177,19 @@ def _said(err: Any) -> str:
 
 
 def build(store: str | None = None, *, max_chars: int = DEFAULT_CHARS,
-          memory_limit: int | None = None, debug: bool = False) -> "MCPServer":
+          memory_limit: int | None = None, debug: bool = False,
+          state: State | None = None) -> "MCPServer":
     """The MCP server over the store at `store` (else $RUNSTORE_STORE, else ./.runstore);
-    `memory_limit` caps the worker processes of user SQL (`Store`'s)."""
+    `memory_limit` caps the worker processes of user SQL (`Store`'s). `state`, when given,
+    is the tools' shared state instead (and the other arguments are its)."""
     from mcp.server import MCPServer
 
     from .. import __version__
 
-    state = State(store_path=store, max_chars=max_chars, debug=debug,
-                  memory_limit=memory_limit)
+    if state is None:
+        state = State(store_path=store, max_chars=max_chars, debug=debug,
+                      memory_limit=memory_limit)
+    max_chars, debug = state.max_chars, state.debug
     published = tools(state)
     return MCPServer(NAME, title="runstore", version=__version__, instructions=INSTRUCTIONS,
                      tools=published, middleware=[CallCheck(published, max_chars)],
@@ -193,6 +203,29 @@ def serve(store: str | None = None, *, max_chars: int = DEFAULT_CHARS,
     JSON-RPC's error rather than silence)."""
     from .wire import wire
 
-    server = build(store, max_chars=max_chars, memory_limit=memory_limit, debug=debug)
-    with wire():
+    state = State(store_path=store, max_chars=max_chars, debug=debug,
+                  memory_limit=memory_limit)
+    server = build(state=state)
+    with wire(idle=lambda: warm(state)):
         server.run("stdio")
+
+
+def warm(state: State) -> threading.Thread:
+    """Open the store and run `list_runs` once on a daemon thread (see the module): what the
+    first call would import, open and plan. Its answer, or error, goes nowhere: a real call
+    gives its own."""
+
+    def run() -> None:
+        if state.opened:  # a call has opened it: the query stack is warm
+            return
+        started = time.perf_counter()
+        from .tools.runs import RunTools
+
+        RunTools(state).list_runs(limit=1)
+        if state.debug:
+            print(f"runstore mcp: warmed (the store opened, list_runs run) in "
+                  f"{time.perf_counter() - started:.2f} s", file=sys.stderr, flush=True)
+
+    thread = threading.Thread(target=run, name="runstore-mcp-warm", daemon=True)
+    thread.start()
+    return thread

@@ -26,6 +26,12 @@ stopped reading).
   request the client cancels (`notifications/cancelled`) is not waited for (and its queries
   are stopped: calls.py), and none for longer than `DRAIN_S` (past the `sql` tool's longest
   time limit).
+- Idle: once the client has said its session has begun (`notifications/initialized`, after
+  `initialize` is answered), `idle()` (the caller's) is called the first time no line has
+  then passed either way for `IDLE_S` seconds with the client's input still open: the
+  server then opens its store while the client's agent decides what to ask. A client that
+  sends its calls at once, or closes its input, does not wait for that, nor share the CPU
+  with it.
 """
 
 from __future__ import annotations
@@ -35,12 +41,14 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 from . import calls
 from .stdin import mended
 
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+INITIALIZED = "notifications/initialized"
+IDLE_S = 1.0
 DRAIN_S = 900.0
 # The line that ends the copying of the SDK's output. The SDK never closes its copy of fd 1,
 # so the pipe never reads to its end; it writes JSON, in which a NUL byte cannot stand bare.
@@ -169,9 +177,47 @@ class _Out:
                 self.broken = True
 
 
+class _Idle:
+    """Calls `then()` once the session, begun, has been quiet `IDLE_S` seconds with the
+    client's input open (see the module's Idle)."""
+
+    def __init__(self, then: Callable[[], None] | None):
+        self.then = then
+        self.heard = threading.Condition()
+        self.last = 0.0
+        self.ended = False
+
+    def line(self, message: Any = None) -> None:
+        """Note a line, either way (the client's message, or None)."""
+        with self.heard:
+            self.last = time.monotonic()
+            self.heard.notify_all()
+        if self.then is not None and getattr(message, "method", None) == INITIALIZED:
+            threading.Thread(target=self._wait, name="runstore-mcp-idle", daemon=True).start()
+
+    def end(self) -> None:
+        with self.heard:
+            self.ended = True
+            self.heard.notify_all()
+
+    def _wait(self) -> None:
+        then, self.then = self.then, None
+        with self.heard:
+            while not self.ended:
+                quiet = time.monotonic() - self.last
+                if quiet >= IDLE_S:
+                    break
+                self.heard.wait(IDLE_S - quiet)
+            if self.ended:
+                return
+        if then is not None:
+            then()
+
+
 @contextmanager
-def wire() -> Iterator[None]:
-    """fd 0 and fd 1 served as the module says, while it lasts."""
+def wire(idle: Callable[[], None] | None = None) -> Iterator[None]:
+    """fd 0 and fd 1 served as the module says, while it lasts; `idle()` is called as the
+    module's Idle says."""
     client_in, saved_in = os.dup(0), os.dup(0)
     saved_out = os.dup(1)
     in_read, in_write = os.pipe()
@@ -182,6 +228,7 @@ def wire() -> Iterator[None]:
     os.close(out_write)
     out = _Out(saved_out)
     pending = _Pending()
+    quiet = _Idle(idle)
 
     def pump_in() -> None:
         with open(client_in, "rb") as source, open(in_write, "wb", buffering=0) as sink:
@@ -189,12 +236,14 @@ def wire() -> Iterator[None]:
                 for line in source:
                     line = mended(line)
                     reply, message = _read(line)
+                    quiet.line(message)
                     if reply is not None:
                         out.write(reply)
                         continue
                     if message is not None:
                         pending.sent(message)
                     sink.write(line)
+                quiet.end()
                 pending.drained(DRAIN_S)
             except OSError:  # the server stopped reading (it is ending): nothing to say
                 pass
@@ -206,6 +255,7 @@ def wire() -> Iterator[None]:
                     return
                 pending.answered(line)
                 out.write(line)
+                quiet.line()
 
     threading.Thread(target=pump_in, name="runstore-mcp-in", daemon=True).start()
     copier = threading.Thread(target=pump_out, name="runstore-mcp-out", daemon=True)

@@ -15,6 +15,8 @@ import json
 import re
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from hypothesis import strategies as st
 from mcp_types import JSONRPCError, jsonrpc_message_adapter  # the SDK's reader, imported once
 from mcpkit import REPO, clean_env
 
+import runstore
 from runstore.agents.wire import reply_to
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -212,3 +215,77 @@ def test_a_request_is_awaited_until_answered_or_cancelled() -> None:
                        b'"params": {"requestId": 3}}')[1])
     assert pending.ids == set()
     pending.drained(timeout=0)  # returns at once: nothing is pending
+
+
+def _idle(monkeypatch: pytest.MonkeyPatch, seconds: float) -> tuple[Any, threading.Event]:
+    from runstore.agents import wire
+
+    monkeypatch.setattr(wire, "IDLE_S", seconds)
+    called = threading.Event()
+    return wire._Idle(called.set), called
+
+
+def test_a_quiet_session_calls_idle_once_quiet_and_never_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Quiet means no line either way for IDLE_S since the session began: lines that keep
+    coming hold it off; once they stop, `idle()` comes."""
+    from runstore.agents.wire import _read
+
+    quiet, called = _idle(monkeypatch, 0.3)
+    quiet.line(_read(json.dumps(INIT).encode())[1])
+    assert not called.wait(0.6)  # no session yet: `initialize` alone begins none
+    quiet.line(_read(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')[1])
+    for _ in range(8):  # a line every 0.1 s, either way: never quiet for 0.3 s
+        time.sleep(0.1)
+        quiet.line()
+        assert not called.is_set()
+    assert called.wait(10)
+    assert quiet.then is None  # taken: a second `initialized` starts nothing
+
+
+def test_a_session_whose_input_ends_never_calls_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that closes its input (`runstore mcp < requests.jsonl`) will send no call the
+    warm-up could serve: it is not started."""
+    from runstore.agents.wire import _read
+
+    quiet, called = _idle(monkeypatch, 0.3)
+    quiet.line(_read(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')[1])
+    quiet.end()
+    assert not called.wait(1.5)
+
+
+def test_a_quiet_client_finds_the_store_opened_for_it(shared_demo_store: Path) -> None:
+    """After the handshake and a quiet second, the server opens the store and runs list_runs
+    (`--debug` says so), before any call; the first call then answers as ever."""
+    with subprocess.Popen([sys.executable, "-m", "runstore", "--store", str(shared_demo_store),
+                           "--debug", "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env={**clean_env(), "PYTHONPATH": str(REPO)},
+                          text=True) as proc:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        proc.stdin.write(json.dumps(INIT) + "\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        proc.stdin.write('{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        proc.stdin.flush()
+        seen = ""
+        watchdog = threading.Timer(120, proc.kill)  # no warm-up: the read below ends, empty
+        watchdog.start()
+        try:
+            while "runstore mcp: warmed" not in seen:  # the SDK's debug log, then the warm-up's
+                line = proc.stderr.readline()
+                assert line, seen[-2000:]
+                seen += line
+        finally:
+            watchdog.cancel()
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "list_runs", "arguments": {"columns": ["run_label"]}}}
+        proc.stdin.write(json.dumps(call) + "\n")
+        proc.stdin.flush()
+        reply = json.loads(proc.stdout.readline())
+        proc.stdin.close()
+        proc.wait(timeout=120)
+    text = reply["result"]["content"][0]["text"]
+    assert not reply["result"].get("isError"), text
+    labels = set(runstore.open(shared_demo_store).sql(
+        "select run_label from run_summary")["run_label"].to_list())
+    assert labels and all(f"| {label} |" in text for label in labels), text

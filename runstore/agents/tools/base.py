@@ -40,6 +40,11 @@ class State:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
+    def opened(self) -> bool:
+        """Whether the store has been opened (by a call, or by the server's warm-up)."""
+        return self._store is not None
+
+    @property
     def store(self) -> "Store":
         # Imported here: the server answers `initialize` before runstore's query stack (DuckDB,
         # polars, pyarrow) is loaded, on the first tool call.
@@ -83,6 +88,11 @@ class Toolbox:
 
     def __init__(self, state: State):
         self.state = state
+
+    @property
+    def opened(self) -> bool:
+        """Whether the store has been opened (by a call, or by the server's warm-up)."""
+        return self._store is not None
 
     @property
     def store(self) -> "Store":
