@@ -25,6 +25,13 @@ running, so its caller raises `KeyboardInterrupt` however the query ended (stopp
 or failed), and a block that would start raises it at once. A block `cancel_running()`
 reached is `cancelled` too. `running_on(thread)` says whether a query runs on that thread.
 
+A caller that may give up on its queries (`runstore mcp`, for a call its client cancels)
+runs them inside `stopping(stop)`: a context variable, so it reaches the threads the
+caller's context is copied into. A `Deadline` block entered there asks `stop()` every
+`STOP_POLL_S` and, once it is true, interrupts its cursor and is `given_up`: its caller
+raises `Stopped`. Queries in worker processes ask it too (query/workers.py), and
+`caller_stop()` is the test in force (None: none).
+
 The interrupt stops DuckDB's work (scans, joins, aggregates, producing the result); Python
 work around the query (the guard, converting a fetched result) is not cut short.
 """
@@ -33,9 +40,11 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Callable, Iterator
 
-from ..errors import LimitReached, UsageError
+from ..errors import LimitReached, QueryError, UsageError
 
 # DuckDB drops an interrupt that comes while the cursor runs nothing (between the guard's
 # statements, before `convert` starts the query): so, once the time is up, interrupt again
@@ -43,6 +52,33 @@ from ..errors import LimitReached, UsageError
 REPEAT_S = 0.05
 HINT = ("narrow it (a WHERE, a LIMIT, fewer joins) or allow it longer (runstore sql --timeout "
         "SECONDS; runstore ui --sql-timeout SECONDS; Python: timeout=SECONDS)")
+
+
+STOP_POLL_S = 0.1  # how often a query that can be stopped checks whether it should stop
+
+_STOP: ContextVar[Callable[[], bool] | None] = ContextVar("runstore_query_stop", default=None)
+
+
+class Stopped(QueryError):
+    """The query's caller gave it up (`stopping`)."""
+
+    def __init__(self, message: str = "the query was stopped: its caller gave it up"):
+        super().__init__(message)
+
+
+@contextmanager
+def stopping(stop: Callable[[], bool]) -> Iterator[None]:
+    """Queries started while this lasts stop once `stop()` is true (see the module)."""
+    token = _STOP.set(stop)
+    try:
+        yield
+    finally:
+        _STOP.reset(token)
+
+
+def caller_stop() -> Callable[[], bool] | None:
+    """The `stop` of the `stopping` block in force here, if any."""
+    return _STOP.get()
 
 
 # The queries running now (Ctrl-C stops them all), and whether the process was asked to stop.
@@ -100,6 +136,8 @@ class Deadline:
     def __init__(self, cursor: Any, seconds: float | None):
         self.seconds = seconds
         self.fired = False
+        self.given_up = False  # the caller's `stop()` turned true (see the module)
+        self._stop = _STOP.get()
         self._cancelled = False
         self.thread = threading.current_thread()
         self._cursor: Any = cursor
@@ -110,6 +148,10 @@ class Deadline:
             # A daemon: a query's timer never keeps a process alive.
             self._thread = threading.Thread(target=self._watch, name="runstore-query-deadline",
                                             daemon=True)
+        self._stop_thread: threading.Thread | None = None
+        if self._stop is not None:
+            self._stop_thread = threading.Thread(target=self._watch_stop, daemon=True,
+                                                 name="runstore-query-stop")
 
     @property
     def cancelled(self) -> bool:
@@ -137,6 +179,17 @@ class Deadline:
             self.fired = True
         self._interrupt()
 
+    def _watch_stop(self) -> None:
+        assert self._stop is not None
+        while not self._ended.wait(STOP_POLL_S):
+            if self._stop():
+                with self._lock:
+                    if self._cursor is None:
+                        return
+                    self.given_up = True
+                self._interrupt()
+                return
+
     def _interrupt(self) -> None:
         while True:
             with self._lock:
@@ -151,8 +204,9 @@ class Deadline:
             raise KeyboardInterrupt("interrupted")
         with _running_lock:
             _running.add(self)
-        if self._thread is not None:
-            self._thread.start()
+        for thread in (self._thread, self._stop_thread):
+            if thread is not None:
+                thread.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -161,8 +215,9 @@ class Deadline:
             self._cursor = None
         with _running_lock:
             _running.discard(self)
-        if self._thread is not None:
-            self._thread.join()
+        for thread in (self._thread, self._stop_thread):
+            if thread is not None:
+                thread.join()
 
 
 def stopped(seconds: float | None, e: BaseException) -> LimitReached | None:

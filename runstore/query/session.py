@@ -146,6 +146,8 @@ class Session:
         except Exception as e:
             if limit.cancelled:  # Ctrl-C: whatever the interrupt made of the query
                 raise KeyboardInterrupt("interrupted") from e
+            if limit.given_up:  # its caller's `stop()`: whatever the interrupt made of it
+                raise deadline.Stopped() from e
             if not isinstance(e, (duckdb.Error, QueryError, MemoryError, OSError)):
                 raise
             # QueryError too: a conversion may rewrap the interrupt (Store's polars one does);

@@ -28,10 +28,10 @@ query gave in all (more than were sent when `skip_rows` skipped the first ones o
   the next query does not wait for a start-up. Errors the worker reports (`E` messages) are
   raised as the same `runstore.errors` class.
 * Stopping: a caller that may give up on its queries runs them inside `stopping(stop)`
-  (`runstore mcp` does, for a call the client cancels). A query started there, and one still
-  waiting for a worker, checks `stop()` every `STOP_POLL_S`; once it is true the worker is
-  killed and replaced, and the query fails with `Stopped`. The test travels with the context
-  (`contextvars`), so it reaches the threads a caller's context is copied into.
+  (defined in query/deadline.py, which stops in-process queries so; `runstore mcp` does, for a
+  call the client cancels). A query started there, and one still waiting for a worker, checks
+  `stop()` every `STOP_POLL_S`; once it is true the worker is killed and replaced, and the
+  query fails with `Stopped`.
 * `close()` kills every worker (each also ends by itself when this process goes, even in the
   middle of a query: query/worker.py). Workers are only ever signalled by their own PID, and
   run this process's runstore (`PYTHONPATH` starts with the directory it was imported from).
@@ -50,7 +50,6 @@ import threading
 import time
 import weakref
 from contextlib import contextmanager
-from contextvars import ContextVar
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -67,19 +66,8 @@ if TYPE_CHECKING:
 SIZE = 2  # worker processes at most: queries that run at once (memory: SIZE x the limit)
 GRACE_S = 2.0  # after its time limit, how long a query's worker may take to stop it
 STARTUP_S = 120.0  # how long a worker may take to start (imports, the first database)
-STOP_POLL_S = 0.1  # how often a query that can be stopped checks whether it should stop
-
-_STOP: ContextVar[Callable[[], bool] | None] = ContextVar("runstore_query_stop", default=None)
-
-
-@contextmanager
-def stopping(stop: Callable[[], bool]) -> Iterator[None]:
-    """Worker queries started while this lasts stop once `stop()` is true (see the module)."""
-    token = _STOP.set(stop)
-    try:
-        yield
-    finally:
-        _STOP.reset(token)
+# How a caller gives its queries up, for worker and in-process queries alike (deadline.py).
+STOP_POLL_S, Stopped, stopping = deadline.STOP_POLL_S, deadline.Stopped, deadline.stopping
 
 
 class WorkerGone(QueryError):
@@ -141,7 +129,7 @@ class Process:
             if self.answers.poll(left):
                 return
             if stop is not None and stop():
-                raise Stopped("the query was stopped: its caller gave it up")
+                raise Stopped()
             if until is not None and time.monotonic() >= until:
                 raise Expired()
 
@@ -192,10 +180,6 @@ def _environment() -> dict[str, str]:
 
 class Expired(Exception):
     """No answer before the query's hard deadline."""
-
-
-class Stopped(QueryError):
-    """The query's caller gave it up (`stopping`)."""
 
 
 class Answer:
@@ -370,7 +354,7 @@ class Workers:
                                 "allow_read": allow_read, "skip_rows": skip_rows,
                                 "keep_rows": keep_rows, "keep_bytes": keep_bytes,
                                 "max_bytes": max_bytes, "text": text})
-        stop = _STOP.get()
+        stop = deadline.caller_stop()
         process = self._take(stop)
         answer = Answer(process, self.limit, timeout, time.monotonic(), stop)
         try:

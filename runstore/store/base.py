@@ -89,10 +89,11 @@ class StoreBase:
 
     @staticmethod
     def stopping(stop: Callable[[], bool]) -> "ContextManager[None]":
-        """A block whose queries in worker processes (`isolated=True`, the web UI's SQL, the
-        MCP server's `sql`) stop once `stop()` is true: the worker is killed and replaced and
-        the query fails (`query.workers.stopping`; `runstore mcp` stops a cancelled call so)."""
-        from ..query.workers import stopping
+        """A block whose queries stop once `stop()` is true and fail with `Stopped` (a
+        `QueryError`): one in process is interrupted; one in a worker process (`isolated=True`,
+        the web UI's SQL, the MCP server's `sql`) has its worker killed and replaced
+        (`query.deadline.stopping`; `runstore mcp` stops a cancelled call so)."""
+        from ..query.deadline import stopping
 
         return stopping(stop)
 

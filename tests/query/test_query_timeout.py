@@ -142,6 +142,46 @@ def test_a_stopped_query_stops_no_other_thread(tree_and_store: tuple[Path, Path]
     assert answers and all(a == n * (n - 1) // 2 for a in answers), answers
 
 
+@pytest.mark.parametrize("how", CONVERSIONS)
+def test_a_query_in_process_its_caller_gives_up_stops(tree_and_store: tuple[Path, Path],
+                                                       how: str) -> None:
+    """`Store.stopping(stop)` (`runstore mcp`, for a call its client cancels): a query run in
+    this process, with or without a time limit, fails with `Stopped` once `stop()` turns
+    true, in a thread that carries the caller's context; the next query answers; outside the
+    block nothing stops one."""
+    import contextvars
+
+    from runstore.query.deadline import Stopped
+
+    tree, path = tree_and_store
+    store = runstore.open(path)
+    for timeout in (None, 600):
+        give_up = threading.Event()
+        failure: list[BaseException] = []
+
+        def query() -> None:
+            try:
+                CONVERSIONS[how](store, LONG, timeout=timeout)
+            except BaseException as e:  # noqa: BLE001 - what the test looks at
+                failure.append(e)
+
+        with store.stopping(give_up.is_set):
+            thread = threading.Thread(target=contextvars.copy_context().run, args=(query,))
+        thread.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        give_up.set()
+        thread.join(120)
+        assert not thread.is_alive() and time.monotonic() - started < BOUND_S
+        assert len(failure) == 1 and isinstance(failure[0], Stopped), failure
+        assert "its caller gave it up" in str(failure[0])
+        assert names_query(store) == run_names(tree)
+    # A block whose stop() is true from the start stops nothing outside it.
+    with store.stopping(lambda: True):
+        pass
+    assert names_query(store, timeout=30) == run_names(tree)
+
+
 def test_an_interrupt_not_of_the_deadline_is_not_called_a_time_limit(
         tree_and_store: tuple[Path, Path]) -> None:
     """Only the deadline's own interrupt is reported as the time limit (Ctrl-C is not)."""
