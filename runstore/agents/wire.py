@@ -192,16 +192,19 @@ class _Idle:
         with self.heard:
             self.last = time.monotonic()
             self.heard.notify_all()
-        if self.then is not None and getattr(message, "method", None) == INITIALIZED:
-            threading.Thread(target=self._wait, name="runstore-mcp-idle", daemon=True).start()
+            then = None
+            if getattr(message, "method", None) == INITIALIZED:
+                then, self.then = self.then, None  # taken once, whoever says it again
+        if then is not None:
+            threading.Thread(target=self._wait, args=(then,), name="runstore-mcp-idle",
+                             daemon=True).start()
 
     def end(self) -> None:
         with self.heard:
             self.ended = True
             self.heard.notify_all()
 
-    def _wait(self) -> None:
-        then, self.then = self.then, None
+    def _wait(self, then: Callable[[], None]) -> None:
         with self.heard:
             while not self.ended:
                 quiet = time.monotonic() - self.last
@@ -210,8 +213,7 @@ class _Idle:
                 self.heard.wait(IDLE_S - quiet)
             if self.ended:
                 return
-        if then is not None:
-            then()
+        then()
 
 
 @contextmanager
@@ -247,6 +249,8 @@ def wire(idle: Callable[[], None] | None = None) -> Iterator[None]:
                 pending.drained(DRAIN_S)
             except OSError:  # the server stopped reading (it is ending): nothing to say
                 pass
+            finally:
+                quiet.end()
 
     def pump_out() -> None:
         with open(out_read, "rb") as source:
