@@ -7,7 +7,10 @@ with `interrupted`, 130, as the exit table says, not silently by the signal), an
 previous handlers (and wakeup fd) when it ends — in the `runstore` command's own process, the handler of a
 command that has ended (`startup.after_the_command`: a SIGINT between the command's end and
 the process's exit leaves its exit status as it was, rather than killing the process by the
-signal); elsewhere, or when the process ignores SIGINT, it does nothing. `finish()` says the
+signal); elsewhere it does nothing. A SIGINT the process ignores (a job a script started with
+`&`, `nohup`) stays ignored; SIGTERM is still handled then. `TermAsInterrupt()` is the
+context for a command whose server handles SIGINT itself (`runstore ui`): there a SIGTERM
+under its default action raises `KeyboardInterrupt` as Ctrl-C does. `finish()` says the
 command has done its work and flushed its output: a SIGINT from then on is not an interruption.
 
 A query is DuckDB's C++ code: Python's handler only runs when DuckDB lets it, which for a big
@@ -50,6 +53,30 @@ from ..startup import after_the_command
 from ..store import running
 
 
+class TermAsInterrupt:
+    """SIGTERM, under its default action, raises `KeyboardInterrupt` for the block's duration
+    (see the module): uvicorn stops serving on either signal, then raises the one it caught
+    again to the handler it found, which the default action would end by the signal."""
+
+    def __init__(self) -> None:
+        self._saved: Any = None
+
+    def __enter__(self) -> "TermAsInterrupt":
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            self._saved = signal.signal(signal.SIGTERM, _raise_interrupt)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._saved is not None:
+            signal.signal(signal.SIGTERM, self._saved)
+            self._saved = None
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt("interrupted")
+
+
 class StopOnSignals:
     """SIGINT (and SIGTERM) stops the command within a second (see the module docstring)."""
 
@@ -58,6 +85,7 @@ class StopOnSignals:
         self.finished = False
         self._saved: Any = None
         self._saved_term: Any = None  # SIGTERM's handler before, when this one took it
+        self._took_int = False  # whether this one took SIGINT (not when it was ignored)
         self._saved_fd: int | None = None
         self._pipe: tuple[int, int] | None = None
         self._watcher: threading.Thread | None = None
@@ -117,8 +145,11 @@ class StopOnSignals:
         self.finished = True
 
     def __enter__(self) -> "StopOnSignals":
-        if threading.current_thread() is not threading.main_thread() \
-                or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        take_int = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+        take_term = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        if not (take_int or take_term):
             return self
         read, write = os.pipe()
         os.set_blocking(write, False)
@@ -129,8 +160,10 @@ class StopOnSignals:
             os.close(write)
             return self
         self._pipe = (read, write)
-        self._saved = signal.signal(signal.SIGINT, self._handler)
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        if take_int:  # a process started with SIGINT ignored (`cmd &` in a script) keeps that
+            self._saved = signal.signal(signal.SIGINT, self._handler)
+            self._took_int = True
+        if take_term:
             self._saved_term = signal.signal(signal.SIGTERM, self._handler)
         self._saved_hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
         self._watcher = threading.Thread(target=self._watch, args=(read,),
@@ -141,8 +174,10 @@ class StopOnSignals:
     def __exit__(self, *exc: Any) -> None:
         if self._pipe is None:
             return
-        saved = signal.default_int_handler if self._saved is None else self._saved
-        signal.signal(signal.SIGINT, after_the_command(saved, note_signal))
+        if self._took_int:
+            saved = signal.default_int_handler if self._saved is None else self._saved
+            signal.signal(signal.SIGINT, after_the_command(saved, note_signal))
+            self._took_int = False
         if self._saved_term is not None:
             signal.signal(signal.SIGTERM, self._saved_term)
             self._saved_term = None

@@ -106,6 +106,37 @@ def test_sigterm_stops_a_long_query_as_ctrl_c_does(store: Path, args: tuple[str,
         assert_interrupted(proc)
 
 
+def _sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_sigterm_stops_a_query_of_a_process_that_ignores_sigint(store: Path) -> None:
+    """A job a script starts with `&` (or `nohup`) has SIGINT ignored, and it stays so: a
+    SIGINT changes nothing. A SIGTERM still stops its query, `interrupted`, 130, rather
+    than ending it by the signal once the command has begun."""
+    with subprocess.Popen(command(store, "sql", ENDLESS), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True,
+                          preexec_fn=_sigint_ignored) as proc:
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        proc.send_signal(signal.SIGTERM)
+        assert_interrupted(proc)
+
+
+def test_sigterm_ends_the_web_ui_as_ctrl_c_does(store: Path) -> None:
+    """`runstore ui` serves until SIGINT or SIGTERM: either ends it with `interrupted`, 130
+    (its server stops, then raises the signal it caught to the handler it found)."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with subprocess.Popen(command(store, "ui", "--port", "0"), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) as proc:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().startswith("runstore ui: serving ")
+            proc.send_signal(signum)
+            assert_interrupted(proc)
+
+
 def test_sigterm_during_compact_is_an_interruption(store: Path, tmp_path: Path) -> None:
     """A writing command other than ingest: SIGTERM at its pause, `interrupted`, 130, and
     the store still answers with the rows it had."""
