@@ -75,6 +75,10 @@ def run_demo(base: Path, *, store: str | None = None,
     runs_dir = base / "runs"
     st = Store(store if store else base / "store")
     _refuse_other_runs(st, runs_dir)
+    # A store path no writer can use is said before the tree is written (after the demo's own
+    # directory, whose error says to choose another DIRECTORY).
+    base.mkdir(parents=True, exist_ok=True)
+    st.check_writable()
     if not runs_dir.is_dir():
         # Written aside, then renamed into place: a demo stopped while writing (Ctrl-C, a
         # kill) leaves no part of a tree that the next demo would take for the whole one.

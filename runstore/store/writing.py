@@ -1,6 +1,7 @@
 """`Writing`: the `Store` methods that change a store, each under its write lock.
 
-Contract: `ingest` → `runstore.ingest`; `compact`, `migrate`, `set_setting` →
+Contract: `check_writable` says before any work whether a writer could write the store;
+`ingest` → `runstore.ingest`; `compact`, `migrate`, `set_setting` →
 `storage.writer`; `forget` → `storage.forget` (its RUNs resolved by `analysis.runs`); `repair` → `storage.repair` (`repair(check=True)` only reads and takes no
 lock). Each takes the store's write lock for its duration and publishes at most one snapshot
 at a time, so a reader sees the state before or after a commit, never half of one.
@@ -24,6 +25,14 @@ if TYPE_CHECKING:
 
 class Writing(StoreBase):
     """Ingest, compact, repair, migrate and settings."""
+
+    def check_writable(self) -> None:
+        """Say now, as every writer would before writing anything, when this store cannot be
+        written at its location (a `UsageError` or `IOFailure` naming why); for a new local
+        store, its directory is made."""
+        from ..storage.location import location
+
+        location(self.path).check_writable()
 
     def ingest(self, paths: Iterable[str | os.PathLike[str]] | str, *,
                progress: "Progress | None" = None, on_warning: Any = None,

@@ -168,3 +168,13 @@ def test_a_store_at_the_longest_path_allowed_takes_every_writing_command(
                for p in (store / QUARANTINE).rglob("*")), result.output
     assert "healthy" in cli(store, "repair", "--check").output
     assert cli(store, "ingest", str(small_tree), "-q").exit_code == 0
+
+
+def test_the_demo_refuses_a_store_path_too_long_before_writing_its_tree(tmp_path: Path) -> None:
+    limit = _path_max(tmp_path)
+    store = _path_of_length(tmp_path / "s", limit - 1 - 1 - LONGEST_INSIDE + 1)
+    base = tmp_path / "demo"
+    result = cli(store, "demo", str(base))
+    assert result.exit_code == 2, result.output
+    assert "choose a shorter --store path" in result.output
+    assert not os.path.lexists(base / "runs") and not os.path.lexists(store)
