@@ -231,12 +231,12 @@ def test_a_quiet_session_calls_idle_once_quiet_and_never_again(
     coming hold it off; once they stop, `idle()` comes."""
     from runstore.agents.wire import _read
 
-    quiet, called = _idle(monkeypatch, 0.3)
+    quiet, called = _idle(monkeypatch, 1.0)
     quiet.line(_read(json.dumps(INIT).encode())[1])
-    assert not called.wait(0.6)  # no session yet: `initialize` alone begins none
+    assert not called.wait(1.5)  # no session yet: `initialize` alone begins none
     quiet.line(_read(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')[1])
-    for _ in range(8):  # a line every 0.1 s, either way: never quiet for 0.3 s
-        time.sleep(0.1)
+    for _ in range(10):  # a line every 0.2 s for 2 s, either way: never quiet for 1 s
+        time.sleep(0.2)
         quiet.line()
         assert not called.is_set()
     assert called.wait(10)
