@@ -8,9 +8,7 @@ previous handlers (and wakeup fd) when it ends — in the `runstore` command's o
 command that has ended (`startup.after_the_command`: a SIGINT between the command's end and
 the process's exit leaves its exit status as it was, rather than killing the process by the
 signal); elsewhere it does nothing. A SIGINT the process ignores (a job a script started with
-`&`, `nohup`) stays ignored; SIGTERM is still handled then. `TermAsInterrupt()` is the
-context for a command whose server handles SIGINT itself (`runstore ui`): there a SIGTERM
-under its default action raises `KeyboardInterrupt` as Ctrl-C does. `finish()` says the
+`&`, `nohup`) stays ignored; SIGTERM is still handled then. `finish()` says the
 command has done its work and flushed its output: a SIGINT from then on is not an interruption.
 
 A query is DuckDB's C++ code: Python's handler only runs when DuckDB lets it, which for a big
@@ -51,30 +49,6 @@ from typing import Any
 from ..crashpoints import note_signal, pause_point
 from ..startup import after_the_command
 from ..store import running
-
-
-class TermAsInterrupt:
-    """SIGTERM, under its default action, raises `KeyboardInterrupt` for the block's duration
-    (see the module): uvicorn stops serving on either signal, then raises the one it caught
-    again to the handler it found, which the default action would end by the signal."""
-
-    def __init__(self) -> None:
-        self._saved: Any = None
-
-    def __enter__(self) -> "TermAsInterrupt":
-        if threading.current_thread() is threading.main_thread() \
-                and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            self._saved = signal.signal(signal.SIGTERM, _raise_interrupt)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._saved is not None:
-            signal.signal(signal.SIGTERM, self._saved)
-            self._saved = None
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt("interrupted")
 
 
 class StopOnSignals:

@@ -125,18 +125,6 @@ def test_sigterm_stops_a_query_of_a_process_that_ignores_sigint(store: Path) -> 
         assert_interrupted(proc)
 
 
-def test_sigterm_ends_the_web_ui_as_ctrl_c_does(store: Path) -> None:
-    """`runstore ui` serves until SIGINT or SIGTERM: either ends it with `interrupted`, 130
-    (its server stops, then raises the signal it caught to the handler it found)."""
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        with subprocess.Popen(command(store, "ui", "--port", "0"), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) as proc:
-            assert proc.stdout is not None
-            assert proc.stdout.readline().startswith("runstore ui: serving ")
-            proc.send_signal(signum)
-            assert_interrupted(proc)
-
-
 def test_sigterm_during_compact_is_an_interruption(store: Path, tmp_path: Path) -> None:
     """A writing command other than ingest: SIGTERM at its pause, `interrupted`, 130, and
     the store still answers with the rows it had."""
