@@ -90,11 +90,6 @@ class Toolbox:
         self.state = state
 
     @property
-    def opened(self) -> bool:
-        """Whether the store has been opened (by a call, or by the server's warm-up)."""
-        return self._store is not None
-
-    @property
     def store(self) -> "Store":
         return self.state.store
 
