@@ -149,7 +149,8 @@ class Local(Location, PosixPath):
                         pass
 
     def check_writable(self) -> None:
-        for path in (str(self.resolved()), os.path.realpath(self)):
+        paths = (str(self.resolved()), os.path.realpath(self))  # as given, and as linked to
+        for path in paths:
             bad = DELTA_REFUSES.search(path)
             if bad:
                 raise UsageError(
@@ -157,7 +158,7 @@ class Local(Location, PosixPath):
                     "which the Delta Lake library cannot write a table (nor under [ ] | ^ \\, "
                     "a control character or %XX); choose a --store path without them (a "
                     "store moved there can still be read)")
-        self._check_length()
+        _check_length(max(paths, key=lambda s: len(os.fsencode(s))))
         try:
             self.mkdir(parents=True, exist_ok=True)
             probe = self / f".write-probe-{os.getpid()}"
@@ -168,24 +169,6 @@ class Local(Location, PosixPath):
                 f"cannot write the store at {self}: {e.strerror or e}. Choose another --store "
                 "or fix the directory's permissions."
             ) from e
-
-    def _check_length(self) -> None:
-        """Refuse a store whose path leaves its files no room under the system's limit."""
-        path = max(str(self.resolved()), os.path.realpath(self), key=lambda s: len(os.fsencode(s)))
-        existing = os.path.dirname(path)
-        while existing and not os.path.isdir(existing):
-            existing = os.path.dirname(existing)
-        try:
-            limit = os.pathconf(existing or "/", "PC_PATH_MAX")
-        except (OSError, ValueError):
-            limit = 4096
-        # The limit counts the terminating NUL; a file is the store's path, "/", then its own.
-        length = len(os.fsencode(path))
-        if length + 1 + LONGEST_INSIDE > limit - 1:
-            raise UsageError(
-                f"cannot write a store at {path!r}: its path is {length} bytes long, and the "
-                f"files inside it take up to {LONGEST_INSIDE + 1} more, past this system's "
-                f"limit of {limit - 1} bytes; choose a shorter --store path")
 
     def storage_options(self) -> None:
         return None
@@ -223,3 +206,21 @@ class _LocalTree(Tree):
 
     def join(self, path: str, name: str) -> str:
         return os.path.join(path, name)
+
+
+def _check_length(path: str) -> None:
+    """Refuse a store at `path` when it leaves its files no room under the system's limit."""
+    existing = os.path.dirname(path)
+    while existing and not os.path.isdir(existing):
+        existing = os.path.dirname(existing)
+    try:
+        limit = os.pathconf(existing or "/", "PC_PATH_MAX")
+    except (OSError, ValueError):
+        limit = 4096
+    # The limit counts the terminating NUL; a file is the store's path, "/", then its own.
+    length = len(os.fsencode(path))
+    if length + 1 + LONGEST_INSIDE > limit - 1:
+        raise UsageError(
+            f"cannot write a store at {path!r}: its path is {length} bytes long, and the "
+            f"files inside it take up to {LONGEST_INSIDE + 1} more, past this system's "
+            f"limit of {limit - 1} bytes; choose a shorter --store path")
