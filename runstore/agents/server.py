@@ -102,7 +102,7 @@ class CallCheck:
     """Middleware: a `tools/call` naming no tool, with `arguments` that are not an object (null
     is none, as omitted), an unknown argument or a value the schema refuses is answered with an
     error result saying what to send (see the module); a call the client cancels stops its
-    queries in worker processes (`Store.stopping`)."""
+    queries, in this process or in a worker (`Store.stopping`)."""
 
     def __init__(self, published: list["Tool"], max_chars: int = DEFAULT_CHARS):
         self.tools = {t.name: t for t in published}
@@ -123,7 +123,7 @@ class CallCheck:
                 return CallToolResult(content=[TextContent(
                     type="text", text=error(problem, cap, self.max_chars))], is_error=True)
             # The SDK waits for a tool's thread even when the client cancels the call: the
-            # call's queries in worker processes stop instead of running to their time limit.
+            # call's queries stop instead of running to their time limit.
             from ..store import Store
 
             with calls.running(ctx.request_id) as cancelled, Store.stopping(cancelled):
