@@ -54,10 +54,15 @@ server.run("stdio")
 """
 
 
+def _env(src: Path = REPO) -> dict[str, str]:
+    """The environment of a measured process: runstore from `src`, no RUNSTORE_ setting."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNSTORE_")}
+    return {**env, "PYTHONPATH": str(src)}
+
+
 def exchange(argv: list[str], messages: list[dict]) -> float:
     """Seconds from the process start to the reply to the last request of `messages`."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env = {k: v for k, v in env.items() if not k.startswith("RUNSTORE_")}
+    env = _env()
     started = time.perf_counter()
     with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL, text=True, env=env) as proc:
@@ -77,10 +82,8 @@ def exchange(argv: list[str], messages: list[dict]) -> float:
 def paused_calls(argv: list[str], src: Path, pause: float) -> tuple[float, float]:
     """Seconds from sending the first and the second `tools/call` to their answers, the
     first sent `pause` s after the session began."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNSTORE_")}
-    env["PYTHONPATH"] = str(src)
     with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                          stderr=subprocess.DEVNULL, text=True, env=env, cwd=src) as proc:
+                          stderr=subprocess.DEVNULL, text=True, env=_env(src), cwd=src) as proc:
         assert proc.stdin is not None and proc.stdout is not None
 
         def send(m: dict) -> float:
