@@ -7,7 +7,8 @@ Contract: `pause_point(phase)` marks that a writing command reached `phase` (dis
 locked, migrate, recover, forget, write, compact, ledger, publish, prune, vacuum, repair,
 interrupted; and a notification's notify_claimed, notify_posted, notify_recorded:
 health/notify.py), that any command is about to run a query (`query`, once per query), or
-that a command's own Ctrl-C handling has ended (`ended`, cli/stopping.py).
+that a command's own Ctrl-C handling has ended (`ended`, cli/stopping.py), or that the
+command's process has started it (`started`, cli/group.py: before click reads the arguments).
 `$RUNSTORE_TEST_POINTS=FILE` appends the name of every phase reached to FILE;
 `$RUNSTORE_TEST_PAUSE=PHASE:N[,PHASE:N...]` makes the process print `paused at PHASE:N` on
 stderr and wait the N-th time it reaches PHASE, so tests/reliability/test_crash.py can SIGKILL it exactly

@@ -5,13 +5,15 @@ the `runstore` command runs in (`is_the_command`: the console script `runstore`,
 runstore`) and while SIGINT has Python's default handler, it makes a SIGINT that arrives
 before the command's own handling (`cli/stopping.py`) print `interrupted` and exit 130, as a
 later one does, instead of a traceback of whatever module was being imported (a second or
-two on a loaded machine); a SIGTERM then (under the OS default, which ends the process by
-the signal) does the same. Anywhere else — `import runstore` in a notebook, a script, a test —
+two on a loaded machine); a SIGTERM under the OS default (which ends the process by the
+signal) does the same until the command's own handling takes it (`takes_term`), also while
+click reads the arguments. Anywhere else — `import runstore` in a notebook, a script, a test —
 it changes nothing. `after_the_command(previous)` is the handler a command's own handling
-leaves behind when it ends: in the command's process, one under which a SIGINT between the
-command's end and the process's exit changes nothing (the command's ending is decided: it
-exits with it) and a second ends the process at once, `interrupted`, 130, up to the
-interpreter's finalization, during which SIGINT is ignored. Python's default handler would
+leaves behind when it ends, for SIGINT and SIGTERM alike: in the command's process, one under
+which a signal between the command's end and the process's exit changes nothing (the
+command's ending is decided: it exits with it) and a second ends the process at once,
+`interrupted`, 130, up to the interpreter's finalization, during which both are ignored.
+Python's default handler would
 raise `KeyboardInterrupt` wherever the interpreter then was, and its finalization puts the
 OS default back: either ends the process by the signal.
 
@@ -63,12 +65,15 @@ def quiet_interrupts() -> None:
         return
     if not any(isinstance(f, _HeldImports) for f in sys.meta_path):
         sys.meta_path.insert(0, _HeldImports())
+    took = False
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # SIGTERM ends a command as SIGINT
         signal.signal(signal.SIGTERM, _interrupted)
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        return
-    signal.signal(signal.SIGINT, _interrupted)
-    atexit.register(_ignore_at_exit)
+        took = True
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupted)
+        took = True
+    if took:
+        atexit.register(_ignore_at_exit)
 
 
 class _HeldImports(importlib.abc.MetaPathFinder):
@@ -140,10 +145,17 @@ def after_the_command(previous: Any, noted: Callable[[], None] = lambda: None) -
     (`cli/stopping.py`): `previous`, except in the `runstore` command's process while that
     is Python's default handler (see the module docstring); it calls `noted()` on each
     signal (a test's pause ends there: `crashpoints.note_signal`)."""
-    if previous is signal.default_int_handler and is_the_command():
+    if (previous is signal.default_int_handler or previous is _interrupted) \
+            and is_the_command():
         _NOTED[:] = [noted]
         return _finishing
     return previous
+
+
+def takes_term(handler: Any) -> bool:
+    """Whether a command's own handling may take SIGTERM from `handler`, the one in force:
+    the OS default, or the start-up's (`interrupted`, 130) that stands in for it until then."""
+    return handler is signal.SIG_DFL or handler is _interrupted
 
 
 def _ignore_at_exit() -> None:
@@ -151,8 +163,9 @@ def _ignore_at_exit() -> None:
     # for a Python-level handler, under which a SIGINT kills the process (status -2) while
     # modules and big objects are torn down; an ignored signal stays ignored through it.
     # Registered first thing, this runs after the callbacks registered later (LIFO).
-    if signal.getsignal(signal.SIGINT) is _finishing:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is _finishing:
+            signal.signal(signum, signal.SIG_IGN)
 
 
 _FINISHING_SEEN: list[int] = []
@@ -168,14 +181,14 @@ def _finishing(signum: int, frame: object) -> None:
 
 
 def started() -> None:
-    """The command's own handling is in place: Python's default SIGINT handler again, and the
-    OS default for SIGTERM (each command that can take long handles it, `cli/stopping.py`)."""
+    """The command's own handling is in place: Python's default SIGINT handler again (its
+    `KeyboardInterrupt` ends the command `interrupted`, 130, wherever it lands). SIGTERM keeps
+    the start-up's handler until the command's own handling takes it (`takes_term`,
+    `cli/stopping.py`), which leaves the ending handler (`after_the_command`) behind."""
     if threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGINT) is _interrupted:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    if signal.getsignal(signal.SIGTERM) is _interrupted:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def finished(code: object) -> None:

@@ -2,8 +2,8 @@
 
 Contract: `handle_errors` wraps every command. The command runs inside
 `stopping.StopOnSignals` (Ctrl-C stops it within a second; `handle_errors(stop_queries=False)`
-for `runstore ui`, whose server handles its own signals), its output is flushed before it
-counts as done, and then:
+for `runstore ui`, whose server handles its own signals: `stopping.TermByTheSignal`), its
+output is flushed before it counts as done, and then:
 
 * a `RunstoreError` prints `Error: …` (its message says what to do next) and exits with the
   status its class carries (`errors.EXIT_CODES`: 2 usage, 3 store, 4 busy, 5 limit, 6 I/O);
@@ -30,13 +30,12 @@ import os
 import select
 import signal
 import sys
-from contextlib import nullcontext
 from typing import Any, Callable
 
 import click
 
 from ..errors import BUG, INTERRUPTED, IO, USAGE, RunstoreError, one_line
-from .stopping import StopOnSignals
+from .stopping import StopOnSignals, TermByTheSignal
 
 
 def handle_errors(fn: Callable[..., Any] | None = None, *,
@@ -48,7 +47,7 @@ def handle_errors(fn: Callable[..., Any] | None = None, *,
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         ctx = click.get_current_context()
-        with StopOnSignals() if stop_queries else nullcontext() as stopping:
+        with StopOnSignals() if stop_queries else TermByTheSignal() as stopping:
             try:
                 out = fn(*args, **kwargs)
                 flush_output()  # a reader that went away shows here, not at interpreter exit

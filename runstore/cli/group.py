@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from ..crashpoints import pause_point
 from ..errors import EXIT_CODES, INTERRUPTED
 from ..startup import finished, started
 from .common import shown, utf8
@@ -78,6 +79,7 @@ class RunstoreGroup(click.Group):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         try:
             started()  # from here Ctrl-C is handled as above, not as while Python imported us
+            pause_point("started")
             return super().main(*args, **kwargs)
         except SystemExit as done:
             if kwargs.get("standalone_mode", True):  # the outermost call: the whole command

@@ -2,14 +2,18 @@
 
 Contract: `StopOnSignals()` is a context manager a command runs inside (`handle_errors` opens
 it). On the main thread it handles SIGINT for its duration, and SIGTERM the same way when the
-process has its default action for it (so a `kill` or a supervisor's stop also ends a command
-with `interrupted`, 130, as the exit table says, not silently by the signal), and restores the
-previous handlers (and wakeup fd) when it ends — in the `runstore` command's own process, the handler of a
-command that has ended (`startup.after_the_command`: a SIGINT between the command's end and
-the process's exit leaves its exit status as it was, rather than killing the process by the
-signal); elsewhere it does nothing. A SIGINT the process ignores (a job a script started with
-`&`, `nohup`) stays ignored; SIGTERM is still handled then. `finish()` says the
-command has done its work and flushed its output: a SIGINT from then on is not an interruption.
+process has its default action for it or the start-up's stand-in (`startup.takes_term`; so a
+`kill` or a supervisor's stop also ends a command with `interrupted`, 130, as the exit table
+says, not silently by the signal), and restores the previous handlers (and wakeup fd) when it
+ends — in the `runstore` command's own process, the handler of a command that has ended
+(`startup.after_the_command`: a SIGINT or SIGTERM between the command's end and the process's
+exit leaves its exit status as it was, rather than killing the process by the signal);
+elsewhere it does nothing. A SIGINT the process ignores (a job a script started with `&`,
+`nohup`) stays ignored; SIGTERM is still handled then. `finish()` says the command has done
+its work and flushed its output: a SIGINT from then on is not an interruption.
+`TermByTheSignal()` is the context of a command whose server handles its own signals
+(`runstore ui`): SIGTERM under the OS default for its duration, so the server, which raises
+the signal it caught again to the handler it found, ends by the signal as a service does.
 
 A query is DuckDB's C++ code: Python's handler only runs when DuckDB lets it, which for a big
 join can be never. So the signal is also seen by a watcher thread, through the wakeup fd
@@ -47,8 +51,25 @@ import time
 from typing import Any
 
 from ..crashpoints import note_signal, pause_point
-from ..startup import after_the_command
+from ..startup import after_the_command, takes_term
 from ..store import running
+
+
+class TermByTheSignal:
+    """SIGTERM under the OS default for the block (see the module)."""
+
+    def __init__(self) -> None:
+        self._saved: Any = None
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is threading.main_thread() \
+                and takes_term(signal.getsignal(signal.SIGTERM)):
+            self._saved = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._saved is not None:
+            signal.signal(signal.SIGTERM, after_the_command(self._saved))
+            self._saved = None
 
 
 class StopOnSignals:
@@ -122,7 +143,7 @@ class StopOnSignals:
         if threading.current_thread() is not threading.main_thread():
             return self
         take_int = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
-        take_term = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        take_term = takes_term(signal.getsignal(signal.SIGTERM))
         if not (take_int or take_term):
             return self
         read, write = os.pipe()
@@ -153,7 +174,7 @@ class StopOnSignals:
             signal.signal(signal.SIGINT, after_the_command(saved, note_signal))
             self._took_int = False
         if self._saved_term is not None:
-            signal.signal(signal.SIGTERM, self._saved_term)
+            signal.signal(signal.SIGTERM, after_the_command(self._saved_term, note_signal))
             self._saved_term = None
         signal.set_wakeup_fd(self._saved_fd if self._saved_fd is not None else -1)
         sys.unraisablehook = self._saved_hook or sys.__unraisablehook__

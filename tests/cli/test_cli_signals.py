@@ -223,6 +223,12 @@ def test_ctrl_c_after_the_command_ended(store: Path, tmp_path: Path) -> None:
     """A SIGINT after the command has done its work and its own handling has ended (between
     there and the interpreter's exit) changes nothing: the report was written, exit 0 — not a
     process killed by the signal, nor a click `Aborted!`."""
+    report_with_a_signal_once_ended(store, tmp_path, signal.SIGINT)
+
+
+def report_with_a_signal_once_ended(store: Path, tmp_path: Path, signum: int) -> None:
+    """`runstore report` sent `signum` once its own handling has ended: exit 0, nothing said,
+    the report written."""
     out = tmp_path / "report.html"
     env = {**os.environ, "RUNSTORE_TEST_PAUSE": "ended:1"}
     with subprocess.Popen(command(store, "report", "-o", str(out)), env=env,
@@ -230,7 +236,7 @@ def test_ctrl_c_after_the_command_ended(store: Path, tmp_path: Path) -> None:
         try:
             line = wait_for_pause(proc)
             assert line.strip() == "paused at ended:1", line
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signum)
             proc.wait(timeout=60)
             assert proc.stderr is not None
             err = proc.stderr.read().decode()
@@ -326,6 +332,35 @@ def test_ctrl_c_while_the_command_starts(store: Path, started: str, signum: int)
             assert proc.returncode == 130 and lines == ["interrupted"], (proc.returncode, lines)
             stopped += 1
     assert stopped  # at least one signal came while it started
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("started", ["python -m runstore", "the console script"])
+def test_a_signal_before_click_reads_the_arguments_is_an_interruption(
+        store: Path, started: str, signum: int) -> None:
+    """Between the start-up's handling (`startup.started`) and the command's own (click
+    reading the arguments, finding the command): a SIGINT or a SIGTERM there ends the command
+    `interrupted`, 130 — not a process killed by the signal (status -15: a CI run hit it)."""
+    how = ["-m", "runstore"] if started.startswith("python") else [str(console_script())]
+    env = {**os.environ, "RUNSTORE_TEST_PAUSE": "started:1"}
+    with subprocess.Popen([sys.executable, *how, "--store", str(store), "runs"], env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          bufsize=0) as proc:
+        try:
+            line = wait_for_pause(proc)
+            assert line.strip() == "paused at started:1", line
+            proc.send_signal(signum)
+            assert_interrupted(proc)
+        finally:
+            if proc.poll() is None:  # never leave a paused process behind
+                proc.kill()
+
+
+def test_sigterm_after_the_command_ended(store: Path, tmp_path: Path) -> None:
+    """A SIGTERM after the command's own handling has ended, as a SIGINT there
+    (`test_ctrl_c_after_the_command_ended`), changes nothing: the report was written, exit 0,
+    nothing said — not a process killed by the signal."""
+    report_with_a_signal_once_ended(store, tmp_path, signal.SIGTERM)
 
 
 # Sends SIGINT to its own process from inside DuckDB's import, while nanobind creates the
