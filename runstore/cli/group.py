@@ -77,20 +77,24 @@ class RunstoreGroup(click.Group):
     """The `runstore` group (see the module docstring)."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
+        outermost = kwargs.get("standalone_mode", True)  # the call that is the whole command
         try:
-            started()  # from here Ctrl-C is handled as above, not as while Python imported us
-            pause_point("started")
-            return super().main(*args, **kwargs)
-        except SystemExit as done:
-            if kwargs.get("standalone_mode", True):  # the outermost call: the whole command
-                finished(done.code)  # its own process ends here, without the teardown
-            raise
-        except KeyboardInterrupt as e:
-            # Click reads its program name and any shell-completion request before its own
-            # `try` (which makes a Ctrl-C "Aborted!"): one that lands there is ours to end.
-            if not kwargs.get("standalone_mode", True):
+            try:
+                started()  # from here Ctrl-C is handled as above, not as while Python imported us
+                pause_point("started")
+                return super().main(*args, **kwargs)
+            except KeyboardInterrupt as e:
+                # Click reads its program name and any shell-completion request before its own
+                # `try` (which makes a Ctrl-C "Aborted!"): one that lands there is ours to end.
+                if not outermost:
+                    raise
+                _outside_a_command(e)
                 raise
-            _outside_a_command(e)
+        except SystemExit as done:
+            # Its own process ends here, without the teardown (which, with the early database
+            # still being made on its thread, aborts: "FATAL: exception not rethrown").
+            if outermost:
+                finished(done.code)
             raise
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:

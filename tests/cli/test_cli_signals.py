@@ -356,6 +356,29 @@ def test_a_signal_before_click_reads_the_arguments_is_an_interruption(
                 proc.kill()
 
 
+def test_an_interrupt_before_click_reads_the_arguments_ends_the_process_at_once(
+        store: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The `KeyboardInterrupt` of a SIGINT that lands before click reads the arguments ends
+    the process as every command's ending does (`startup.finished`: the atexit callbacks, then
+    `os._exit`), not through the interpreter's teardown, which aborts the process ("FATAL:
+    exception not rethrown", status -6: a CI run hit it) while the early database is still
+    being made on its thread. `finished` is recorded here instead of ending the test."""
+    from runstore.cli import group, main
+
+    ended: list[object] = []
+    monkeypatch.setattr(group, "finished", ended.append)
+
+    def interrupted(phase: str) -> None:
+        if phase == "started":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(group, "pause_point", interrupted)
+    with pytest.raises(SystemExit) as done:
+        main.main(args=["--store", str(store), "runs"], prog_name="runstore")
+    assert done.value.code == 130 and ended == [130], (done.value.code, ended)
+    assert capsys.readouterr().err.strip() == "interrupted"
+
+
 def test_sigterm_after_the_command_ended(store: Path, tmp_path: Path) -> None:
     """A SIGTERM after the command's own handling has ended, as a SIGINT there
     (`test_ctrl_c_after_the_command_ended`), changes nothing: the report was written, exit 0,
