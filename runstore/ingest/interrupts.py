@@ -14,11 +14,9 @@ which is as safe as a `kill -9` (see docs/reliability.md); otherwise it raises
 `request(why)` asks for a stop as a first signal does, from any thread; a stop asked before
 `defer()` also ends a wait for the store's lock (storage/lock.py).
 
-The kernel may deliver a signal to any thread of the process. Python's C-level handler then
-runs in that thread and only flags the signal: the Python handler runs when the main thread
-next runs Python code. A main thread blocked on a lock until a worker is done would not run
-it until then (and a worker waiting for the stop would never be done). So the main thread
-waits for a worker's future with `awaited(future)`, in waits of `SIGNAL_POLL_S` at most.
+The kernel may deliver a signal to any thread of the process, and Python runs the handler
+only when the main thread next runs Python code: so the ingest's main thread waits for a
+worker's future with `waits.awaited(future)`, never in one blocking wait.
 
 Every signal handled is counted (`crashpoints.note_signal`): the test hook
 `crashpoints.pause_point` ends a pause when the count grows, so a test can send a signal
@@ -30,24 +28,9 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..crashpoints import note_signal
-
-if TYPE_CHECKING:
-    from concurrent.futures import Future
-
-SIGNAL_POLL_S = 0.1  # the longest a main-thread wait goes without running a signal handler
-
-
-def awaited(future: "Future[Any]") -> Any:
-    """`future.result()`, waited for in waits of `SIGNAL_POLL_S` at most (see the module)."""
-    from concurrent.futures import wait
-
-    while not future.done():
-        wait([future], timeout=SIGNAL_POLL_S)
-    return future.result()
-
 
 def ingest_interrupted(report: Any) -> KeyboardInterrupt:
     """The exception an ingest raises after publishing what it kept: a `KeyboardInterrupt`

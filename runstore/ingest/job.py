@@ -33,10 +33,11 @@ from ..storage.location import gone, location
 from ..storage.manifest import Manifest, Root
 from ..storage.snapshot import read_table
 from ..storage.writer import Writer, ledger_path, rows_where
+from ..waits import awaited
 from . import parse as jsonl
 from . import progress, run_facts, unchanged
 from .discover import EVAL_STORE, RunDir, SourceFile, unstorable_warning
-from .interrupts import Interrupts, awaited
+from .interrupts import Interrupts
 from .normalize import config
 from .normalize.base import Context
 from .normalize.code_diff import text as code_diff_text

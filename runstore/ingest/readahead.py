@@ -12,8 +12,8 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterator
 
+from ..waits import awaited
 from . import changes
-from .interrupts import awaited
 from .process import FileResult, FileTask, process_file
 
 READ_AHEAD_BYTES = 64 << 20  # source bytes read ahead of the staged file, at most

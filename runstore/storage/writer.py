@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from ..crashpoints import pause_point
 from ..errors import StoreCorrupt
+from ..waits import awaited
 from . import fingerprint, integrity
 from . import ledger as ledger_mod
 from . import schema as schema_mod
@@ -317,7 +318,7 @@ class Writer:
             done = [pool.submit(self._write_table, name, staged, tables.get(name))
                     for name in touched]
             for name, fut in zip(touched, done):
-                tables[name] = fut.result()
+                tables[name] = awaited(fut)  # a signal is heard meanwhile (waits.py)
         if staged.deletes is self._deletes:  # committed what was staged: start afresh
             self._deletes, self._appends, self.staged_rows = {}, {}, 0
             self.staged_bytes = 0

@@ -331,6 +331,30 @@ def test_sigint_that_the_kernel_gives_another_thread_still_stops_the_ingest(
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="tgkill and /proc are Linux's")
+def test_sigint_that_another_thread_gets_during_the_last_commit_is_heard(
+        tree: Path, ref: Reference, tmp_path: Path, paused: Any) -> None:
+    """The same during the ingest's last commit, which the main thread runs itself while it
+    waits for the tables written two at a time: paused at the last table write until the
+    signal is handled, a SIGINT sent to another thread still ends the ingest, everything
+    kept. It hung while the main thread waited for a table's write in one blocking wait."""
+    import ctypes
+
+    store = tmp_path / "store"
+    point = f"write:{ref.reached['write']}"
+    run = paused(store, tree, point)
+    run.wait_paused(point)
+    blocked_main_thread(run.proc.pid)
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.tgkill(run.proc.pid, another_thread(run.proc.pid), signal.SIGINT) == 0
+    status, err, _ = run.finish(timeout=30)
+    assert status == 130 and "everything was kept" in err, err
+    assert "Traceback" not in err
+    assert assert_consistent_prefix(store, ref) > 0
+    assert_completes(store, tree, ref)
+
+
+@pytest.mark.slow
 def test_sigterm_keeps_whole_files_too(tree: Path, ref: Reference, tmp_path: Path,
                                        paused: Any) -> None:
     store = tmp_path / "store"
