@@ -38,7 +38,9 @@ flushed and the atexit callbacks run (a store's worker processes ended, a tempor
 removed, coverage saved), then `os._exit`, without the interpreter's teardown of every module
 and object, which the person at the prompt would wait for and gain nothing from (mypy ends so
 too). It returns, changing nothing, anywhere else, and while a thread that is not a daemon
-still runs (Python would wait for it). `is_the_command()` says whether this process is the
+still runs (Python would wait for it), unless the command was interrupted (130): then
+nothing is waited for (a thread still in a query or a tool call would hold the process up,
+and a write is as safe as after `kill -9`, docs/reliability.md). `is_the_command()` says whether this process is the
 command's: what the process holds only for its command (a reading command's database) it may
 leave for its end to free.
 """
@@ -191,12 +193,16 @@ def started() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+_INTERRUPTED = 130  # errors.INTERRUPTED (imported here, errors would load before the handlers)
+
+
 def finished(code: object) -> None:
     """End the command's process with the exit status `code` (a `SystemExit`'s) at once, or
     return where the interpreter must end it itself (see the module docstring)."""
     if not is_the_command() or threading.current_thread() is not threading.main_thread():
         return
-    if any(not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+    if code != _INTERRUPTED and any(not t.daemon for t in threading.enumerate()
+                                    if t is not threading.main_thread()):
         return
     if code is None:
         status = 0

@@ -44,11 +44,8 @@ def mcp(ctx: click.Context, max_chars: int, memory_limit: int | None) -> None:
     """
     from ..agents.server import serve
 
-    try:
-        serve(ctx.obj.get("store"), max_chars=max_chars, memory_limit=memory_limit,
-              debug=bool(ctx.obj.get("debug")))
-    except KeyboardInterrupt:
-        ctx.exit(130)
+    serve(ctx.obj.get("store"), max_chars=max_chars, memory_limit=memory_limit,
+          debug=bool(ctx.obj.get("debug")))  # Ctrl-C or SIGTERM: `interrupted`, 130
 
 
 @click.command()
