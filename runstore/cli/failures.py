@@ -64,6 +64,8 @@ def handle_errors(fn: Callable[..., Any] | None = None, *,
                 code, message = outcome(e, interrupted=interrupted)
                 if code != INTERRUPTED and ctx.obj and ctx.obj.get("debug"):
                     raise
+                if stopping:  # its ending is decided: a signal from here on says nothing more
+                    stopping.finish()
                 say(message)
                 ctx.exit(code)
 

@@ -9,8 +9,9 @@ ends — in the `runstore` command's own process, the handler of a command that 
 (`startup.after_the_command`: a SIGINT or SIGTERM between the command's end and the process's
 exit leaves its exit status as it was, rather than killing the process by the signal);
 elsewhere it does nothing. A SIGINT the process ignores (a job a script started with `&`,
-`nohup`) stays ignored; SIGTERM is still handled then. `finish()` says the command has done
-its work and flushed its output: a SIGINT from then on is not an interruption.
+`nohup`) stays ignored; SIGTERM is still handled then. `finish()` says the command's ending
+is decided (its work done and its output flushed, or the line it ends with about to be
+said): a signal from then on is not an interruption and says nothing more.
 `TermByTheSignal()` is the context of a command whose server handles its own signals
 (`runstore ui`): SIGTERM under the OS default for its duration, so the server, which raises
 the signal it caught again to the handler it found, ends by the signal as a service does.
@@ -131,12 +132,15 @@ class StopOnSignals:
                     self._redelivered -= 1
                     continue
                 seen += 1
+                if self.finished:  # the command's ending is decided (and may be said)
+                    continue
                 if running.cancel_running() and seen > 1:
                     os.write(2, b"\ninterrupted (stopped at once by a second Ctrl-C)\n")
                     os._exit(130)
 
     def finish(self) -> None:
-        """The command has done its work and flushed its output."""
+        """The command's ending is decided: its work done and its output flushed, or the
+        error or interruption it ends with about to be said."""
         self.finished = True
 
     def __enter__(self) -> "StopOnSignals":

@@ -379,6 +379,34 @@ def test_an_interrupt_before_click_reads_the_arguments_ends_the_process_at_once(
     assert capsys.readouterr().err.strip() == "interrupted"
 
 
+def test_a_second_signal_while_the_first_is_said_adds_nothing(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second Ctrl-C that lands while the command says `interrupted` (the first one's
+    ending is decided) says nothing more: one line, 130 — not the line twice (two SIGTERMs
+    back to back printed it twice) nor a traceback. The first Ctrl-C comes as the command's
+    first query starts, the second as the line is written."""
+    from runstore.cli import failures
+    from runstore.query import session
+
+    real_say, said = failures.say, []
+
+    def say(text: str) -> None:
+        said.append(text)
+        real_say(text)
+        if len(said) == 1:
+            signal.raise_signal(signal.SIGINT)
+
+    def pause_point(phase: str) -> None:
+        if phase == "query":
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(failures, "say", say)
+    monkeypatch.setattr(session, "pause_point", pause_point)
+    result = cli(store, "runs", catch_exceptions=True)
+    assert result.exit_code == 130, (result.output, result.exception)
+    assert said == ["interrupted"] and result.output.strip() == "interrupted", result.output
+
+
 def test_sigterm_after_the_command_ended(store: Path, tmp_path: Path) -> None:
     """A SIGTERM after the command's own handling has ended, as a SIGINT there
     (`test_ctrl_c_after_the_command_ended`), changes nothing: the report was written, exit 0,
