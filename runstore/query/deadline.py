@@ -191,11 +191,16 @@ class Deadline:
                 return
 
     def _interrupt(self) -> None:
+        import duckdb
+
         while True:
             with self._lock:
                 if self._cursor is None:  # the block has ended: nothing touches the cursor
                     return
-                self._cursor.interrupt()
+                try:
+                    self._cursor.interrupt()
+                except duckdb.Error:  # closed under us (the command ending): nothing runs
+                    return
             if self._ended.wait(REPEAT_S):
                 return
 

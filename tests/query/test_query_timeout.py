@@ -249,6 +249,24 @@ def test_a_deadline_keeps_interrupting_until_the_block_ends() -> None:
     assert cursor2.n == 0
 
 
+def test_an_interrupt_of_a_connection_closed_under_it_ends_quietly() -> None:
+    """A cancel whose cursor is closed meanwhile (a command ending as a second Ctrl-C comes)
+    stops there: no "Exception in thread runstore-query-cancel" traceback on stderr."""
+    import duckdb
+
+    cursor = duckdb.connect(":memory:")
+    errors: list[Any] = []
+    previous, threading.excepthook = threading.excepthook, errors.append
+    try:
+        with deadline.Deadline(cursor, None) as limit:
+            cursor.close()
+            limit.cancel()
+            time.sleep(3 * deadline.REPEAT_S)
+    finally:
+        threading.excepthook = previous
+    assert errors == [], [e.exc_value for e in errors]
+
+
 # -- runstore sql --timeout -------------------------------------------------------------------
 
 def test_cli_timeout_is_one_error_line_and_exit_1(tree_and_store: tuple[Path, Path]) -> None:
