@@ -282,7 +282,8 @@ class _StopOnSignals:
         if threading.current_thread() is threading.main_thread():
             for name in self.SIGNALS:
                 sig = getattr(signal, name, None)
-                if sig is not None:
+                # A signal the process ignores (a job started with `&` or `nohup`) stays so.
+                if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
                     self.saved[sig] = signal.signal(sig, self._handler)
         return self.event
 

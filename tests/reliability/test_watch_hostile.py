@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,6 +86,29 @@ def test_ui_watch_stops_promptly_while_the_store_is_locked(tmp_path: Path, sig: 
     assert got == want
 
 
+def stopped_watch(tree: Path, store: Path, log: Path, *signals: int, **popen: Any) -> int:
+    """The exit status of `runstore ingest TREE --watch 0.2` (its output in `log`) sent
+    `signals` while paused at its first pass's ledger (a pause a handled signal ends): each
+    signal but the last must change nothing for a second."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "runstore", "--store", str(store), "ingest", str(tree),
+             "--watch", "0.2"], stdout=out, stderr=subprocess.STDOUT,
+            env={**ENV, "PYTHONUNBUFFERED": "1", "RUNSTORE_TEST_PAUSE": "ledger:1"}, **popen)
+    try:
+        assert wait_for_text(log, "paused at ledger:1"), log.read_text()
+        for sig in signals[:-1]:
+            proc.send_signal(sig)
+            time.sleep(1.0)
+            assert proc.poll() is None, log.read_text()
+        proc.send_signal(signals[-1])
+        return proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_the_commit_of_a_watch_pass_lets_it_finish(tmp_path: Path,
                                                                     sig: int) -> None:
@@ -94,21 +118,26 @@ def test_a_signal_during_the_commit_of_a_watch_pass_lets_it_finish(tmp_path: Pat
     write_run(tree / "a", 5)
     write_run(tree / "b", 7)
     log = tmp_path / "out.txt"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "runstore", "--store", str(store), "ingest", str(tree),
-             "--watch", "0.2"], stdout=out, stderr=subprocess.STDOUT,
-            env={**ENV, "PYTHONUNBUFFERED": "1", "RUNSTORE_TEST_PAUSE": "ledger:1"})
-    try:
-        assert wait_for_text(log, "paused at ledger:1"), log.read_text()
-        proc.send_signal(sig)
-        assert proc.wait(timeout=30) == 0, log.read_text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    assert stopped_watch(tree, store, log, sig) == 0, log.read_text()
     assert "Traceback" not in log.read_text(), log.read_text()
     # The snapshot of that pass was published: every row of the files, with no other ingest.
     got = runstore.open(store).sql("select count(*) from metrics_raw").item()
     want = sum(len(oracle.metric_rows(tree / r / "metrics.jsonl")) for r in ("a", "b"))
     assert got == want
+
+
+def _sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_a_watch_started_with_sigint_ignored_keeps_it_ignored(tmp_path: Path) -> None:
+    """`ingest --watch` started as a script's `&` job (or under `nohup`) has SIGINT ignored,
+    and it stays so, as for every other command: a SIGINT changes nothing (it used to end
+    the watch); a SIGTERM still ends it cleanly, with 0."""
+    tree, store = tmp_path / "runs", tmp_path / "store"
+    write_run(tree / "a", 5)
+    log = tmp_path / "out.txt"
+    status = stopped_watch(tree, store, log, signal.SIGINT, signal.SIGTERM,
+                           preexec_fn=_sigint_ignored)
+    assert status == 0, log.read_text()
+    assert "Traceback" not in log.read_text(), log.read_text()
