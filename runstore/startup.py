@@ -13,9 +13,8 @@ leaves behind when it ends, for SIGINT and SIGTERM alike: in the command's proce
 which a signal between the command's end and the process's exit changes nothing (the
 command's ending is decided: it exits with it) and a second ends the process at once,
 `interrupted`, 130, up to the interpreter's finalization, during which both are ignored.
-Python's default handler would
-raise `KeyboardInterrupt` wherever the interpreter then was, and its finalization puts the
-OS default back: either ends the process by the signal.
+Python's default handler would raise `KeyboardInterrupt` wherever the interpreter then was,
+and its finalization puts the OS default back: either ends the process by the signal.
 
 In the command's process, DuckDB's Python module is also imported whole (`HELD_IMPORTS`): a
 SIGINT that arrives while its native part initializes is held until the import has finished,
@@ -40,9 +39,9 @@ and object, which the person at the prompt would wait for and gain nothing from 
 too). It returns, changing nothing, anywhere else, and while a thread that is not a daemon
 still runs (Python would wait for it), unless the command was interrupted (130): then
 nothing is waited for (a thread still in a query or a tool call would hold the process up,
-and a write is as safe as after `kill -9`, docs/reliability.md). `is_the_command()` says whether this process is the
-command's: what the process holds only for its command (a reading command's database) it may
-leave for its end to free.
+and a write is as safe as after `kill -9`, docs/reliability.md). `is_the_command()` says
+whether this process is the command's: what the process holds only for its command (a
+reading command's database) it may leave for its end to free.
 """
 
 from __future__ import annotations
