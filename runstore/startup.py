@@ -192,16 +192,15 @@ def started() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-_INTERRUPTED = 130  # errors.INTERRUPTED (imported here, errors would load before the handlers)
-
-
 def finished(code: object) -> None:
     """End the command's process with the exit status `code` (a `SystemExit`'s) at once, or
     return where the interpreter must end it itself (see the module docstring)."""
     if not is_the_command() or threading.current_thread() is not threading.main_thread():
         return
-    if code != _INTERRUPTED and any(not t.daemon for t in threading.enumerate()
-                                    if t is not threading.main_thread()):
+    from .errors import INTERRUPTED  # here: at the top, it would load before the handlers
+
+    if code != INTERRUPTED and any(not t.daemon for t in threading.enumerate()
+                                   if t is not threading.main_thread()):
         return
     if code is None:
         status = 0
